@@ -1,0 +1,45 @@
+# MoTS platform: every target installs what it needs first.
+# `make test` runs ruff, mypy and pytest; `make demo` runs the main job end to end.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: help install system lint typecheck test test-fast bench bench-solver clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[train,services,dev]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the package with all extras
+
+system: ## install and start the machine services the tests use (Redis, PostgreSQL, Prometheus, data)
+	bash scripts/ensure_system.sh
+
+lint: install ## ruff
+	$(BIN)/ruff check shared services edge tests benchmarks
+
+typecheck: install ## mypy (strict on the economics core)
+	$(BIN)/mypy shared/mots services edge
+
+test: install system lint typecheck ## ruff, mypy and the whole pytest suite
+	$(BIN)/pytest
+
+test-fast: install ## pytest without the slow and integration tests
+	$(BIN)/pytest -m "not slow and not integration"
+
+bench-solver: install ## optimum solver against exhaustive enumeration, and the largest N solved in 1 s
+	$(PY) -m benchmarks.bench_solver
+
+bench: bench-solver ## every benchmark
+
+clean: ## remove build outputs (keeps .venv)
+	rm -rf out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Mechanisms behind one interface: SWAN (paper and robust variants) and the baselines."""
