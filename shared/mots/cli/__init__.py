@@ -1,0 +1,1 @@
+"""The `mots` command line."""
