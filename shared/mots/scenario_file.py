@@ -27,11 +27,15 @@ def _format_validation_error(err: ValidationError) -> str:
 def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
     """Validate already-parsed YAML/JSON data into a Scenario, with errors naming each field."""
     if not isinstance(data, dict):
-        raise ScenarioError(f"{source}: expected a mapping with 'types' and 'error_model' at the top")
+        raise ScenarioError(
+            f"{source}: expected a mapping with 'types' and 'error_model' at the top"
+        )
     try:
         return Scenario.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(f"{source} is not a valid scenario:\n{_format_validation_error(err)}") from err
+        raise ScenarioError(
+            f"{source} is not a valid scenario:\n{_format_validation_error(err)}"
+        ) from err
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -44,5 +48,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ScenarioError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}") from err
+        raise ScenarioError(
+            f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}"
+        ) from err
     return parse_scenario(data, str(p))

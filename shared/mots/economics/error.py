@@ -39,7 +39,9 @@ def generalization_error(
     return error_from_totals(k.sum(axis=-1), inverse_size_sum(k, sizes), model)
 
 
-def excess_error(participants: npt.ArrayLike, sizes: npt.ArrayLike, model: ErrorModel) -> FloatArray:
+def excess_error(
+    participants: npt.ArrayLike, sizes: npt.ArrayLike, model: ErrorModel
+) -> FloatArray:
     """ε(K) − ε0 − σ²: the quantity whose sign splits the Lagrangian's term (ε − σ²)^−1 (Eq. 12)."""
     return np.asarray(
         generalization_error(participants, sizes, model) - model.eps0 - model.sigma2,

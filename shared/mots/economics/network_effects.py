@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -72,7 +72,7 @@ def collaboration_reduces_error(
     return model.heterogeneity_ratio < bound
 
 
-class Region(str, Enum):
+class Region(StrEnum):
     """The four regions of Theorem 2 (Fig. 3) for a joining type j."""
 
     I = "I"  # noqa: E741 - the paper's name
@@ -104,7 +104,10 @@ class TypeEffect:
 
 
 def _effect_quadratic(
-    participants: npt.NDArray[np.float64], joining_type: int, sizes: npt.ArrayLike, model: ErrorModel
+    participants: npt.NDArray[np.float64],
+    joining_type: int,
+    sizes: npt.ArrayLike,
+    model: ErrorModel,
 ) -> tuple[float, float, float]:
     """Coefficients (A, B, C) with sign(effect of a type-j joiner at total K') = sign(A K'² + B K' + C).
 

@@ -50,12 +50,19 @@ class ErrorModel(BaseModel):
             return data
         data = dict(data)
         if "d_gamma2" in data:
-            raise ValueError("error_model: give either d_gamma2 or both d and gamma2, not both forms")
+            raise ValueError(
+                "error_model: give either d_gamma2 or both d and gamma2, not both forms"
+            )
         if "d" not in data or "gamma2" not in data:
             raise ValueError("error_model: d and gamma2 must be given together")
         d, gamma2 = data.pop("d"), data.pop("gamma2")
         for name, v in (("d", d), ("gamma2", gamma2)):
-            if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+            if (
+                not isinstance(v, int | float)
+                or isinstance(v, bool)
+                or not math.isfinite(v)
+                or v <= 0
+            ):
                 raise ValueError(f"error_model.{name} must be a finite number > 0, got {v!r}")
         data["d_gamma2"] = float(d) * float(gamma2)
         return data
@@ -71,7 +78,9 @@ class Scenario(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    types: list[ClientType] = Field(..., min_length=1, description="client types, D_i non-decreasing")
+    types: list[ClientType] = Field(
+        ..., min_length=1, description="client types, D_i non-decreasing"
+    )
     error_model: ErrorModel
     utility: Utility = Field(default_factory=PowerUtility)
     eps_req: float | None = Field(

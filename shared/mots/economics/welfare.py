@@ -18,9 +18,7 @@ def welfare_mots(
     k = np.asarray(participants, dtype=np.float64)
     b = np.asarray(buyers, dtype=np.float64)
     u = scenario.utility.value(generalization_error(k, scenario.sizes, scenario.error_model))
-    return np.asarray(
-        (k.sum(axis=-1) + b.sum(axis=-1)) * u - k @ scenario.costs, dtype=np.float64
-    )
+    return np.asarray((k.sum(axis=-1) + b.sum(axis=-1)) * u - k @ scenario.costs, dtype=np.float64)
 
 
 def welfare_all_served(scenario: Scenario, participants: npt.ArrayLike) -> FloatArray:
