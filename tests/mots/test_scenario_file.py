@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from mots.scenario_file import ScenarioError, load_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
+
 from mots.economics import ClientType, ErrorModel, PowerUtility, Scenario
 from mots.economics.utility import ExponentialUtility
 

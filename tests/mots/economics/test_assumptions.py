@@ -30,9 +30,9 @@ def test_power_law_fails_below_its_threshold() -> None:
 
 
 def test_offset_shifts_the_threshold() -> None:
-    """The check uses ε − ε0, so an offset moves the failing stretch by ε0."""
+    """The check uses ε − ε0: for a·ε^−b it fails for ε < (b+1)(ε0 + σ²)/(b−1)."""
     (w,) = curvature_warnings(_scenario(1.0, eps0=0.5), 1.4, samples=100_001)
-    assert w.eps_to == pytest.approx(0.5 + 17 / 15, abs=1e-3)
+    assert w.eps_to == pytest.approx(17 / 15 * 1.5, abs=1e-3)
 
 
 def test_relevant_range_bounds_eq3() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from mots.economics import ErrorModel, error_from_totals, generalization_error, inverse_size_sum
 from mots.economics.error import excess_error
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
 from mots.economics import ErrorModel, generalization_error
 from mots.economics.network_effects import (
     Region,
@@ -18,7 +19,6 @@ from mots.economics.network_effects import (
     network_effect,
     type_effect,
 )
-
 from tests.mots.economics.strategies import coalitions, error_models, sizes_st
 
 

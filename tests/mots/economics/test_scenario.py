@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from mots.economics import ErrorModel, Scenario
 from pydantic import ValidationError
+
+from mots.economics import ErrorModel, Scenario
 
 
 def _base() -> dict[str, Any]:
