@@ -1,0 +1,1 @@
+"""The MoTS platform services: market, pricing, orchestration and evaluation (one package each)."""

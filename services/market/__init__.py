@@ -1,0 +1,1 @@
+"""The market service: client registration and auth, quotes, decisions, purchases and the ledger."""

@@ -1,0 +1,82 @@
+"""Dependencies of the market routes, as ``Annotated`` aliases a route's signature reads as its needs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from celery import Celery
+from fastapi import Depends, Header, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.market.auth import hash_token, is_operator
+from services.market.core.config import Settings
+from services.market.models import Client
+
+bearer = HTTPBearer(auto_error=False, description="the token returned at registration")
+
+
+def get_factory(request: Request) -> sessionmaker[Session]:
+    """The app's session factory."""
+    factory: sessionmaker[Session] = request.app.state.sessions
+    return factory
+
+
+def get_settings(request: Request) -> Settings:
+    """The app's settings."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_celery(request: Request) -> Celery:
+    """The app's Celery client (to emit events to other services)."""
+    app: Celery = request.app.state.celery
+    return app
+
+
+SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_factory)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+CeleryDep = Annotated[Celery, Depends(get_celery)]
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(
+        status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+def current_client(credentials: Credentials, factory: SessionFactoryDep) -> Client:
+    """The client whose bearer token the request carries (401 otherwise)."""
+    if credentials is None:
+        raise _unauthorized("Authorization: a bearer token is required")
+    with factory() as session:
+        client = session.scalar(
+            select(Client).where(Client.token_hash == hash_token(credentials.credentials))
+        )
+    if client is None:
+        raise _unauthorized("Authorization: the token is not a registered client's")
+    return client
+
+
+def operator(credentials: Credentials, settings: SettingsDep) -> None:
+    """Admit only the platform operator (401 otherwise)."""
+    if credentials is None or not is_operator(
+        credentials.credentials, settings.operator_token.get_secret_value()
+    ):
+        raise _unauthorized("Authorization: this call needs the operator token")
+
+
+CurrentClient = Annotated[Client, Depends(current_client)]
+Operator = Annotated[None, Depends(operator)]
+IdempotencyKeyHeader = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        min_length=8,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="unique per intended operation; a retry with the same key is not booked twice",
+    ),
+]

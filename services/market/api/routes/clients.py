@@ -1,0 +1,70 @@
+"""Registration of clients with their type declaration, and a client's own record."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from mots.platform.money import from_micros, to_micros
+from mots.platform.schemas import ClientOut, ClientRegistration, RegisteredClient
+from services.market import ledger
+from services.market.api.deps import CurrentClient, Operator, SessionFactoryDep
+from services.market.auth import hash_token, new_token
+from services.market.models import Client
+from services.market.transactions import in_transaction
+
+router = APIRouter(tags=["clients"])
+
+
+def _out(c: Client) -> ClientOut:
+    return ClientOut(
+        id=c.id,
+        name=c.name,
+        type_name=c.type_name,
+        data_size=c.data_size,
+        cost=from_micros(c.cost_micros),
+    )
+
+
+@router.post("/v1/clients", status_code=status.HTTP_201_CREATED, response_model=RegisteredClient)
+def register(body: ClientRegistration, factory: SessionFactoryDep) -> RegisteredClient:
+    """Register a client; every client of one type must declare the same data size and cost."""
+    token = new_token()
+    cost = to_micros(body.cost)
+
+    def work(session: Session) -> Client:
+        peer = session.scalar(select(Client).where(Client.type_name == body.type_name).limit(1))
+        if peer is not None and (peer.data_size, peer.cost_micros) != (body.data_size, cost):
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"type_name: type {body.type_name!r} is declared with data_size={peer.data_size} "
+                f"and cost={from_micros(peer.cost_micros)}; a type's clients must match",
+            )
+        client = Client(
+            name=body.name,
+            type_name=body.type_name,
+            data_size=body.data_size,
+            cost_micros=cost,
+            token_hash=hash_token(token),
+        )
+        session.add(client)
+        session.flush()
+        ledger.ensure_account(session, ledger.wallet_name(client.id), client.id)
+        return client
+
+    client = in_transaction(factory, work)
+    return RegisteredClient(**_out(client).model_dump(), token=token)
+
+
+@router.get("/v1/me", response_model=ClientOut)
+def me(client: CurrentClient) -> ClientOut:
+    """The authenticated client's record."""
+    return _out(client)
+
+
+@router.get("/v1/clients", response_model=list[ClientOut])
+def list_clients(_: Operator, factory: SessionFactoryDep) -> list[ClientOut]:
+    """Every registered client (operator only)."""
+    with factory() as session:
+        return [_out(c) for c in session.scalars(select(Client).order_by(Client.id))]

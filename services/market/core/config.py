@@ -1,0 +1,31 @@
+"""Settings of the market service (environment variables with the prefix ``MOTS_``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+
+from mots.platform.settings import PlatformSettings
+
+
+class Settings(PlatformSettings):
+    """The market API and worker read these."""
+
+    database_url: str = Field(
+        "sqlite:///out/platform/market.db",
+        description="SQLAlchemy URL of the market's ledger database (SQLite default, or PostgreSQL)",
+    )
+    db_pool_size: int = Field(
+        20, ge=1, description="connections the market keeps open to a PostgreSQL ledger"
+    )
+    artifact_root: str = Field(
+        "out/platform/artifacts",
+        description="directory the published model artifacts must lie under to be downloadable",
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return Settings()

@@ -1,0 +1,63 @@
+"""Strategy declarations (join, buy, abstain) for a round that is collecting decisions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import HTTPException, status
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from mots.platform.schemas import Strategy
+from services.market.models import Client, Decision, MarketRound, Purchase
+
+
+def record_decision(
+    session: Session,
+    rnd: MarketRound,
+    client_id: int,
+    strategy: Strategy,
+    from_purchase: bool = False,
+) -> Decision:
+    """Insert or change a client's strategy; a paid buyer cannot switch away from buying."""
+    if rnd.state != "collecting":
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"round_id: round {rnd.id} is {rnd.state}; decisions are taken while it is collecting",
+        )
+    if strategy != Strategy.BUY and not from_purchase:
+        paid = session.scalar(
+            select(Purchase.id).where(
+                Purchase.round_id == rnd.id,
+                Purchase.client_id == client_id,
+                Purchase.refunded.is_(False),
+            )
+        )
+        if paid is not None:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                "strategy: this client paid for the round's model; a purchase is final",
+            )
+    decision = session.scalar(
+        select(Decision).where(Decision.round_id == rnd.id, Decision.client_id == client_id)
+    )
+    if decision is None:
+        decision = Decision(round_id=rnd.id, client_id=client_id, strategy=strategy.value)
+        session.add(decision)
+    else:
+        decision.strategy = strategy.value
+        decision.updated_at = datetime.now(UTC)
+    session.flush()
+    return decision
+
+
+def all_declared(session: Session, round_id: int) -> bool:
+    """Whether every registered client has a decision in the round."""
+    registered = session.scalar(select(func.count()).select_from(Client)) or 0
+    declared = (
+        session.scalar(
+            select(func.count()).select_from(Decision).where(Decision.round_id == round_id)
+        )
+        or 0
+    )
+    return registered > 0 and declared >= registered

@@ -1,0 +1,61 @@
+"""Idempotency keys for money-moving calls: same key and body → the stored result, no second entry.
+
+The key row is inserted in the same database transaction as the money movement, and the pair
+(principal, key) is unique, so of two concurrent calls with one key only one books; the other
+retries and returns the stored result. The same key with a different body is a 409.
+Only successful outcomes are stored: a refused call (e.g. 402) may be retried with the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import HTTPException, status
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.market.models import IdempotencyKey
+
+
+def request_hash(method: str, path: str, body: dict[str, Any]) -> str:
+    """A fingerprint of a request: method, path and canonical JSON body."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{method} {path} {canonical}".encode()).hexdigest()
+
+
+def run_once(
+    session: Session,
+    principal: str,
+    key: str,
+    fingerprint: str,
+    action: Callable[[Session], dict[str, Any]],
+    status_code: int = 201,
+) -> tuple[int, dict[str, Any]]:
+    """The stored outcome for (principal, key), or run ``action`` and store its JSON result."""
+    stored = session.scalar(
+        select(IdempotencyKey).where(
+            IdempotencyKey.principal == principal, IdempotencyKey.key == key
+        )
+    )
+    if stored is not None:
+        if stored.request_hash != fingerprint:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                "Idempotency-Key: this key was used with a different request body",
+            )
+        return stored.status_code, json.loads(stored.response_json)
+    result = action(session)
+    session.add(
+        IdempotencyKey(
+            principal=principal,
+            key=key,
+            request_hash=fingerprint,
+            status_code=status_code,
+            response_json=json.dumps(result, default=str),
+        )
+    )
+    session.flush()
+    return status_code, result

@@ -1,0 +1,161 @@
+"""The double-entry ledger: every posting's legs sum to zero and move account balances atomically.
+
+Accounts are locked in ascending id order (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's
+``BEGIN IMMEDIATE`` serialises writers), so two postings never deadlock on each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from mots.platform.money import from_micros
+from mots.platform.schemas import LedgerCheck
+from services.market.models import Account, Entry, LedgerTransaction
+
+EXTERNAL = "external:deposits"
+SUBSIDY = "platform:subsidy"
+SURPLUS = "platform:surplus"
+
+
+class LedgerError(ValueError):
+    """A posting that would break the ledger's rules."""
+
+
+def wallet_name(client_id: int) -> str:
+    """The wallet account of a client."""
+    return f"wallet:{client_id}"
+
+
+def pool_name(round_id: int) -> str:
+    """The account that holds a round's buyer payments until settlement."""
+    return f"round:{round_id}:pool"
+
+
+def _category(name: str) -> str:
+    if name.startswith("wallet:"):
+        return "wallets"
+    if name.startswith("round:"):
+        return "round_pools"
+    return name.replace(":", "_")
+
+
+def ensure_account(session: Session, name: str, client_id: int | None = None) -> int:
+    """The id of account ``name``, created if missing (safe under concurrent creators)."""
+    found = session.scalar(select(Account.id).where(Account.name == name))
+    if found is not None:
+        return found
+    values = {
+        "name": name,
+        "category": _category(name),
+        "client_id": client_id,
+        "balance_micros": 0,
+    }
+    dialect = session.get_bind().dialect.name
+    ins = pg_insert(Account) if dialect == "postgresql" else sqlite_insert(Account)
+    session.execute(ins.values(**values).on_conflict_do_nothing(index_elements=["name"]))
+    account_id = session.scalar(select(Account.id).where(Account.name == name))
+    assert account_id is not None
+    return account_id
+
+
+def lock_accounts(session: Session, account_ids: Sequence[int]) -> dict[int, int]:
+    """Lock accounts (ascending id) and return their balances in micro-units."""
+    rows = session.execute(
+        select(Account.id, Account.balance_micros)
+        .where(Account.id.in_(sorted(set(account_ids))))
+        .order_by(Account.id)
+        .with_for_update()
+    ).all()
+    return {r[0]: r[1] for r in rows}
+
+
+def post(
+    session: Session,
+    kind: str,
+    legs: Sequence[tuple[int, int]],
+    round_id: int | None = None,
+    client_id: int | None = None,
+) -> LedgerTransaction:
+    """Book one transaction of (account id, signed micro-units) legs that sum to zero.
+
+    The caller holds the accounts' locks (:func:`lock_accounts`) and commits.
+    """
+    if not legs:
+        raise LedgerError("legs: a transaction needs at least two legs")
+    if sum(amount for _, amount in legs) != 0:
+        raise LedgerError(f"legs: entries of a {kind} transaction must sum to zero, got {legs}")
+    if any(amount == 0 for _, amount in legs):
+        raise LedgerError("legs: zero-amount entries are not booked")
+    txn = LedgerTransaction(kind=kind, round_id=round_id, client_id=client_id)
+    session.add(txn)
+    session.flush()
+    session.add_all(
+        Entry(transaction_id=txn.id, account_id=acc, amount_micros=amount) for acc, amount in legs
+    )
+    for acc, amount in legs:
+        session.execute(
+            update(Account)
+            .where(Account.id == acc)
+            .values(balance_micros=Account.balance_micros + amount)
+        )
+    return txn
+
+
+def transfer(
+    session: Session,
+    kind: str,
+    source: int,
+    destination: int,
+    micros: int,
+    round_id: int | None = None,
+    client_id: int | None = None,
+) -> LedgerTransaction | None:
+    """Move ``micros`` > 0 from ``source`` to ``destination`` (nothing for a zero amount)."""
+    if micros == 0:
+        return None
+    if micros < 0:
+        source, destination, micros = destination, source, -micros
+    return post(session, kind, [(source, -micros), (destination, micros)], round_id, client_id)
+
+
+def check(session: Session) -> LedgerCheck:
+    """Verify the invariants: transactions sum to zero; balances equal their entries; Σ = 0."""
+    unbalanced = session.scalar(
+        select(func.count()).select_from(
+            select(Entry.transaction_id)
+            .group_by(Entry.transaction_id)
+            .having(func.sum(Entry.amount_micros) != 0)
+            .subquery()
+        )
+    )
+    sums = dict(
+        session.execute(
+            select(Entry.account_id, func.sum(Entry.amount_micros)).group_by(Entry.account_id)
+        ).all()
+    )
+    accounts = session.execute(select(Account.id, Account.category, Account.balance_micros)).all()
+    mismatched = sum(1 for a in accounts if int(sums.get(a[0], 0) or 0) != a[2])
+    by_category: dict[str, int] = {}
+    for _, category, balance in accounts:
+        by_category[category] = by_category.get(category, 0) + balance
+    return LedgerCheck(
+        transactions=session.scalar(select(func.count()).select_from(LedgerTransaction)) or 0,
+        entries=session.scalar(select(func.count()).select_from(Entry)) or 0,
+        unbalanced_transactions=unbalanced or 0,
+        mismatched_accounts=mismatched,
+        total=from_micros(sum(a[2] for a in accounts)),
+        accounts={k: from_micros(v) for k, v in sorted(by_category.items())},
+    )
+
+
+def totals_by_category(session: Session) -> dict[str, int]:
+    """Σ balances per account category, for the ``mots_ledger_total`` gauge."""
+    rows = session.execute(
+        select(Account.category, func.sum(Account.balance_micros)).group_by(Account.category)
+    ).all()
+    return {r[0]: int(r[1] or 0) for r in rows}

@@ -1,0 +1,67 @@
+"""The market's FastAPI app: registration, quotes, decisions, purchases, models and the ledger.
+
+Run with ``uvicorn services.market.main:app``; ``MOTS_DATABASE_URL`` picks the ledger database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import REGISTRY
+
+from mots.platform.celery_app import make_celery
+from mots.platform.metrics import install_http_metrics
+from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
+from services.market.core.config import Settings, get_settings
+from services.market.db import make_engine, make_sessionmaker
+from services.market.metrics import LedgerCollector
+from services.market.migrations import upgrade
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the market app for ``settings`` (the environment's by default)."""
+    settings = settings or get_settings()
+    engine = make_engine(settings.database_url, settings.db_pool_size)
+    sessions = make_sessionmaker(engine)
+    collector = LedgerCollector(sessions)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        upgrade(settings.database_url)
+        REGISTRY.register(collector)
+        try:
+            yield
+        finally:
+            REGISTRY.unregister(collector)
+            engine.dispose()
+
+    app = FastAPI(
+        title="MoTS market",
+        version="1",
+        summary="Register, read SWAN's quote, declare a strategy, buy and download the model.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.sessions = sessions
+    app.state.celery = make_celery("market", settings.redis_url)
+    for module in (clients, quotes, decisions, purchases, ledger, models):
+        app.include_router(module.router)
+    install_http_metrics(app, "market")
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """Liveness probe."""
+        return {"status": "ok"}
+
+    return app
+
+
+def __getattr__(name: str) -> FastAPI:
+    """``services.market.main:app`` builds the app on first access (uvicorn's import string)."""
+    if name == "app":
+        application = create_app()
+        globals()["app"] = application
+        return application
+    raise AttributeError(name)

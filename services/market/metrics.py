@@ -1,0 +1,33 @@
+"""The market's scrape-time collector: ``mots_ledger_total{account=…}`` read from the ledger itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.market import ledger
+
+
+class LedgerCollector(Collector):
+    """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits)."""
+
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        self.factory = factory
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "mots_ledger_total",
+            "Sum of ledger balances by account category, in currency units (Σ over all is 0).",
+            labels=["account"],
+        )
+        with self.factory() as session:
+            totals = ledger.totals_by_category(session)
+        for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
+            totals.setdefault(category, 0)
+        totals.setdefault("external_deposits", 0)
+        for category, micros in sorted(totals.items()):
+            family.add_metric([category], micros / 1_000_000)
+        yield family

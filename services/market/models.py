@@ -1,0 +1,142 @@
+"""Tables of the market: clients, the double-entry ledger, rounds, decisions, purchases, idempotency.
+
+Amounts are BIGINT micro-units (:mod:`mots.platform.money`): exact on SQLite and PostgreSQL alike.
+Every ledger transaction's entries sum to zero; ``accounts.balance_micros`` is the running sum
+of an account's entries, updated in the same database transaction as the entries.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the market's tables."""
+
+
+class Client(Base):
+    """A registered participant or buyer with its type declaration and hashed credential."""
+
+    __tablename__ = "clients"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    type_name: Mapped[str] = mapped_column(String(64), index=True)
+    data_size: Mapped[int] = mapped_column(Integer)
+    cost_micros: Mapped[int] = mapped_column(BigInteger)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Account(Base):
+    """A ledger account: ``wallet:<client>``, ``round:<id>:pool``, ``platform:subsidy``, ..."""
+
+    __tablename__ = "accounts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    category: Mapped[str] = mapped_column(String(32), index=True)
+    client_id: Mapped[int | None] = mapped_column(ForeignKey("clients.id"), nullable=True)
+    balance_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class LedgerTransaction(Base):
+    """One money movement; its entries sum to zero (double entry)."""
+
+    __tablename__ = "ledger_transactions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    round_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    client_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Entry(Base):
+    """A signed amount on one account within a transaction."""
+
+    __tablename__ = "ledger_entries"
+    __table_args__ = (Index("ix_ledger_entries_account", "account_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    transaction_id: Mapped[int] = mapped_column(ForeignKey("ledger_transactions.id"), index=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id"))
+    amount_micros: Mapped[int] = mapped_column(BigInteger)
+
+
+class MarketRound(Base):
+    """The market's view of a round: its published quote and whether it still takes decisions."""
+
+    __tablename__ = "market_rounds"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    state: Mapped[str] = mapped_column(String(16))
+    mechanism: Mapped[str] = mapped_column(String(64))
+    price_micros: Mapped[int] = mapped_column(BigInteger)
+    quote_json: Mapped[str] = mapped_column(Text)
+    settlement_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    artifact_path: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    artifact_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Decision(Base):
+    """A client's strategy in a round (one row per client and round)."""
+
+    __tablename__ = "decisions"
+    __table_args__ = (UniqueConstraint("round_id", "client_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"), index=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
+    strategy: Mapped[str] = mapped_column(String(16))
+    dropped: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Purchase(Base):
+    """A paid purchase of a round's model; one per client and round."""
+
+    __tablename__ = "purchases"
+    __table_args__ = (UniqueConstraint("round_id", "client_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"), index=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
+    price_micros: Mapped[int] = mapped_column(BigInteger)
+    transaction_id: Mapped[int | None] = mapped_column(
+        ForeignKey("ledger_transactions.id"), nullable=True
+    )
+    refunded: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class IdempotencyKey(Base):
+    """The stored outcome of a money-moving call, keyed by caller and Idempotency-Key."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("principal", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    principal: Mapped[str] = mapped_column(String(32))
+    key: Mapped[str] = mapped_column(String(128))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int] = mapped_column(Integer)
+    response_json: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

@@ -1,0 +1,66 @@
+"""Buying a round's model: the buyer's wallet pays the quoted price into the round's pool.
+
+Follow one purchase: ``api/routes/purchases.py`` → :func:`buy` (here) → :func:`ledger.post`
+(two entries, wallet −p and pool +p) → ``purchases`` row → idempotency row, one DB transaction.
+"""
+
+from __future__ import annotations
+
+from fastapi import HTTPException, status
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from mots.platform.money import from_micros
+from mots.platform.schemas import PurchaseOut, Strategy
+from services.market import ledger
+from services.market.decisions import record_decision
+from services.market.models import Client, MarketRound, Purchase
+
+OPEN_FOR_PURCHASE = {"collecting"}
+
+
+def buy(session: Session, client: Client, round_id: int) -> PurchaseOut:
+    """Charge ``client`` the round's price, record the purchase and its buy decision."""
+    rnd = session.get(MarketRound, round_id)
+    if rnd is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist")
+    if rnd.state not in OPEN_FOR_PURCHASE:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"round_id: round {round_id} is {rnd.state}; purchases are taken while it is collecting",
+        )
+    already = session.scalar(
+        select(Purchase.id).where(Purchase.round_id == round_id, Purchase.client_id == client.id)
+    )
+    if already is not None:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"round_id: client {client.id} already bought round {round_id}",
+        )
+    wallet = ledger.ensure_account(session, ledger.wallet_name(client.id), client.id)
+    pool = ledger.ensure_account(session, ledger.pool_name(round_id))
+    balances = ledger.lock_accounts(session, [wallet, pool])
+    price = rnd.price_micros
+    if balances[wallet] < price:
+        raise HTTPException(
+            status.HTTP_402_PAYMENT_REQUIRED,
+            f"balance: {from_micros(balances[wallet])} is below the price {from_micros(price)}",
+        )
+    txn = ledger.transfer(session, "purchase", wallet, pool, price, round_id, client.id)
+    purchase = Purchase(
+        round_id=round_id,
+        client_id=client.id,
+        price_micros=price,
+        transaction_id=txn.id if txn is not None else None,  # a free model moves no money
+    )
+    session.add(purchase)
+    record_decision(session, rnd, client.id, Strategy.BUY, from_purchase=True)
+    session.flush()
+    return PurchaseOut(
+        purchase_id=purchase.id,
+        round_id=round_id,
+        client_id=client.id,
+        price=from_micros(price),
+        transaction_id=purchase.transaction_id,
+        balance=from_micros(balances[wallet] - price),
+    )

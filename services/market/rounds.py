@@ -1,0 +1,229 @@
+"""The market's side of a round, called by the orchestration service through the market queue.
+
+open → collecting (decisions and purchases taken) → closed (declared buyers who did not pay
+count as abstaining) → settled (rewards booked, pool emptied) → published (model downloadable).
+
+Settlement rule (also the drop-out rule): each participant that completed training receives
+r_i of its type (a negative r_i is charged to its wallet, which may then go below zero as a debt
+to the platform); a participant that dropped out mid-round forfeits its reward and is not
+charged, and gets no model. A failed round refunds every buyer. Whatever remains in the round's
+pool afterwards goes to ``platform:surplus``; a shortfall is drawn from ``platform:subsidy``
+(the platform's incentive cost, Problem 1's [Σ K_i r_i − Σ B_i p]⁺).
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from mots.platform.money import from_micros, to_micros
+from mots.platform.schemas import (
+    OpenRoundPayload,
+    Population,
+    PopulationType,
+    RoundDecisions,
+    SettlePayload,
+    SettleResult,
+    Strategy,
+)
+from services.market import ledger
+from services.market.models import Client, Decision, MarketRound, Purchase
+
+
+class RoundError(ValueError):
+    """A round operation that the round's state does not allow."""
+
+
+def population(session: Session) -> Population:
+    """Registered clients grouped by declared type, in non-decreasing data size."""
+    groups: dict[str, PopulationType] = {}
+    for c in session.scalars(select(Client).order_by(Client.id)):
+        g = groups.get(c.type_name)
+        if g is None:
+            groups[c.type_name] = PopulationType(
+                name=c.type_name,
+                data_size=c.data_size,
+                cost=from_micros(c.cost_micros),
+                client_ids=[c.id],
+            )
+        else:
+            g.client_ids.append(c.id)
+    return Population(types=sorted(groups.values(), key=lambda t: (t.data_size, t.name)))
+
+
+def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
+    """Publish a round's quote and start collecting decisions (idempotent per round id)."""
+    rnd = session.get(MarketRound, quote.round_id)
+    if rnd is not None:
+        return rnd
+    still_open = session.scalar(
+        select(func.count()).select_from(MarketRound).where(MarketRound.state == "collecting")
+    )
+    if still_open:
+        raise RoundError("round_id: another round is still collecting decisions")
+    rnd = MarketRound(
+        id=quote.round_id,
+        state="collecting",
+        mechanism=quote.mechanism,
+        price_micros=to_micros(quote.price),
+        quote_json=quote.model_dump_json(),
+    )
+    session.add(rnd)
+    session.flush()
+    ledger.ensure_account(session, ledger.pool_name(quote.round_id))
+    return rnd
+
+
+def decisions(session: Session, round_id: int) -> RoundDecisions:
+    """Who declared what, by type, and which buyers have paid."""
+    rnd = session.get(MarketRound, round_id)
+    if rnd is None:
+        raise RoundError(f"round_id: round {round_id} is not open at the market")
+    type_of = dict(session.execute(select(Client.id, Client.type_name)).all())
+    paid = set(
+        session.scalars(
+            select(Purchase.client_id).where(
+                Purchase.round_id == round_id, Purchase.refunded.is_(False)
+            )
+        )
+    )
+    out: dict[str, dict[str, list[int]]] = {"join": {}, "buy": {}, "paid": {}}
+    declared = 0
+    for d in session.scalars(
+        select(Decision).where(Decision.round_id == round_id).order_by(Decision.client_id)
+    ):
+        declared += 1
+        t = type_of[d.client_id]
+        if d.strategy == Strategy.JOIN:
+            out["join"].setdefault(t, []).append(d.client_id)
+        elif d.strategy == Strategy.BUY:
+            out["buy"].setdefault(t, []).append(d.client_id)
+            if d.client_id in paid:
+                out["paid"].setdefault(t, []).append(d.client_id)
+    return RoundDecisions(
+        round_id=round_id,
+        registered=len(type_of),
+        declared=declared,
+        participants=out["join"],
+        buyers=out["buy"],
+        paid_buyers=out["paid"],
+    )
+
+
+def close_round(session: Session, round_id: int) -> RoundDecisions:
+    """Stop taking decisions and purchases; unpaid buyers are recorded as abstaining."""
+    rnd = session.get(MarketRound, round_id, with_for_update=True)
+    if rnd is None:
+        raise RoundError(f"round_id: round {round_id} is not open at the market")
+    if rnd.state == "collecting":
+        rnd.state = "closed"
+        paid = set(session.scalars(select(Purchase.client_id).where(Purchase.round_id == round_id)))
+        for d in session.scalars(
+            select(Decision).where(Decision.round_id == round_id, Decision.strategy == "buy")
+        ):
+            if d.client_id not in paid:
+                d.strategy = Strategy.ABSTAIN.value
+        session.flush()
+    return decisions(session, round_id)
+
+
+def settle_round(session: Session, payload: SettlePayload) -> SettleResult:
+    """Book the round's rewards, charges, refunds, subsidy and surplus (once per round)."""
+    rnd = session.get(MarketRound, payload.round_id, with_for_update=True)
+    if rnd is None:
+        raise RoundError(f"round_id: round {payload.round_id} is not open at the market")
+    if rnd.settlement_json is not None:
+        return SettleResult.model_validate_json(rnd.settlement_json)
+    if rnd.state == "collecting":
+        close_round(session, payload.round_id)
+    rid = payload.round_id
+    pool = ledger.ensure_account(session, ledger.pool_name(rid))
+    subsidy = ledger.ensure_account(session, ledger.SUBSIDY)
+    surplus = ledger.ensure_account(session, ledger.SURPLUS)
+    clients = {
+        c.id: c for c in session.scalars(select(Client).where(Client.id.in_(payload.participants)))
+    }
+    dropped = set(payload.dropped)
+    wallets = {
+        cid: ledger.ensure_account(session, ledger.wallet_name(cid), cid)
+        for cid in payload.participants
+    }
+    purchases = list(
+        session.scalars(
+            select(Purchase).where(Purchase.round_id == rid, Purchase.refunded.is_(False))
+        )
+    )
+    for p in purchases:
+        wallets.setdefault(
+            p.client_id, ledger.ensure_account(session, ledger.wallet_name(p.client_id))
+        )
+    ledger.lock_accounts(session, [pool, subsidy, surplus, *wallets.values()])
+
+    payments = sum(p.price_micros for p in purchases)
+    paid = charged = refunds = 0
+    for cid in sorted(payload.participants):
+        if cid in dropped or cid not in clients:
+            continue
+        reward = to_micros(payload.rewards[clients[cid].type_name])
+        kind = "reward" if reward > 0 else "charge"
+        ledger.transfer(session, kind, pool, wallets[cid], reward, rid, cid)
+        if reward > 0:
+            paid += reward
+        else:
+            charged += -reward
+    for d in session.scalars(
+        select(Decision).where(Decision.round_id == rid, Decision.client_id.in_(dropped))
+    ):
+        d.dropped = True
+    if payload.refund_buyers:
+        for p in purchases:
+            ledger.transfer(
+                session, "refund", pool, wallets[p.client_id], p.price_micros, rid, p.client_id
+            )
+            p.refunded = True
+            refunds += p.price_micros
+    balance = ledger.lock_accounts(session, [pool])[pool]
+    top_up = max(0, -balance)
+    left = max(0, balance)
+    ledger.transfer(session, "subsidy", subsidy, pool, top_up, rid)
+    ledger.transfer(session, "surplus", pool, surplus, left, rid)
+    result = SettleResult(
+        round_id=rid,
+        payments=from_micros(payments),
+        rewards_paid=from_micros(paid),
+        charges=from_micros(charged),
+        subsidy=from_micros(top_up),
+        surplus=from_micros(left),
+        refunds=from_micros(refunds),
+    )
+    rnd.state = "refunded" if payload.refund_buyers else "settled"
+    rnd.settlement_json = result.model_dump_json()
+    if payload.artifact_path and not payload.refund_buyers:
+        rnd.artifact_path = payload.artifact_path
+        rnd.artifact_sha256 = payload.artifact_sha256
+    session.flush()
+    return result
+
+
+def publish(session: Session, round_id: int) -> MarketRound:
+    """Make a settled round's model downloadable to its participants and buyers."""
+    rnd = session.get(MarketRound, round_id, with_for_update=True)
+    if rnd is None:
+        raise RoundError(f"round_id: round {round_id} is not open at the market")
+    if rnd.state == "settled":
+        if not rnd.artifact_path:
+            raise RoundError(f"round_id: round {round_id} has no model artifact to publish")
+        rnd.state = "published"
+    elif rnd.state != "published":
+        raise RoundError(
+            f"round_id: round {round_id} is {rnd.state}; only a settled round publishes"
+        )
+    session.flush()
+    return rnd
+
+
+def stored_quote(rnd: MarketRound) -> OpenRoundPayload:
+    """The quote a round was opened with."""
+    return OpenRoundPayload.model_validate(json.loads(rnd.quote_json))

@@ -1,0 +1,1 @@
+"""Glue the four platform services share: settings base, JSON schemas, Celery factory, metrics, money."""

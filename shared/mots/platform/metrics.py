@@ -1,0 +1,124 @@
+"""Prometheus metrics of the platform (names follow Prometheus conventions: unit suffixes, _total).
+
+One registry per process. The HTTP middleware counts and times every request by route template;
+:func:`serve_worker_metrics` exposes a worker's registry on ``MOTS_METRICS_PORT``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+from starlette.requests import Request
+from starlette.responses import Response
+
+HTTP_REQUESTS = Counter(
+    "mots_http_requests_total",
+    "HTTP requests served, by service, method, route template and status code.",
+    ["service", "method", "route", "status"],
+)
+HTTP_DURATION = Histogram(
+    "mots_http_request_duration_seconds",
+    "HTTP request latency, by service, method and route template.",
+    ["service", "method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+
+# Round economics: set by the orchestration service when a round's figures are known.
+SOCIAL_WELFARE = Gauge("mots_social_welfare", "W_MoTS(K, B) of the latest round (Eq. 5).")
+INCENTIVE_COST = Gauge(
+    "mots_incentive_cost", "Platform incentive cost of the latest round, Σ K_i r_i − Σ B_i p ≥ 0."
+)
+MODEL_PRICE = Gauge("mots_model_price", "Model price p of the latest round.")
+REWARD = Gauge("mots_reward", "Participation reward r_i of the latest round, by type.", ["type"])
+PARTICIPANTS = Gauge(
+    "mots_participants", "Participants K_i of the latest round, by type.", ["type"]
+)
+BUYERS = Gauge("mots_buyers", "Buyers B_i of the latest round, by type.", ["type"])
+ROUND_DURATION = Histogram(
+    "mots_round_duration_seconds",
+    "Wall time of a market round from open to its terminal state.",
+    buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200),
+)
+ROUND_PHASE_DURATION = Histogram(
+    "mots_round_phase_duration_seconds",
+    "Wall time a round spent in each state.",
+    ["state"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+)
+ROUNDS = Counter("mots_rounds_total", "Rounds that reached a terminal state, by state.", ["state"])
+PLATFORM_OVERHEAD_RATIO = Gauge(
+    "mots_platform_overhead_ratio",
+    "Share of the latest round's wall time spent outside training and evaluation.",
+)
+
+# Evaluation.
+GENERALIZATION_ERROR = Gauge(
+    "mots_generalization_error", "Measured test loss ε of the latest round's model."
+)
+ERROR_MODEL = Gauge(
+    "mots_error_model_parameter", "Refitted error-model parameter (Eq. 3).", ["parameter"]
+)
+EVALUATIONS = Counter("mots_evaluations_total", "Models evaluated.")
+
+# Pricing.
+PRICING_REQUESTS = Counter(
+    "mots_pricing_requests_total", "Pricing computations, by kind and outcome.", ["kind", "outcome"]
+)
+PRICING_DURATION = Histogram(
+    "mots_pricing_duration_seconds",
+    "Time to compute SWAN's terms for one request.",
+    ["kind"],
+    buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+)
+
+# Market (ledger totals are read from the database at scrape time by the market's collector).
+PURCHASES = Counter("mots_purchases_total", "Model purchases booked.")
+TASKS = Counter(
+    "mots_tasks_total",
+    "Celery tasks run, by service, task and outcome.",
+    ["service", "task", "outcome"],
+)
+
+
+def install_http_metrics(app: object, service: str) -> None:
+    """Add request counting and timing middleware and a ``/metrics`` route to a FastAPI app."""
+    from fastapi import FastAPI
+
+    assert isinstance(app, FastAPI)
+
+    @app.middleware("http")
+    async def _measure(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        start = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            HTTP_REQUESTS.labels(service, request.method, template, str(status)).inc()
+            HTTP_DURATION.labels(service, request.method, template).observe(
+                time.perf_counter() - start
+            )
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def serve_worker_metrics(port: int) -> None:
+    """Expose this process's registry on ``port`` (0: do nothing)."""
+    if port:
+        start_http_server(port, addr="127.0.0.1")

@@ -1,0 +1,341 @@
+"""Pydantic schemas of the platform: REST bodies and the JSON payloads of cross-service Celery tasks.
+
+Money crosses every boundary as a Decimal string with at most six decimal places (see
+:mod:`mots.platform.money`); tasks carry ``model_dump(mode="json")`` dicts, never pickles.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Money = Annotated[Decimal, Field(max_digits=18, decimal_places=6)]
+PositiveMoney = Annotated[Decimal, Field(gt=0, max_digits=18, decimal_places=6)]
+TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Strategy(enum.StrEnum):
+    """A client's strategy s_n ∈ {A, J, B} (Eq. 2)."""
+
+    ABSTAIN = "abstain"
+    JOIN = "join"
+    BUY = "buy"
+
+
+class RoundState(enum.StrEnum):
+    """States of a market round; the orchestration service moves a round along them in order."""
+
+    OPEN = "open"
+    COLLECTING = "collecting"
+    TRAINING = "training"
+    EVALUATING = "evaluating"
+    SETTLING = "settling"
+    PUBLISHED = "published"
+    FAILED = "failed"
+    SETTLED_BY_RULE = "settled_by_rule"
+
+
+TERMINAL_STATES = frozenset({RoundState.PUBLISHED, RoundState.SETTLED_BY_RULE})
+
+
+# ---------------------------------------------------------------- market REST
+
+
+class ClientRegistration(_Schema):
+    """A client's type declaration (Section 2.A.2): its type label, data size D_i and cost C_i."""
+
+    name: str = Field(..., min_length=1, max_length=128, description="display name of the client")
+    type_name: TypeName = Field(..., description="the client's type i; one (D_i, C_i) per type")
+    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
+    cost: Money = Field(..., ge=0, description="C_i, participation cost")
+
+
+class RegisteredClient(_Schema):
+    """A registered client; ``token`` is shown once and stored only as a hash."""
+
+    id: int
+    name: str
+    type_name: str
+    data_size: int
+    cost: Money
+    token: str = Field(..., description="bearer credential; keep it, it is not shown again")
+
+
+class ClientOut(_Schema):
+    """A registered client as the market shows it."""
+
+    id: int
+    name: str
+    type_name: str
+    data_size: int
+    cost: Money
+
+
+class TypeQuote(_Schema):
+    """The published terms for one type: reward r_i and the target numbers K*_i, B*_i."""
+
+    type_name: str
+    reward: Money
+    target_participants: int
+    target_buyers: int
+
+
+class QuoteOut(_Schema):
+    """The current round's published quote: price p, rewards r_i, predicted ε and welfare."""
+
+    round_id: int
+    state: RoundState
+    mechanism: str
+    price: Money
+    types: list[TypeQuote]
+    epsilon: float
+    welfare: float
+    incentive_cost: Money
+
+
+class DecisionIn(_Schema):
+    """A strategy declaration for the open round."""
+
+    strategy: Strategy
+
+
+class DecisionOut(_Schema):
+    """A client's recorded strategy in a round."""
+
+    round_id: int
+    client_id: int
+    strategy: Strategy
+    paid: bool
+
+
+class PurchaseIn(_Schema):
+    """Buy the model of a round at the round's quoted price."""
+
+    round_id: int = Field(..., ge=1)
+
+
+class PurchaseOut(_Schema):
+    """A completed purchase: the price paid, its ledger transaction and the buyer's new balance."""
+
+    purchase_id: int
+    round_id: int
+    client_id: int
+    price: Money
+    transaction_id: int | None = Field(..., description="absent when the price is zero")
+    balance: Money
+
+
+class DepositIn(_Schema):
+    """Operator credit of a client's wallet (money received outside the platform)."""
+
+    client_id: int = Field(..., ge=1)
+    amount: PositiveMoney
+
+
+class DepositOut(_Schema):
+    """A recorded deposit."""
+
+    transaction_id: int
+    client_id: int
+    amount: Money
+    balance: Money
+
+
+class EntryOut(_Schema):
+    """One ledger entry (a signed amount on one account)."""
+
+    transaction_id: int
+    kind: str
+    account: str
+    amount: Money
+    created_at: datetime
+    round_id: int | None
+
+
+class BalanceOut(_Schema):
+    """A client's wallet balance and its ledger entries, newest first."""
+
+    client_id: int
+    balance: Money
+    entries: list[EntryOut]
+
+
+class LedgerCheck(_Schema):
+    """The ledger's invariants: every transaction sums to zero; balances equal their entries."""
+
+    transactions: int
+    entries: int
+    unbalanced_transactions: int
+    mismatched_accounts: int
+    total: Money
+    accounts: dict[str, Money]
+
+    @property
+    def balanced(self) -> bool:
+        """True when no invariant is broken."""
+        return (
+            self.unbalanced_transactions == 0 and self.mismatched_accounts == 0 and self.total == 0
+        )
+
+
+# ---------------------------------------------------------------- pricing
+
+
+class ErrorModelIn(_Schema):
+    """ε0, dγ² and σ² of Eq. (3)."""
+
+    d_gamma2: float = Field(..., gt=0, allow_inf_nan=False)
+    sigma2: float = Field(0.0, ge=0, allow_inf_nan=False)
+    eps0: float = Field(0.0, ge=0, allow_inf_nan=False)
+
+
+class PricingRequest(_Schema):
+    """A scenario (as :func:`mots.scenario_file.parse_scenario` reads it) and the state to price.
+
+    ``participants`` absent: price the welfare-maximising state K* (Problem 2); present: evaluate
+    the mechanism's schedule p(K), r_i(K) at that realised state.
+    """
+
+    scenario: dict[str, Any] = Field(..., description="types, error_model, utility, eps_req")
+    mechanism: str | None = Field(
+        None, description="mechanism name; the registry default if absent"
+    )
+    participants: list[int] | None = Field(None, description="K per type, in the scenario's order")
+    buyers: list[int] | None = Field(None, description="B per type; N − K if absent")
+
+
+class WhatIfRequest(_Schema):
+    """A what-if query: the same scenario with another ε_req or another cost of one type."""
+
+    scenario: dict[str, Any]
+    mechanism: str | None = None
+    eps_req: float | None = Field(None, gt=0, description="another ε_req (absent: keep)")
+    no_requirement: bool = Field(False, description="drop ε_req (ε_req = +∞)")
+    type_name: str | None = Field(None, description="type whose cost changes")
+    cost: float | None = Field(None, ge=0, allow_inf_nan=False, description="new C_i of type_name")
+
+
+class PricingResult(_Schema):
+    """SWAN's terms at a state, with the state's welfare (Eq. 5) and the platform's incentive cost."""
+
+    mechanism: str
+    regime: Literal["low", "high"]
+    type_names: list[str]
+    participants: list[int]
+    buyers: list[int]
+    price: float
+    rewards: list[float]
+    welfare: float
+    epsilon: float
+    incentive_cost: float = Field(..., description="[Σ K_i r_i − Σ B_i p]⁺ (Problem 1's Eq. 7)")
+    optimal: bool = Field(..., description="True when the state is the welfare maximiser K*")
+
+
+# ---------------------------------------------------------------- cross-service task payloads
+
+
+class PopulationType(_Schema):
+    """One declared type with the clients registered under it."""
+
+    name: str
+    data_size: int
+    cost: Money
+    client_ids: list[int]
+
+
+class Population(_Schema):
+    """The registered population, types in non-decreasing data size (the order Eq. 3 expects)."""
+
+    types: list[PopulationType]
+
+
+class OpenRoundPayload(_Schema):
+    """The quote the orchestration service publishes to the market when a round opens."""
+
+    round_id: int
+    mechanism: str
+    price: Money
+    rewards: dict[str, Money]
+    target_participants: dict[str, int]
+    target_buyers: dict[str, int]
+    epsilon: float
+    welfare: float
+    incentive_cost: Money
+
+
+class RoundDecisions(_Schema):
+    """Who declared what in a round, as the market recorded it."""
+
+    round_id: int
+    registered: int
+    declared: int
+    participants: dict[str, list[int]] = Field(..., description="client ids per type joining")
+    buyers: dict[str, list[int]] = Field(..., description="client ids per type that declared buy")
+    paid_buyers: dict[str, list[int]] = Field(..., description="buyers whose purchase is paid")
+
+
+class SettlePayload(_Schema):
+    """What the market books at settlement: rewards to the participants that completed training.
+
+    ``dropped`` participants forfeit their reward and are not charged (the drop-out rule);
+    ``refund_buyers`` returns every buyer's payment (a failed round).
+    """
+
+    round_id: int
+    rewards: dict[str, Money] = Field(..., description="r_i per type at the realised state")
+    participants: list[int] = Field(..., description="client ids paid or charged r_i")
+    dropped: list[int] = Field(default_factory=list)
+    refund_buyers: bool = False
+    artifact_path: str | None = None
+    artifact_sha256: str | None = None
+
+
+class SettleResult(_Schema):
+    """Totals of a settlement, from the ledger."""
+
+    round_id: int
+    payments: Money
+    rewards_paid: Money
+    charges: Money
+    subsidy: Money
+    surplus: Money
+    refunds: Money
+
+
+class EvaluationRequest(_Schema):
+    """A trained round's model to measure, with its coalition (K per type) and data sizes."""
+
+    round_id: int
+    artifact_path: str
+    artifact_sha256: str
+    participants: list[int]
+    sizes: list[float]
+    train_epsilon: float | None = None
+
+
+class ErrorFit(_Schema):
+    """The error model refitted from all measurements so far (Eq. 3 with ε0)."""
+
+    eps0: float
+    d_gamma2: float
+    sigma2: float
+    r2: float | None
+    points: int
+
+
+class EvaluationResult(_Schema):
+    """The measured test loss of a round's model and the refitted error model."""
+
+    round_id: int
+    test_loss: float
+    accuracy: float | None
+    seconds: float
+    fit: ErrorFit | None

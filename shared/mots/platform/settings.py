@@ -1,0 +1,54 @@
+"""The settings base every service extends: environment variables with the prefix ``MOTS_``.
+
+Each service's ``core/config.py`` subclasses :class:`PlatformSettings`; no module reads
+``os.environ`` directly, so every variable a process reads is declared (with a description) here
+or in a service's ``Settings``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_OPERATOR_TOKEN = "dev-operator-token"
+
+
+class PlatformSettings(BaseSettings):
+    """Settings common to every service process (API or worker)."""
+
+    model_config = SettingsConfigDict(env_prefix="MOTS_", extra="ignore")
+
+    environment: Literal["development", "production"] = Field(
+        "development",
+        description="deployment environment; production refuses the development operator token",
+    )
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="Redis URL: Celery broker and result backend shared by the four services",
+    )
+    operator_token: SecretStr = Field(
+        SecretStr(DEV_OPERATOR_TOKEN),
+        description="bearer token of the platform operator (deposits, rounds, admin reads)",
+    )
+    task_timeout_s: float = Field(
+        120.0, gt=0, description="seconds a service waits for another service's Celery task"
+    )
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="port of a worker's Prometheus /metrics endpoint; 0 = off"
+    )
+    log_level: str = Field("INFO", description="log level of the service process")
+
+    @model_validator(mode="after")
+    def _refuse_dev_secret_in_production(self) -> PlatformSettings:
+        """A production deployment must set its own operator token."""
+        if (
+            self.environment == "production"
+            and self.operator_token.get_secret_value() == DEV_OPERATOR_TOKEN
+        ):
+            raise ValueError(
+                "MOTS_OPERATOR_TOKEN: the development default is refused when "
+                "MOTS_ENVIRONMENT=production; set a secret token"
+            )
+        return self
