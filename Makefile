@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver clean
+.PHONY: help install system lint typecheck test test-fast bench bench-solver clean reproduce reproduce-full
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -40,6 +40,16 @@ bench-solver: install ## optimum solver against exhaustive enumeration, and the 
 	$(PY) -m benchmarks.bench_solver
 
 bench: bench-solver ## every benchmark
+
+DATASET := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
+
+reproduce: install ## the paper's evaluation, quick (minutes): PNG figures and out/reproduce/report.md
+	test -f $(DATASET) || bash scripts/ensure_system.sh
+	$(BIN)/mots reproduce --quick --out out/reproduce
+
+reproduce-full: install ## the paper's evaluation with R = 500/600 and 30 runs (hours): out/reproduce/report.md
+	test -f $(DATASET) || bash scripts/ensure_system.sh
+	$(BIN)/mots reproduce --full --out out/reproduce
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf out .pytest_cache .mypy_cache .ruff_cache
