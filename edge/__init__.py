@@ -1,0 +1,1 @@
+"""What runs on an edge device (a Raspberry Pi): the Flower ClientApp and the market agent."""

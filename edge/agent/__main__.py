@@ -1,0 +1,61 @@
+"""``python -m edge.agent``: run the agent, start the SuperNode, or check either's health."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from edge.agent.health import agent_alive, supernode_serving
+from edge.agent.market_client import MarketClient
+from edge.agent.runner import Agent
+from edge.agent.settings import AgentSettings
+from edge.agent.supernode import exec_supernode
+
+
+def _settings() -> AgentSettings:
+    try:
+        return AgentSettings()
+    except ValueError as exc:  # pydantic's ValidationError names each MOTS_EDGE_ variable
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group()
+def main() -> None:
+    """The MoTS edge agent (settings from MOTS_EDGE_* environment variables)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+@main.command()
+@click.option("--max-steps", type=int, default=None, help="stop after this many polls")
+def run(max_steps: int | None) -> None:
+    """Register with the market and answer every round with the best response."""
+    settings = _settings()
+    with MarketClient(settings.market_url) as market:
+        Agent(settings, market).run(max_steps=max_steps)
+
+
+@main.command()
+def supernode() -> None:
+    """Start the Flower SuperNode with this device's node config."""
+    exec_supernode(_settings())
+
+
+@main.command()
+@click.argument("what", type=click.Choice(["supernode", "agent"]))
+def health(what: str) -> None:
+    """Exit 0 when the SuperNode serves (or the agent polled recently), 1 otherwise."""
+    settings = _settings()
+    ok = (
+        supernode_serving(settings.health_port)
+        if what == "supernode"
+        else agent_alive(settings.state_dir, settings.poll_interval_s)
+    )
+    if not ok:
+        click.echo(f"{what}: unhealthy", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The agent's loop: register once, then answer each round's quote with the best response.
+
+State on disk (``MOTS_EDGE_STATE_DIR``): ``registration.json`` (client id and token, mode 0600),
+``decision.json`` (the latest round's choice and payoffs) and ``heartbeat`` (last successful poll).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+from edge.agent.best_response import Choice, ClientFacts, best_response, tie_draw
+from edge.agent.market_client import MarketClient, MarketError, Registration
+from edge.agent.settings import AgentSettings
+from mots.platform.schemas import Strategy
+
+log = logging.getLogger("edge.agent")
+
+PAYMENT_REQUIRED = 402
+
+
+class Agent:
+    """One device's market agent."""
+
+    def __init__(self, settings: AgentSettings, market: MarketClient) -> None:
+        self.settings = settings
+        self.market = market
+        self.facts = ClientFacts(settings.client_type, settings.data_size, settings.cost)
+        self.utility = settings.utility_model()
+        self._registration: Registration | None = None
+        self._answered: set[int] = set()
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the registration, the latest decision and the heartbeat are kept."""
+        return self.settings.state_dir
+
+    def ensure_registered(self) -> Registration:
+        """Reuse the stored credential if the market still knows it with the same facts."""
+        if self._registration is not None:
+            return self._registration
+        path = self.state_dir / "registration.json"
+        if path.exists():
+            stored = json.loads(path.read_text())
+            reg = Registration(int(stored["client_id"]), str(stored["token"]))
+            try:
+                me = self.market.me(reg.token)
+            except MarketError as exc:
+                if exc.status != 401:
+                    raise
+                log.warning("stored credential refused by the market; registering again")
+            else:
+                same = (me["type_name"], int(me["data_size"]), Decimal(str(me["cost"]))) == (
+                    self.facts.type_name,
+                    self.facts.data_size,
+                    self.facts.cost,
+                )
+                if same:
+                    self._registration = reg
+                    return reg
+                log.warning("this device's facts changed since it registered; registering again")
+        reg = self.market.register(self.settings.client_name, self.facts)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        _write_private(path, json.dumps({"client_id": reg.client_id, "token": reg.token}))
+        log.info("registered as client %d (type %s)", reg.client_id, self.facts.type_name)
+        self._registration = reg
+        return reg
+
+    def step(self) -> Choice | None:
+        """Poll once; when a round collects decisions and this device has not answered, answer."""
+        reg = self.ensure_registered()
+        quote = self.market.quote(reg.token)
+        self._beat()
+        if quote is None or quote.state != "collecting" or quote.round_id in self._answered:
+            return None
+        if self.market.declared(reg.token, quote.round_id) is not None:
+            self._answered.add(quote.round_id)
+            return None
+        u = float(self.utility.value(quote.epsilon))
+        choice = best_response(self.facts, quote, u, tie_draw(reg.client_id, quote.round_id))
+        choice = self._act(reg, quote.round_id, choice)
+        self._answered.add(quote.round_id)
+        self._record(quote.round_id, u, choice)
+        log.info("round %d: %s (%s)", quote.round_id, choice.strategy.value, choice.reason)
+        return choice
+
+    def _act(self, reg: Registration, round_id: int, choice: Choice) -> Choice:
+        if choice.strategy is Strategy.BUY:
+            try:
+                self.market.buy(reg.token, reg, round_id)
+                return choice
+            except MarketError as exc:
+                if exc.status != PAYMENT_REQUIRED:
+                    raise
+                choice = Choice(Strategy.ABSTAIN, choice.payoffs, f"cannot pay: {exc.detail}")
+        self.market.declare(reg.token, round_id, choice.strategy)
+        return choice
+
+    def _record(self, round_id: int, utility: float, choice: Choice) -> None:
+        body = {
+            "round_id": round_id,
+            "strategy": choice.strategy.value,
+            "reason": choice.reason,
+            "utility": utility,
+            "payoffs": {s.value: v for s, v in choice.payoffs.items()},
+        }
+        (self.state_dir / "decision.json").write_text(json.dumps(body, indent=2))
+
+    def _beat(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "heartbeat").write_text(f"{time.time():.3f}\n")
+
+    def run(
+        self, max_steps: int | None = None, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        """Poll forever (or ``max_steps`` times); a failed poll is logged and retried."""
+        steps = 0
+        while max_steps is None or steps < max_steps:
+            steps += 1
+            try:
+                self.step()
+            except (MarketError, OSError, ValueError) as exc:
+                log.error("poll failed: %s", exc)
+            except Exception as exc:  # httpx transport errors and the like: keep polling
+                log.error("poll failed (%s): %s", type(exc).__name__, exc)
+            sleep(self.settings.poll_interval_s)
+
+
+def heartbeat_age_s(state_dir: Path, now: float | None = None) -> float:
+    """Seconds since the last successful poll (inf if never)."""
+    path = state_dir / "heartbeat"
+    if not path.exists():
+        return float("inf")
+    return (time.time() if now is None else now) - float(path.read_text().strip())
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

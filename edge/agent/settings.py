@@ -1,0 +1,83 @@
+"""The agent's settings: the device's private facts and where the market and SuperLink are.
+
+Read from environment variables with the prefix ``MOTS_EDGE_`` (one container, one device).
+"""
+
+from __future__ import annotations
+
+import socket
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, TypeAdapter, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from mots.economics.utility import Utility
+
+_UTILITY: TypeAdapter[Utility] = TypeAdapter(Utility)
+
+TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class AgentSettings(BaseSettings):
+    """One edge device: its type label, data size D_i, cost C_i, and the platform's addresses."""
+
+    model_config = SettingsConfigDict(env_prefix="MOTS_EDGE_", extra="ignore")
+
+    client_type: TypeName = Field(..., description="the client's type i (the Pi's node label)")
+    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
+    cost: Decimal = Field(
+        ..., ge=0, max_digits=18, decimal_places=6, description="C_i, participation cost"
+    )
+    client_name: str = Field(
+        default_factory=socket.gethostname,
+        min_length=1,
+        max_length=128,
+        description="display name of this device at the market (default: the host name)",
+    )
+    utility: str = Field(
+        '{"kind": "power", "scale": 40, "exponent": 16}',
+        description="U(ε) as JSON (the scenario's utility, public in the paper's model)",
+    )
+    market_url: str = Field("http://127.0.0.1:8000", description="base URL of the market API")
+    state_dir: Path = Field(
+        Path("/var/lib/mots/agent"),
+        description="where the agent keeps its market credential and heartbeat",
+    )
+    poll_interval_s: float = Field(5.0, gt=0, description="seconds between reads of the quote")
+    superlink_address: str = Field(
+        "127.0.0.1:9092", description="host:port of the SuperLink's Fleet API"
+    )
+    health_port: int = Field(
+        8081, ge=1, le=65535, description="port of the SuperNode's gRPC health service"
+    )
+    node_config: str = Field(
+        "",
+        description="extra SuperNode node-config pairs ('key=value ...') the ClientApp reads",
+    )
+    data_dir: Path = Field(
+        Path("/var/lib/mots/data"), description="directory of this device's training data"
+    )
+
+    @field_validator("utility")
+    @classmethod
+    def _utility_is_valid(cls, v: str) -> str:
+        """The utility must parse as one of the supported families (power, exponential)."""
+        try:
+            _UTILITY.validate_json(v)
+        except ValueError as exc:
+            raise ValueError(f"MOTS_EDGE_UTILITY: not a valid utility: {exc}") from exc
+        return v
+
+    @field_validator("market_url")
+    @classmethod
+    def _url_has_scheme(cls, v: str) -> str:
+        """The market URL is an http(s) URL; a trailing slash is dropped."""
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"MOTS_EDGE_MARKET_URL: must start with http:// or https://, got {v!r}")
+        return v.rstrip("/")
+
+    def utility_model(self) -> Utility:
+        """U(ε) as an object with ``value``."""
+        return _UTILITY.validate_json(self.utility)
