@@ -1,0 +1,181 @@
+"""Measured network effects: train Fig. 5's coalitions, fit Eq. 3 (+ ε0) to the test losses, cache as JSON.
+
+The cache (``<out>/measured/<setting>-<profile>-<digest>.json``) holds the training configuration, every measured point
+and the fit, so the sweeps, figures and report can be rebuilt without retraining; the digest covers the whole
+configuration (seeds and coalitions included), so a quick run never overwrites a full run's cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mots.economics import ErrorModel
+from mots.reproduce.settings import FIG5_FIXED, PAPER_COUNTS, Profile, Setting
+
+DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
+MIN_D_GAMMA2 = 1e-9
+"""Floor for a fitted dγ² ≤ 0 (the Scenario model requires dγ² > 0); the report flags it."""
+
+
+def fig5_coalitions(counts: tuple[int, ...] = PAPER_COUNTS) -> list[list[int]]:
+    """K1 = 0..N1 with (K2, K3) = (5, 0) and (0, 5): the coalitions of Fig. 5 (22 for the paper's N)."""
+    return [[k1, k2, k3] for k2, k3 in FIG5_FIXED for k1 in range(counts[0] + 1)]
+
+
+@dataclass
+class Measurement:
+    """Measured ε per coalition and seed for one setting, with the fitted error model."""
+
+    setting: str
+    config: dict[str, Any]
+    sizes: list[float]
+    points: list[dict[str, Any]]
+    """Each {participants: [K_i], seed, epsilon, seconds}."""
+    fit: dict[str, float]
+    """{eps0, d_gamma2, sigma2, r2} from fitting the seed-mean ε of each coalition."""
+    seconds: float
+    cached: bool = False
+
+    def error_model(self) -> ErrorModel:
+        """The fitted ε0 + dγ²S/K² + σ²(K−1)/K as an :class:`ErrorModel` (dγ² floored at a tiny positive)."""
+        return ErrorModel(
+            d_gamma2=max(float(self.fit["d_gamma2"]), MIN_D_GAMMA2),
+            sigma2=max(float(self.fit["sigma2"]), 0.0),
+            eps0=max(float(self.fit["eps0"]), 0.0),
+        )
+
+    def mean_curve(self) -> dict[tuple[int, ...], tuple[float, float, int]]:
+        """Mean, standard deviation and count of ε over seeds, per coalition."""
+        groups: dict[tuple[int, ...], list[float]] = {}
+        for p in self.points:
+            groups.setdefault(tuple(p["participants"]), []).append(float(p["epsilon"]))
+        return {k: (float(np.mean(v)), float(np.std(v)), len(v)) for k, v in sorted(groups.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the cache file's content)."""
+        return {
+            "setting": self.setting,
+            "config": self.config,
+            "sizes": self.sizes,
+            "points": self.points,
+            "fit": self.fit,
+            "seconds": self.seconds,
+        }
+
+
+def training_config(setting: Setting, profile: Profile, data_dir: Path) -> dict[str, Any]:
+    """The TrainConfig fields (minus seed) for ``setting`` under ``profile``."""
+    plan = setting.plan(profile.name)
+    return {
+        "dataset": "fashion-mnist",
+        "data_dir": str(data_dir),
+        "model": plan.model,
+        "partition": plan.partition,
+        "sizes": list(setting.sizes),
+        "rounds": profile.rounds(setting),
+        "local_steps": plan.local_steps,
+        "batch_size": plan.batch_size,
+        "lr": plan.lr,
+        "aggregation": plan.aggregation,
+        "zero_init": plan.zero_init,
+        "test_subset": profile.test_subset,
+    }
+
+
+def config_key(config: dict[str, Any], seeds: list[int], coalitions: list[list[int]]) -> str:
+    """A short digest of everything that determines the measurement."""
+    blob = json.dumps({"c": config, "s": seeds, "k": coalitions}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def fit_points(points: list[dict[str, Any]], sizes: list[float]) -> dict[str, float]:
+    """Fit ε0 + dγ²S/K² + σ²(K−1)/K to the seed-mean ε of each coalition (issue 3's fit_error_model)."""
+    from mots.training.sweep import fit_error_model
+
+    groups: dict[tuple[int, ...], list[float]] = {}
+    for p in points:
+        groups.setdefault(tuple(p["participants"]), []).append(float(p["epsilon"]))
+    means = [{"participants": list(k), "epsilon": float(np.mean(v))} for k, v in groups.items()]
+    fit = fit_error_model(means, sizes)
+    return {
+        "eps0": float(fit.eps0),
+        "d_gamma2": float(fit.d_gamma2),
+        "sigma2": float(fit.sigma2),
+        "r2": float(fit.r2),
+    }
+
+
+def measure_setting(
+    setting: Setting,
+    profile: Profile,
+    out_dir: Path,
+    *,
+    data_dir: Path = DEFAULT_DATA_DIR,
+    seeds: list[int] | None = None,
+    coalitions: list[list[int]] | None = None,
+    reuse: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> Measurement:
+    """Train every coalition for every seed (real federated training, in process) and fit Eq. 3 + ε0."""
+    from mots.training.config import TrainConfig
+    from mots.training.runner import train_coalition
+
+    seeds = list(range(profile.seeds)) if seeds is None else seeds
+    coalitions = fig5_coalitions() if coalitions is None else coalitions
+    config = training_config(setting, profile, data_dir)
+    key = config_key(config, seeds, coalitions)
+    cache = out_dir / "measured" / f"{setting.key}-{profile.name}-{key}.json"
+    if reuse and cache.exists():
+        data = json.loads(cache.read_text())
+        if data.get("config", {}).get("key") == key:
+            return Measurement(
+                data["setting"],
+                data["config"],
+                data["sizes"],
+                data["points"],
+                data["fit"],
+                data["seconds"],
+                cached=True,
+            )
+    started = time.perf_counter()
+    points: list[dict[str, Any]] = []
+    total = len(seeds) * len(coalitions)
+    for seed in seeds:
+        cfg = TrainConfig(**config, seed=seed)
+        for k in coalitions:
+            t0 = time.perf_counter()
+            result = train_coalition(k, cfg)
+            eps = float(result.epsilon)
+            if not math.isfinite(eps):
+                raise RuntimeError(f"training: coalition {k} seed {seed} gave a non-finite loss")
+            points.append(
+                {
+                    "participants": list(k),
+                    "seed": seed,
+                    "epsilon": eps,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+            if progress is not None:
+                progress(f"{setting.key}: {len(points)}/{total} K={k} seed={seed} ε={eps:.4f}")
+    fit = fit_points(points, list(setting.sizes))
+    m = Measurement(
+        setting.key,
+        {**config, "seeds": seeds, "key": key},
+        list(setting.sizes),
+        points,
+        fit,
+        time.perf_counter() - started,
+    )
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(m.to_dict(), indent=1))
+    return m
