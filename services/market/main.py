@@ -12,10 +12,10 @@ from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
 from mots.platform.celery_app import make_celery
+from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import install_http_metrics
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
 from services.market.core.config import Settings, get_settings
-from services.market.db import make_engine, make_sessionmaker
 from services.market.metrics import LedgerCollector
 from services.market.migrations import upgrade
 

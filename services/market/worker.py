@@ -10,13 +10,13 @@ from typing import Any
 from celery import signals
 
 from mots.platform.celery_app import make_celery
+from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import TASKS, serve_worker_metrics
 from mots.platform.schemas import OpenRoundPayload, SettlePayload
+from mots.platform.transactions import in_transaction
 from services.market import rounds
 from services.market.core.config import get_settings
-from services.market.db import make_engine, make_sessionmaker
 from services.market.migrations import upgrade
-from services.market.transactions import in_transaction
 
 settings = get_settings()
 app = make_celery("market", settings.redis_url)

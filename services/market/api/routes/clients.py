@@ -8,11 +8,11 @@ from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import ClientOut, ClientRegistration, RegisteredClient
+from mots.platform.transactions import in_transaction
 from services.market import ledger
 from services.market.api.deps import CurrentClient, Operator, SessionFactoryDep
 from services.market.auth import hash_token, new_token
 from services.market.models import Client
-from services.market.transactions import in_transaction
 
 router = APIRouter(tags=["clients"])
 

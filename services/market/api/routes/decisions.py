@@ -8,10 +8,10 @@ from sqlalchemy.orm import Session
 
 from mots.platform.celery_app import send
 from mots.platform.schemas import DecisionIn, DecisionOut
+from mots.platform.transactions import in_transaction
 from services.market.api.deps import CeleryDep, CurrentClient, SessionFactoryDep
 from services.market.decisions import all_declared, record_decision
 from services.market.models import Decision, MarketRound, Purchase
-from services.market.transactions import in_transaction
 
 router = APIRouter(tags=["decisions"])
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import BalanceOut, DepositIn, DepositOut, EntryOut, LedgerCheck
+from mots.platform.transactions import in_transaction
 from services.market import ledger
 from services.market.api.deps import (
     CurrentClient,
@@ -19,7 +20,6 @@ from services.market.api.deps import (
 )
 from services.market.idempotency import request_hash, run_once
 from services.market.models import Account, Client, Entry, LedgerTransaction
-from services.market.transactions import in_transaction
 
 router = APIRouter(tags=["ledger"])
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from mots.platform.celery_app import send
 from mots.platform.metrics import PURCHASES
 from mots.platform.schemas import PurchaseIn, PurchaseOut
+from mots.platform.transactions import in_transaction
 from services.market.api.deps import (
     CeleryDep,
     CurrentClient,
@@ -19,7 +20,6 @@ from services.market.api.deps import (
 from services.market.decisions import all_declared
 from services.market.idempotency import request_hash, run_once
 from services.market.purchases import buy
-from services.market.transactions import in_transaction
 
 router = APIRouter(tags=["purchases"])
 

@@ -1,4 +1,4 @@
-"""The market's database engine and sessions (SQLite default, PostgreSQL in production).
+"""A service's database engine and sessions (SQLite default, PostgreSQL in production).
 
 SQLite runs in WAL mode and every transaction starts with ``BEGIN IMMEDIATE``, so concurrent
 writers queue on the database lock instead of failing at commit; PostgreSQL uses row locks.

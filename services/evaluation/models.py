@@ -1,0 +1,32 @@
+"""Tables of the evaluation service: one measurement per evaluated round's model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import DateTime, Float, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the evaluation tables."""
+
+
+class Measurement(Base):
+    """The test loss of one round's model with its coalition K and the types' data sizes."""
+
+    __tablename__ = "measurements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    round_id: Mapped[int] = mapped_column(Integer, unique=True)
+    participants_json: Mapped[str] = mapped_column(Text)
+    sizes_json: Mapped[str] = mapped_column(Text)
+    test_loss: Mapped[float] = mapped_column(Float)
+    accuracy: Mapped[float | None] = mapped_column(Float, nullable=True)
+    artifact_sha256: Mapped[str] = mapped_column(String(64))
+    seconds: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

@@ -1,0 +1,67 @@
+"""Settings of the orchestration service (environment variables with the prefix ``MOTS_``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import Field
+
+from mots.platform.settings import PlatformSettings
+
+
+class Settings(PlatformSettings):
+    """The orchestration API and worker read these."""
+
+    database_url: str = Field(
+        "sqlite:///out/platform/orchestration.db",
+        description="SQLAlchemy URL of the rounds database (SQLite default, or PostgreSQL)",
+    )
+    mechanism: str | None = Field(
+        None, description="mechanism that prices rounds; the pricing service's default if unset"
+    )
+    utility: dict[str, Any] = Field(
+        default_factory=lambda: {"kind": "power", "scale": 1.0, "exponent": 8.0},
+        description="U(ε) of the market as a JSON object (the scenario file's utility block)",
+    )
+    eps_req: float | None = Field(
+        None, gt=0, description="the application's error requirement ε_req (unset: none)"
+    )
+    prior_error_model: dict[str, float] = Field(
+        default_factory=lambda: {"eps0": 0.45, "d_gamma2": 60.0, "sigma2": 0.05},
+        description="ε0, dγ², σ² used until the evaluation service has measured enough rounds",
+    )
+    collect_timeout_s: float = Field(
+        60.0, gt=0, description="longest a round waits for decisions; the silent abstain"
+    )
+    poll_interval_s: float = Field(
+        0.5, gt=0, description="how often a collecting round re-reads the market's decisions"
+    )
+    trainer: Literal["deployment", "inprocess"] = Field(
+        "deployment",
+        description="Flower deployment engine (SuperLink + SuperNodes) or the in-process engine",
+    )
+    n_nodes: int = Field(20, ge=1, description="SuperNodes the local federation starts")
+    superlink_port: int = Field(9092, ge=1024, le=65535, description="local SuperLink's port")
+    train_rounds: int = Field(5, ge=1, description="FedAvg rounds R per market round")
+    train_local_steps: int = Field(5, ge=1, description="local SGD iterations E per FedAvg round")
+    train_batch_size: int = Field(32, ge=1, description="SGD batch size b")
+    train_lr: float = Field(0.5, gt=0, description="initial learning rate η0 (η0/(1+r))")
+    train_test_subset: int | None = Field(
+        2000, ge=1, description="test examples the training engine evaluates on (unset: all)"
+    )
+    train_timeout_s: float = Field(
+        900.0, gt=0, description="training longer than this fails the round (settled by rule)"
+    )
+    artifact_dir: str = Field(
+        "out/platform/artifacts", description="where trained model artifacts are written"
+    )
+    work_dir: str = Field(
+        "out/platform/federation", description="working directory of the local Flower federation"
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return Settings()

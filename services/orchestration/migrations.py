@@ -1,0 +1,14 @@
+"""The orchestration's Alembic scripts and the upgrade its API and worker run at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mots.platform import migrations
+
+SCRIPTS = Path(__file__).with_name("alembic")
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Bring the orchestration's database to ``revision``."""
+    migrations.upgrade(database_url, SCRIPTS, revision)

@@ -1,0 +1,120 @@
+"""Training a round's coalition with Flower, through the training package's runner.
+
+The orchestration worker keeps one local federation (a Flower SuperLink and one SuperNode per
+registered client, tagged with its type) and hands it the market's social state K per type;
+``mots.training.runner.train_coalition`` trains exactly those participants.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.orchestration.core.config import Settings
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """What a round's training produced; ``completed`` counts the participants per type that finished."""
+
+    epsilon: float
+    losses: list[float]
+    round_seconds: list[float]
+    artifact_path: str
+    artifact_sha256: str
+    completed: list[int]
+    seconds: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        return asdict(self)
+
+
+class Trainer:
+    """Runs ``train_coalition`` on the deployment engine (a live local federation) or in process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._federation: Any = None
+        self._node_types: list[int] | None = None
+        self._lock = threading.Lock()
+
+    def _config(self, sizes: list[float]) -> Any:
+        from mots.training.config import TrainConfig
+
+        s = self.settings
+        return TrainConfig(
+            sizes=sizes,
+            rounds=s.train_rounds,
+            local_steps=s.train_local_steps,
+            batch_size=s.train_batch_size,
+            lr=s.train_lr,
+            test_subset=s.train_test_subset,
+        )
+
+    def _ensure_federation(self, node_types: list[int]) -> Any:
+        """A running federation whose nodes match the population's types (restarted if not)."""
+        from mots.training.federation import LocalFederation
+
+        if self._federation is not None and self._node_types == node_types:
+            return self._federation
+        self.stop()
+        fed = LocalFederation(
+            n_nodes=len(node_types),
+            node_types=node_types,
+            superlink_port=self.settings.superlink_port,
+            workdir=Path(self.settings.work_dir),
+        )
+        fed.start()
+        self._federation, self._node_types = fed, node_types
+        return fed
+
+    def train(
+        self, participants: list[int], sizes: list[float], node_types: list[int], round_id: int
+    ) -> TrainingOutcome:
+        """Train the coalition K (participants per type) and save the model artifact."""
+        from mots.training.runner import train_coalition
+
+        with self._lock:
+            config = self._config(sizes)
+            artifact_dir = Path(self.settings.artifact_dir) / f"round-{round_id}"
+            start = time.perf_counter()
+            if self.settings.trainer == "deployment":
+                fed = self._ensure_federation(node_types)
+                result = train_coalition(
+                    participants,
+                    config,
+                    engine="deployment",
+                    federation=fed,
+                    artifact_dir=artifact_dir,
+                )
+            else:
+                result = train_coalition(
+                    participants, config, engine="inprocess", artifact_dir=artifact_dir
+                )
+            seconds = time.perf_counter() - start
+        completed = result.metadata.get("completed_participants", participants)
+        return TrainingOutcome(
+            epsilon=float(result.epsilon),
+            losses=[float(x) for x in result.losses],
+            round_seconds=[float(x) for x in result.round_seconds],
+            artifact_path=str(result.artifact_path),
+            artifact_sha256=str(result.artifact_sha256),
+            completed=[int(x) for x in completed],
+            seconds=seconds,
+            metadata={k: v for k, v in result.metadata.items() if _jsonable(v)},
+        )
+
+    def stop(self) -> None:
+        """Stop the local federation, if one runs."""
+        if self._federation is not None:
+            self._federation.stop()
+        self._federation, self._node_types = None, None
+
+
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool | list | dict) or value is None

@@ -1,0 +1,60 @@
+"""Pricing queries: SWAN's terms for a scenario, what-if variants, and the mechanisms on offer."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, HTTPException, Request, status
+
+from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
+from mots.platform.schemas import PricingRequest, PricingResult, WhatIfRequest
+from services.pricing import engine
+from services.pricing.core.config import Settings
+
+router = APIRouter(tags=["pricing"])
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+@router.post(
+    "/v1/quote", response_model=PricingResult, responses={422: {"description": "invalid scenario"}}
+)
+def quote(body: PricingRequest, request: Request) -> PricingResult:
+    """The mechanism's price and rewards at K* (or at the given state) for a scenario."""
+    settings = _settings(request)
+    start = time.perf_counter()
+    try:
+        sc = engine.scenario_from(body.scenario, settings.max_states)
+        result = engine.price(sc, body.mechanism or settings.mechanism, body)
+    except engine.PricingInputError as exc:
+        PRICING_REQUESTS.labels("quote", "invalid").inc()
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+    PRICING_REQUESTS.labels("quote", "ok").inc()
+    PRICING_DURATION.labels("quote").observe(time.perf_counter() - start)
+    return result
+
+
+@router.post(
+    "/v1/what-if", response_model=PricingResult, responses={422: {"description": "invalid query"}}
+)
+def what_if(body: WhatIfRequest, request: Request) -> PricingResult:
+    """The terms at K* under another ε_req or another cost of one type."""
+    settings = _settings(request)
+    start = time.perf_counter()
+    try:
+        result = engine.what_if(body, settings.mechanism, settings.max_states)
+    except engine.PricingInputError as exc:
+        PRICING_REQUESTS.labels("what_if", "invalid").inc()
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+    PRICING_REQUESTS.labels("what_if", "ok").inc()
+    PRICING_DURATION.labels("what_if").observe(time.perf_counter() - start)
+    return result
+
+
+@router.get("/v1/mechanisms", response_model=list[str])
+def mechanisms() -> list[str]:
+    """Names a request may give as ``mechanism``."""
+    return engine.mechanism_names()
