@@ -28,8 +28,8 @@ Reason = Literal["equilibrium", "cycle", "move limit"]
 Order = Literal["deterministic", "random"]
 
 DEFAULT_MAX_MOVES = 1_000_000
-REL_TOL = 1e-9
-"""A move must gain more than REL_TOL·max(1, |payoffs|): float noise is not an incentive."""
+REL_TOL = 1e-12
+"""A move must gain more than the mechanism's noise floor + REL_TOL·|payoffs|: float noise is no incentive."""
 _MAX_CHUNK = 1 << 14
 
 
@@ -125,10 +125,10 @@ def _best_responses(
         best[better] = int(s)
         best_pay[better] = pay[better, s]
     finite = np.where(np.isfinite(current), np.abs(current), 0.0)
-    scale = np.maximum(1.0, np.maximum(finite, np.where(np.isfinite(best_pay), np.abs(best_pay), 0.0)))
+    size = np.maximum(finite, np.where(np.isfinite(best_pay), np.abs(best_pay), 0.0))
     with np.errstate(invalid="ignore"):
         gain = best_pay - current
-    gain = np.where(gain > REL_TOL * scale, gain, 0.0)
+    gain = np.where(gain > mechanism.noise_floor() + REL_TOL * size, gain, 0.0)
     return best, np.nan_to_num(gain, nan=0.0, posinf=np.inf)
 
 

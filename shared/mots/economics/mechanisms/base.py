@@ -76,6 +76,10 @@ class Mechanism(ABC):
         """The state a mover evaluates its payoff at: by default the exact state after its move."""
         return after
 
+    def noise_floor(self) -> float:
+        """Payoff gains at or below this are float noise, not incentives (dynamics ignore them)."""
+        return 1e-9 * max(float(self.scenario.costs.max()), 1e-12)
+
     def incentive_cost(self, participants: npt.ArrayLike, buyers: npt.ArrayLike) -> float:
         """Σ_i (K_i r_i − B_i p): what the platform pays on top of buyers' payments (0 = budget balance)."""
         k = np.asarray(participants, dtype=np.int64)
@@ -96,6 +100,9 @@ class PotentialMechanism(Mechanism):
     tau: float
     tau_is_limit: bool
     floor: float
+    """Φ0, the potential's infimum over its domain."""
+    peak: float
+    """Φ(K*), the potential's maximum."""
 
     @abstractmethod
     def potential(self, states: npt.ArrayLike) -> FloatArray:
@@ -119,6 +126,11 @@ class PotentialMechanism(Mechanism):
         prices = u - surplus
         rewards = sc.costs[None, :] - u[:, None] + surplus[:, None]
         return np.asarray(prices, dtype=np.float64), np.asarray(rewards, dtype=np.float64)
+
+    def noise_floor(self) -> float:
+        """1e-9 of τ·max(|Φ0|, |Φ(K*)|): cancellation in Φ − Φ0 is noise at that scale."""
+        scale = 1.0 if self.tau_is_limit else self.tau
+        return 1e-9 * scale * max(abs(self.floor), abs(self.peak), 1e-12)
 
     def payoffs(self, states: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         """τ[Φ(K') − Φ0] for J and B, computed directly (no U − U cancellation); in units of τ when τ → 0+."""

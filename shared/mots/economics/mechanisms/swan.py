@@ -90,6 +90,7 @@ class SwanMechanism(PotentialMechanism):
             self._init_low(opt)
         else:
             self._init_high(opt)
+        self.peak = self.L_optimum
         self.tau, self.tau_is_limit = incentive_ratio(
             opt.welfare, scenario.n_clients, self.L_optimum, self.floor
         )

@@ -1,10 +1,11 @@
-"""Robust SWAN, the platform's default: Mechanism 1's schedule with a distance potential that has K* as its only local maximum.
+"""Robust SWAN, the platform's default: Mechanism 1's schedule with a distance potential whose only local maximum is K*.
 
-Φ(K) = L(K*) − κ‖K − K*‖₁ with κ = (L(K*) − L0)/max_K ‖K − K*‖₁, so Φ spans [L0, L(K*)] like θ and
-τ is Eq. (13)'s. Every state K ≠ K* has a single-client move one step closer to K* that is allowed
-(also under the last-participant rule, since K* ≠ 0), and it strictly raises Φ, so best responses
-reach K* from every start in at most Σ_i max(K*_i, N_i − K*_i) participation moves (proof in
-docs/mechanisms.md). At K* the price and rewards equal the paper's: budget balance when W* > 0.
+Φ(K) = 1 − ‖K − K*‖₁ / M with M = max_K ‖K − K*‖₁ = Σ_i max(K*_i, N_i − K*_i), Φ0 = 0 and
+τ = W*/N (Eq. 13 with Φ(K*) − Φ0 = 1). Every state K ≠ K* has an allowed single-client move one
+step closer to K* (also under the last-participant rule, since K* ≠ 0) and it strictly raises Φ, so
+best responses reach K* from every start in at most M participation moves (proof in
+docs/mechanisms.md). At K* the price and rewards equal the paper's (p = U(ε*) − W*/N), hence budget
+balance when W* > 0.
 """
 
 from __future__ import annotations
@@ -34,21 +35,20 @@ class RobustSwanMechanism(PotentialMechanism):
         paper = SwanMechanism(scenario)
         self.paper: SwanSummary = paper.summary
         self.optimum = paper.optimum
-        target = self.optimum.participants
-        self.target = target
-        self.max_distance = int(np.maximum(target, scenario.counts - target).sum())
-        peak, floor = paper.L_optimum, paper.floor
-        if not peak > floor:
-            peak, floor = 0.0, -1.0
-        self.peak = peak
-        self.floor = floor
-        self.kappa = (peak - floor) / self.max_distance
+        self.target = self.optimum.participants
+        self.max_distance = int(np.maximum(self.target, scenario.counts - self.target).sum())
+        self.floor = 0.0
         self.tau, self.tau_is_limit = incentive_ratio(
-            self.optimum.welfare, scenario.n_clients, peak, floor
+            self.optimum.welfare, scenario.n_clients, 1.0, self.floor
         )
 
     def potential(self, states: npt.ArrayLike) -> FloatArray:
-        """Φ(K) = L(K*) − κ‖K − K*‖₁ (one state or a batch)."""
+        """Φ(K) = 1 − ‖K − K*‖₁ / M (one state or a batch)."""
         k = np.asarray(states, dtype=np.float64)
         distance = np.abs(k - self.target).sum(axis=-1)
-        return np.asarray(self.peak - self.kappa * distance, dtype=np.float64)
+        return np.asarray(1.0 - distance / self.max_distance, dtype=np.float64)
+
+    def noise_floor(self) -> float:
+        """Φ takes values on a grid of step 1/M: any real gain is at least τ/M."""
+        scale = 1.0 if self.tau_is_limit else self.tau
+        return 1e-6 * scale / self.max_distance
