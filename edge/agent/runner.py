@@ -64,7 +64,7 @@ class Agent:
                     self._registration = reg
                     return reg
                 log.warning("this device's facts changed since it registered; registering again")
-        reg = self.market.register(self.settings.client_name, self.facts)
+        reg = self.market.register(self.settings.device_name(), self.facts)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _write_private(path, json.dumps({"client_id": reg.client_id, "token": reg.token}))
         log.info("registered as client %d (type %s)", reg.client_id, self.facts.type_name)

@@ -30,15 +30,16 @@ class AgentSettings(BaseSettings):
     cost: Decimal = Field(
         ..., ge=0, max_digits=18, decimal_places=6, description="C_i, participation cost"
     )
-    client_name: str = Field(
-        default_factory=socket.gethostname,
+    client_name: str | None = Field(
+        None,
         min_length=1,
         max_length=128,
-        description="display name of this device at the market (default: the host name)",
+        description="name of this device at the market (unset: the host name; k8s: the node name)",
     )
     utility: str = Field(
-        '{"kind": "power", "scale": 40, "exponent": 16}',
-        description="U(ε) as JSON (the scenario's utility, public in the paper's model)",
+        ...,
+        validation_alias="MOTS_UTILITY",
+        description="U(ε) as JSON: the market's utility (MOTS_UTILITY, as orchestration reads it)",
     )
     market_url: str = Field("http://127.0.0.1:8000", description="base URL of the market API")
     state_dir: Path = Field(
@@ -67,7 +68,7 @@ class AgentSettings(BaseSettings):
         try:
             _UTILITY.validate_json(v)
         except ValueError as exc:
-            raise ValueError(f"MOTS_EDGE_UTILITY: not a valid utility: {exc}") from exc
+            raise ValueError(f"MOTS_UTILITY: not a valid utility: {exc}") from exc
         return v
 
     @field_validator("market_url")
@@ -77,6 +78,10 @@ class AgentSettings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError(f"MOTS_EDGE_MARKET_URL: must start with http:// or https://, got {v!r}")
         return v.rstrip("/")
+
+    def device_name(self) -> str:
+        """The name the device registers under: ``client_name`` or the host name."""
+        return self.client_name or socket.gethostname()
 
     def utility_model(self) -> Utility:
         """U(ε) as an object with ``value``."""

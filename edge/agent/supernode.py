@@ -19,7 +19,7 @@ def node_config(settings: AgentSettings) -> str:
         f"client-type={_quote(settings.client_type)}",
         f"data-size={settings.data_size}",
         f"data-dir={_quote(str(settings.data_dir))}",
-        f"client-name={_quote(settings.client_name)}",
+        f"client-name={_quote(settings.device_name())}",
     ]
     for item in shlex.split(settings.node_config):
         key, sep, _ = item.partition("=")
