@@ -1,20 +1,50 @@
 """Optimal social states (Problem 2, Lemma 1, Proposition 1) and the FL framework's best state (Eq. 15).
 
-Interim implementation by enumeration; the exact fast solver replaces the bodies, not the API.
+Exact and fast for any population size. ε (Eq. 3) depends on a state only through K = Σ K_i and
+S = Σ K_i/D_i, and both shipped utilities are convex and decreasing, so for a fixed total K the
+objective is convex on the slice {Σ x_i = K, 0 ≤ x ≤ N}: its maximum sits at a greedy vertex
+("fill types in the order of C_i + μ/D_i", one partially filled type), and only O(I²) orders occur.
+A binding ε_req adds a knapsack-like cut, handled exactly by branch and bound with LP bounds.
+The argument and its proofs are in docs/economics.md, section "Solver".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from mots.economics.exhaustive import exhaustive_min_error, exhaustive_optimum
+from mots.economics.error import error_from_totals, generalization_error
+from mots.economics.exhaustive import (
+    MAX_ENUMERATED_STATES,
+    exhaustive_optimum,
+    state_count,
+)
 from mots.economics.scenario import Scenario
+from mots.economics.utility import ExponentialUtility, PowerUtility
+from mots.economics.welfare import welfare_all_served, welfare_fl
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+Framework = Literal["mots", "fl"]
+
+FEASIBILITY_RTOL = 1e-13
+"""ε ≤ ε_req·(1 + FEASIBILITY_RTOL) counts as feasible: absorbs rounding in ε computed two ways."""
+
+TIE_RTOL = 1e-12
+"""Welfare within TIE_RTOL·scale of the best counts as a tie (scale: N·U(ε_min) + Σ N_i C_i)."""
+
+_LEAF = 48
+"""Intervals of at most this many states along a segment are evaluated point by point."""
+
+_SPLIT = 16
+"""An interval that survives its bound is split into this many parts."""
 
 
 @dataclass(frozen=True)
@@ -45,18 +75,551 @@ def regime(scenario: Scenario) -> Literal["low", "high"]:
     return "high" if em.sigma2 * float(scenario.sizes.max()) > em.d_gamma2 else "low"
 
 
+# --------------------------------------------------------------------------------------------
+# The market as flat arrays
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Market:
+    """The numbers the solver needs, as arrays, with ε (Eq. 3 + ε0) and welfare from (K, S, C)."""
+
+    scenario: Scenario
+    framework: Framework
+    counts: IntArray
+    inv: FloatArray
+    costs: FloatArray
+    n_total: int
+    eps_req: float
+
+    @classmethod
+    def of(cls, scenario: Scenario, framework: Framework) -> _Market:
+        return cls(
+            scenario=scenario,
+            framework=framework,
+            counts=scenario.counts,
+            inv=1.0 / scenario.sizes,
+            costs=scenario.costs,
+            n_total=scenario.n_clients,
+            eps_req=scenario.eps_req_value,
+        )
+
+    def eps(self, k: npt.ArrayLike, s: npt.ArrayLike) -> FloatArray:
+        """ε from the totals K and S (Eq. 3 plus ε0)."""
+        return error_from_totals(k, s, self.scenario.error_model)
+
+    def factor(self, k: npt.ArrayLike) -> FloatArray:
+        """How many clients get the model: N in MoTS (Lemma 1), K in plain FL (Eq. 15)."""
+        kk = np.asarray(k, dtype=np.float64)
+        if self.framework == "mots":
+            return np.full_like(kk, float(self.n_total))
+        return kk
+
+    def utility(self, eps: npt.ArrayLike) -> FloatArray:
+        return np.asarray(self.scenario.utility.value(np.asarray(eps, dtype=np.float64)))
+
+    def feasible(self, eps: npt.ArrayLike) -> BoolArray:
+        return np.asarray(eps, dtype=np.float64) <= self.eps_req * (1.0 + FEASIBILITY_RTOL)
+
+    def welfare(self, k: npt.ArrayLike, s: npt.ArrayLike, c: npt.ArrayLike) -> FloatArray:
+        """Objective of Problem 2 (or W_FL) from totals; infeasible states get −∞."""
+        eps = self.eps(k, s)
+        w = self.factor(k) * self.utility(eps) - np.asarray(c, dtype=np.float64)
+        return np.asarray(np.where(self.feasible(eps), w, -np.inf), dtype=np.float64)
+
+    def s_max(self, k: npt.ArrayLike) -> FloatArray:
+        """Largest S with ε(K, S) ≤ ε_req at total K (the cut of ε_req, linear in S)."""
+        kk = np.asarray(k, dtype=np.float64)
+        em = self.scenario.error_model
+        smax = ((self.eps_req - em.eps0 - em.sigma2) * kk * kk + em.sigma2 * kk) / em.d_gamma2
+        return np.asarray(smax + np.abs(smax) * 4 * FEASIBILITY_RTOL, dtype=np.float64)
+
+
+@dataclass
+class _Incumbent:
+    """The best welfare found so far and the distinct states within the tie tolerance of it."""
+
+    tol: float
+    w: float = -math.inf
+    ties: dict[bytes, tuple[float, IntArray]] = field(default_factory=dict)
+
+    def offer(self, w: FloatArray, states: IntArray) -> None:
+        """Consider states (rows) with welfare w; keep those within tol of the best."""
+        if w.size == 0:
+            return
+        top = float(np.max(w))
+        if not math.isfinite(top) or top < self.w - self.tol:
+            return
+        if top > self.w:
+            self.w = top
+            self.ties = {b: t for b, t in self.ties.items() if t[0] >= top - self.tol}
+        for i in np.flatnonzero(w >= self.w - self.tol):
+            row = np.ascontiguousarray(states[i], dtype=np.int64)
+            self.ties.setdefault(row.tobytes(), (float(w[i]), row))
+
+    def beats(self, bound: FloatArray) -> BoolArray:
+        """True where an upper bound leaves room for a strictly better state."""
+        return np.asarray(bound > self.w + self.tol, dtype=np.bool_)
+
+
+# --------------------------------------------------------------------------------------------
+# Greedy orders and segments
+# --------------------------------------------------------------------------------------------
+
+
+def _breakpoints(m: _Market) -> FloatArray:
+    """μ > 0 where two types swap in the order of C_i + μ/D_i: μ_ij = (C_j − C_i)/(1/D_i − 1/D_j)."""
+    inv, c = m.inv, m.costs
+    di = inv[:, None] - inv[None, :]
+    dc = c[None, :] - c[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mu = dc / di
+    mu = mu[(di != 0) & np.isfinite(mu) & (mu > 0)]
+    return np.unique(mu)
+
+
+def _order(m: _Market, mu: float, inv_ascending: bool = True) -> IntArray:
+    """Types sorted by C_i + μ/D_i; ties by 1/D_i (ascending or descending), then by index."""
+    key = m.costs + mu * m.inv
+    idx = np.arange(key.size)
+    second = m.inv if inv_ascending else -m.inv
+    return np.asarray(np.lexsort((idx, second, key)), dtype=np.int64)
+
+
+def _orderings(m: _Market) -> IntArray:
+    """Every order of C_i + μ/D_i for μ in (0, ∞).
+
+    One μ inside each interval between consecutive breakpoints (geometric midpoints), plus μ just
+    below and just above each breakpoint, so that nearly equal breakpoints lose no order to rounding.
+    """
+    bps = _breakpoints(m)
+    if bps.size == 0:
+        samples = [1.0]
+    else:
+        samples = [float(bps[0]) / 2.0, float(bps[-1]) * 2.0]
+        samples += [math.sqrt(float(a) * float(b)) for a, b in itertools.pairwise(bps)]
+        samples += [float(mu) * f for mu in bps for f in (1.0 - 1e-9, 1.0 + 1e-9)]
+    orders = {tuple(int(t) for t in _order(m, mu)) for mu in samples}
+    return np.array(sorted(orders), dtype=np.int64).reshape(len(orders), m.counts.size)
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """States "types in A full, type f holds x ∈ [lo, hi]": the greedy vertices of every slice."""
+
+    full: BoolArray  # (n_seg, I): membership of A
+    f: IntArray
+    k_a: FloatArray
+    s_a: FloatArray
+    c_a: FloatArray
+    inv_f: FloatArray
+    c_f: FloatArray
+    lo: IntArray
+    hi: IntArray
+
+    def totals(self, seg: IntArray, x: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(K, S, C) of the states x on segments seg."""
+        xx = np.asarray(x, dtype=np.float64)
+        return (
+            self.k_a[seg] + xx,
+            self.s_a[seg] + xx * self.inv_f[seg],
+            self.c_a[seg] + xx * self.c_f[seg],
+        )
+
+    def states(self, m: _Market, seg: IntArray, x: IntArray) -> IntArray:
+        """Participation vectors K of the states x on segments seg."""
+        k = np.where(self.full[seg], m.counts[None, :], 0).astype(np.int64)
+        k[np.arange(seg.size), self.f[seg]] = x
+        return k
+
+
+def _segments(m: _Market, orders: IntArray) -> _Segments:
+    """The distinct (A, f) pairs of all prefixes of the given orders."""
+    n_types = m.counts.size
+    seen: dict[tuple[int, int], None] = {}
+    for order in orders:
+        mask = 0
+        for t in order:
+            seen.setdefault((mask, int(t)), None)
+            mask |= 1 << int(t)
+    keys = list(seen)
+    full = np.array(
+        [[(mask >> i) & 1 == 1 for i in range(n_types)] for mask, _ in keys], dtype=np.bool_
+    ).reshape(len(keys), n_types)
+    f = np.array([t for _, t in keys], dtype=np.int64)
+    nfull = np.where(full, m.counts[None, :], 0).astype(np.float64)
+    k_a = nfull.sum(axis=1)
+    return _Segments(
+        full=full,
+        f=f,
+        k_a=k_a,
+        s_a=nfull @ m.inv,
+        c_a=nfull @ m.costs,
+        inv_f=m.inv[f],
+        c_f=m.costs[f],
+        lo=np.where(k_a == 0, 1, 0).astype(np.int64),
+        hi=m.counts[f].copy(),
+    )
+
+
+def _eps_lower_bound(
+    m: _Market, segs: _Segments, seg: IntArray, x1: FloatArray, x2: FloatArray
+) -> FloatArray:
+    """A lower bound on ε over x ∈ [x1, x2] on each segment (continuous relaxation).
+
+    Along a segment ε − ε0 − σ² = α/K² + β/K in the total K, with α = dγ²(S_A − K_A/D_f) and
+    β = dγ²/D_f − σ²; it has one interior minimum, at K = −2α/β, when α > 0 > β.
+    """
+    em = m.scenario.error_model
+    k1, s1, _ = segs.totals(seg, x1)
+    k2, s2, _ = segs.totals(seg, x2)
+    inv_f = segs.inv_f[seg]
+    alpha = em.d_gamma2 * (segs.s_a[seg] - segs.k_a[seg] * inv_f)
+    beta = em.d_gamma2 * inv_f - em.sigma2
+    lo = np.minimum(m.eps(k1, s1), m.eps(k2, s2))
+    interior = (alpha > 0) & (beta < 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kstar = np.clip(np.where(interior, -2.0 * alpha / beta, k1), k1, k2)
+        estar = em.eps0 + em.sigma2 + alpha / (kstar * kstar) + beta / kstar
+    lo = np.where(interior, np.minimum(lo, estar), lo)
+    return np.asarray(lo - np.abs(lo) * 1e-13, dtype=np.float64)
+
+
+def _search_segments(m: _Market, segs: _Segments, inc: _Incumbent) -> None:
+    """Best feasible state over all segments, by interval branch and bound along each segment."""
+    seg = np.flatnonzero(segs.lo <= segs.hi).astype(np.int64)
+    x1 = segs.lo[seg].copy()
+    x2 = segs.hi[seg].copy()
+
+    def evaluate(s_idx: IntArray, x: IntArray) -> None:
+        k, s, c = segs.totals(s_idx, x)
+        w = m.welfare(k, s, c)
+        if w.size and float(np.max(w)) >= inc.w - inc.tol:
+            keep = np.flatnonzero(w >= max(inc.w, float(np.max(w))) - inc.tol)
+            inc.offer(w[keep], segs.states(m, s_idx[keep], x[keep]))
+
+    # A first incumbent: both ends and the middle of every segment.
+    for pts in (x1, x2, (x1 + x2) // 2):
+        evaluate(seg, pts)
+
+    while seg.size:
+        eps_lo = _eps_lower_bound(m, segs, seg, x1.astype(np.float64), x2.astype(np.float64))
+        k_hi = segs.k_a[seg] + x2
+        c_lo = segs.c_a[seg] + x1 * segs.c_f[seg]
+        bound = m.factor(k_hi) * m.utility(eps_lo) - c_lo
+        bound = np.where(m.feasible(eps_lo), bound, -np.inf)
+        keep = inc.beats(bound)
+        seg, x1, x2 = seg[keep], x1[keep], x2[keep]
+        if not seg.size:
+            break
+        width = x2 - x1 + 1
+        leaf = width <= _LEAF
+        if leaf.any():
+            lw = width[leaf]
+            rep = np.repeat(np.arange(lw.size), lw)
+            offs = np.arange(int(lw.sum())) - np.repeat(np.cumsum(lw) - lw, lw)
+            evaluate(seg[leaf][rep], x1[leaf][rep] + offs)
+        seg, x1, x2, width = seg[~leaf], x1[~leaf], x2[~leaf], width[~leaf]
+        if not seg.size:
+            break
+        parts = np.arange(_SPLIT + 1, dtype=np.int64)
+        edges = x1[:, None] + (width[:, None] * parts[None, :]) // _SPLIT
+        seg = np.repeat(seg, _SPLIT)
+        x1 = edges[:, :-1].ravel()
+        x2 = edges[:, 1:].ravel() - 1
+        evaluate(seg, x1)
+        evaluate(seg, x2)
+
+
+# --------------------------------------------------------------------------------------------
+# The ε_req cut: branch and bound on min-cost states at the cut
+# --------------------------------------------------------------------------------------------
+
+
+def _fill(caps: FloatArray, orders: IntArray, r: FloatArray | float) -> FloatArray:
+    """Greedy fill: r units into the types in each row's order, up to caps; one row per order.
+
+    caps is (I,) or (n_orders, I); r is a scalar or one value per row. Returns (n_orders, I).
+    """
+    caps2 = np.broadcast_to(caps, orders.shape)
+    sorted_caps = np.take_along_axis(caps2, orders, axis=1)
+    before = np.cumsum(sorted_caps, axis=1) - sorted_caps
+    rr = np.asarray(r, dtype=np.float64).reshape(-1, 1)
+    take = np.clip(rr - before, 0.0, sorted_caps)
+    out = np.empty_like(take)
+    np.put_along_axis(out, orders, take, axis=1)
+    return out
+
+
+@dataclass(frozen=True)
+class _Duals:
+    """Multipliers ν ≥ 0 of the cut S ≤ S_max with the greedy order of C_i + ν/D_i for each.
+
+    With ν over {0} ∪ breakpoints, max_ν [min_x (C + νS) − ν·S_max] is the exact LP minimum cost
+    at the cut (Lagrangian duality of a linear program; the dual is piecewise linear with kinks
+    only at breakpoints).
+    """
+
+    nu: FloatArray
+    orders: IntArray
+    keys: FloatArray  # (n_nu, I): C_i + ν/D_i
+
+    @classmethod
+    def of(cls, m: _Market) -> _Duals:
+        nu = np.concatenate([[0.0], _breakpoints(m)])
+        orders = np.stack([_order(m, float(v)) for v in nu])
+        keys = m.costs[None, :] + nu[:, None] * m.inv[None, :]
+        return cls(nu=nu, orders=orders, keys=keys)
+
+    def min_key_cost_at(self, caps: FloatArray, r: float) -> FloatArray:
+        """m_ν(r) for one r and every ν: (n_nu,)."""
+        sorted_caps = caps[self.orders]
+        sorted_keys = np.take_along_axis(self.keys, self.orders, axis=1)
+        before = np.cumsum(sorted_caps, axis=1) - sorted_caps
+        take = np.clip(r - before, 0.0, sorted_caps)
+        return np.asarray((take * sorted_keys).sum(axis=1), dtype=np.float64)
+
+    def min_key_cost(self, caps: FloatArray, r: FloatArray) -> FloatArray:
+        """m_ν(r) = min Σ x_i(C_i + ν/D_i) over 0 ≤ x ≤ caps, Σ x = r: (n_nu, len(r))."""
+        sorted_caps = caps[self.orders]
+        sorted_keys = np.take_along_axis(self.keys, self.orders, axis=1)
+        cum_n = np.concatenate([np.zeros((self.nu.size, 1)), np.cumsum(sorted_caps, 1)], axis=1)
+        cum_c = np.concatenate(
+            [np.zeros((self.nu.size, 1)), np.cumsum(sorted_caps * sorted_keys, 1)], axis=1
+        )
+        return np.stack([np.interp(r, cn, cc) for cn, cc in zip(cum_n, cum_c, strict=True)])
+
+
+def _min_s(m: _Market, caps: FloatArray, r: FloatArray) -> FloatArray:
+    """min S over 0 ≤ x ≤ caps, Σ x = r: fill the largest D first (Section 'Solver', min_error)."""
+    order = np.argsort(m.inv, kind="stable")
+    cum_n = np.concatenate([[0.0], np.cumsum(caps[order])])
+    cum_s = np.concatenate([[0.0], np.cumsum(caps[order] * m.inv[order])])
+    return np.asarray(np.interp(r, cum_n, cum_s), dtype=np.float64)
+
+
+def _max_s(m: _Market, caps: FloatArray, r: float) -> float:
+    """max S over 0 ≤ x ≤ caps, Σ x = r: fill the smallest D first."""
+    order = np.argsort(-m.inv, kind="stable")
+    cum_n = np.concatenate([[0.0], np.cumsum(caps[order])])
+    cum_s = np.concatenate([[0.0], np.cumsum(caps[order] * m.inv[order])])
+    return float(np.interp(r, cum_n, cum_s))
+
+
+def _cut_bound(
+    m: _Market, duals: _Duals, k1: FloatArray, k2: FloatArray, u_req: float
+) -> FloatArray:
+    """Upper bound on the LP cut value over totals K ∈ [k1, k2] (−∞ where no state is feasible).
+
+    Value at the cut ≤ factor·U(ε_req) − c_LP; c_LP ≥ m_ν(k1) − ν·max S_max (m_ν grows with K).
+    """
+    em = m.scenario.error_model
+    a = (m.eps_req - em.eps0 - em.sigma2) / em.d_gamma2
+    b = em.sigma2 / em.d_gamma2
+    smax_hi = np.maximum(m.s_max(k1), m.s_max(k2))
+    if a < 0:
+        kv = np.clip(-b / (2.0 * a), k1, k2)
+        smax_hi = np.maximum(smax_hi, m.s_max(kv))
+    caps = m.counts.astype(np.float64)
+    lb_cost = np.max(duals.min_key_cost(caps, k1) - duals.nu[:, None] * smax_hi[None, :], axis=0)
+    bound = m.factor(k2) * u_req - lb_cost
+    infeasible = _min_s(m, caps, k1) > smax_hi
+    return np.asarray(np.where(infeasible, -np.inf, bound), dtype=np.float64)
+
+
+def _candidate_totals(m: _Market, duals: _Duals, inc: _Incumbent, u_req: float) -> IntArray:
+    """Totals K whose LP cut value may beat the incumbent, best bound first."""
+    n = m.n_total
+    n_parts = min(n, 256)
+    edges = 1 + (np.arange(n_parts + 1, dtype=np.int64) * n) // n_parts
+    k1, k2 = edges[:-1], edges[1:] - 1
+    singles_k: list[IntArray] = []
+    singles_b: list[FloatArray] = []
+    while k1.size:
+        bound = _cut_bound(m, duals, k1.astype(np.float64), k2.astype(np.float64), u_req)
+        keep = inc.beats(bound)
+        k1, k2, bound = k1[keep], k2[keep], bound[keep]
+        one = k1 == k2
+        singles_k.append(k1[one])
+        singles_b.append(bound[one])
+        k1, k2 = k1[~one], k2[~one]
+        width = k2 - k1 + 1
+        parts = np.minimum(width, _SPLIT)
+        rep = np.repeat(np.arange(k1.size), parts)
+        j = np.arange(int(parts.sum())) - np.repeat(np.cumsum(parts) - parts, parts)
+        lo = k1[rep] + (width[rep] * j) // parts[rep]
+        hi = k1[rep] + (width[rep] * (j + 1)) // parts[rep] - 1
+        k1, k2 = lo, hi
+    ks = np.concatenate(singles_k) if singles_k else np.zeros(0, dtype=np.int64)
+    bs = np.concatenate(singles_b) if singles_b else np.zeros(0)
+    return np.asarray(ks[np.argsort(-bs, kind="stable")], dtype=np.int64)
+
+
+def _solve_at_total(
+    m: _Market, duals: _Duals, greedy_orders: IntArray, k: int, inc: _Incumbent, u_req: float
+) -> None:
+    """Exact best state with Σ K_i = k under the cut S ≤ S_max(k): best-first branch and bound.
+
+    A node is a box lo ≤ x ≤ hi. Its greedy states (every order) are integral and feasible or not;
+    its LP relaxation's best non-greedy point lies on the cut, where U = U(ε_req), so the node's
+    bound is factor·U(ε_req) − (LP min cost at the cut). Branching splits a fractional coordinate
+    of that LP point.
+    """
+    fac = float(m.factor(np.array([k]))[0])
+    smax = float(m.s_max(np.array([k]))[0])
+    counter = 0
+    heap: list[tuple[float, int, IntArray, IntArray]] = []
+
+    def process(lo: IntArray, hi: IntArray) -> None:
+        nonlocal counter
+        r = float(k - int(lo.sum()))
+        caps = (hi - lo).astype(np.float64)
+        if r < 0 or r > caps.sum():
+            return
+        s_f = float(lo @ m.inv)
+        c_f = float(lo @ m.costs)
+        s_cut = smax - s_f
+        if float(_min_s(m, caps, np.array([r]))[0]) > s_cut:
+            return
+        xs = lo[None, :] + np.rint(_fill(caps, greedy_orders, r)).astype(np.int64)
+        inc.offer(m.welfare(np.full(xs.shape[0], float(k)), xs @ m.inv, xs @ m.costs), xs)
+        if _max_s(m, caps, r) <= s_cut:
+            return  # the cut does not bind: the greedy states hold the relaxation's maximum
+        h = duals.min_key_cost_at(caps, r) - duals.nu * s_cut
+        j = int(np.argmax(h))
+        bound = fac * u_req - c_f - float(h[j])
+        if not bool(inc.beats(np.array([bound]))[0]):
+            return
+        # The LP point: a mix of the greedy states just below and just above ν*.
+        nu = float(duals.nu[j])
+        x_below = _fill(caps, _order(m, nu, inv_ascending=False)[None, :], r)[0]
+        x_above = _fill(caps, _order(m, nu, inv_ascending=True)[None, :], r)[0]
+        s_below, s_above = float(x_below @ m.inv), float(x_above @ m.inv)
+        theta = 0.0 if s_below <= s_above else (s_cut - s_above) / (s_below - s_above)
+        v = x_above + min(max(theta, 0.0), 1.0) * (x_below - x_above)
+        frac = v - np.floor(v)
+        score = np.where((frac > 1e-9) & (frac < 1 - 1e-9), np.minimum(frac, 1 - frac), -1.0)
+        if score.max() > 0:
+            t = int(np.argmax(score))
+            split = int(lo[t] + math.floor(v[t]))
+        else:
+            point = lo + np.rint(v).astype(np.int64)
+            inc.offer(m.welfare(np.array([float(k)]), point[None, :] @ m.inv,
+                                point[None, :] @ m.costs), point[None, :])
+            if not bool(inc.beats(np.array([bound]))[0]):
+                return
+            t = int(np.argmax(caps))  # rounding noise only: bisect the widest range
+            if caps[t] < 1:
+                return
+            split = int(lo[t] + (caps[t] - 1) // 2)
+        counter += 1
+        heapq.heappush(heap, (-bound, counter, lo, hi))
+        children.append((t, split))
+
+    children: list[tuple[int, int]] = []
+    process(np.zeros_like(m.counts), m.counts.copy())
+    while heap:
+        neg_bound, idx, lo, hi = heapq.heappop(heap)
+        t, split = children[idx - 1]
+        if not bool(inc.beats(np.array([-neg_bound]))[0]):
+            continue
+        left_hi = hi.copy()
+        left_hi[t] = split
+        right_lo = lo.copy()
+        right_lo[t] = split + 1
+        if split >= lo[t]:
+            process(lo, left_hi)
+        if split + 1 <= hi[t]:
+            process(right_lo, hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+
+def _min_error_state(m: _Market) -> tuple[float, IntArray]:
+    """ε_min over non-empty states, exactly, in O(I): for each total, fill the largest D first.
+
+    Along the segment where type f is partially filled, ε − ε0 − σ² = α/K² + β/K, so the only
+    candidates are the segment's ends and the integers beside K = −2α/β.
+    """
+    em = m.scenario.error_model
+    order = np.argsort(m.inv, kind="stable")  # largest D first (ties: lower index first)
+    counts = m.counts[order].astype(np.float64)
+    inv = m.inv[order]
+    k_a = np.concatenate([[0.0], np.cumsum(counts)[:-1]])
+    s_a = np.concatenate([[0.0], np.cumsum(counts * inv)[:-1]])
+    alpha = em.d_gamma2 * (s_a - k_a * inv)
+    beta = em.d_gamma2 * inv - em.sigma2
+    lo = np.where(k_a == 0, 1.0, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kstar = np.where((alpha > 0) & (beta < 0), -2.0 * alpha / beta, k_a + lo)
+    xs = np.stack([lo, counts, np.floor(kstar - k_a), np.ceil(kstar - k_a)], axis=1)
+    xs = np.clip(xs, lo[:, None], counts[:, None])
+    eps = m.eps(k_a[:, None] + xs, s_a[:, None] + xs * inv[:, None])
+    seg, col = np.unravel_index(int(np.argmin(eps)), eps.shape)
+    state = np.zeros(m.counts.size, dtype=np.int64)
+    state[order[:seg]] = m.counts[order[:seg]]
+    state[order[seg]] = int(xs[seg, col])
+    return float(generalization_error(state, m.scenario.sizes, m.scenario.error_model)), state
+
+
 def min_error(scenario: Scenario) -> tuple[float, IntArray]:
-    """ε_min over non-empty states and a state attaining it."""
-    state, eps = exhaustive_min_error(scenario)
-    return eps, state
+    """ε_min over non-empty states and a state attaining it (exact, O(I log I))."""
+    return _min_error_state(_Market.of(scenario, "mots"))
 
 
-def _solve(scenario: Scenario, framework: str) -> SocialOptimum:
-    found = exhaustive_optimum(scenario, framework)
-    if found is None:
-        raise RequirementInfeasibleError(scenario.eps_req_value, min_error(scenario)[0])
-    k, w, eps = found
-    buyers = scenario.counts - k if framework == "mots" else np.zeros_like(k)
+def _utility_is_convex(scenario: Scenario) -> bool:
+    """The solver's structural argument needs U convex and non-increasing in ε (both families are)."""
+    u = scenario.utility
+    return isinstance(u, PowerUtility | ExponentialUtility) or getattr(u, "convex", False) is True
+
+
+def _pick(m: _Market, inc: _Incumbent) -> IntArray:
+    """Among the near-best states: the smallest ε, then the lexicographically smallest K."""
+    cands = [s for w, s in inc.ties.values() if w >= inc.w - inc.tol]
+    states = np.unique(np.stack(cands), axis=0)  # sorted lexicographically
+    eps = generalization_error(states, m.scenario.sizes, m.scenario.error_model)
+    best = np.flatnonzero(eps <= eps.min() * (1.0 + 1e-15))
+    return np.asarray(states[int(best[0])], dtype=np.int64)
+
+
+def _solve(scenario: Scenario, framework: Framework) -> SocialOptimum:
+    m = _Market.of(scenario, framework)
+    eps_min, _ = _min_error_state(m)
+    if not m.feasible(eps_min):
+        raise RequirementInfeasibleError(m.eps_req, eps_min)
+    if not _utility_is_convex(scenario):
+        if state_count(scenario.counts) > MAX_ENUMERATED_STATES:
+            raise ValueError(
+                f"utility: {type(scenario.utility).__name__} is not known to be convex in ε; the "
+                "exact solver then enumerates, which this population is too large for"
+            )
+        found = exhaustive_optimum(scenario, framework)
+        if found is None:  # pragma: no cover - excluded by the ε_min check above
+            raise RequirementInfeasibleError(m.eps_req, eps_min)
+        k = found[0]
+    else:
+        scale = float(m.factor(m.n_total)) * float(m.utility(eps_min)) + float(
+            m.counts @ m.costs
+        )
+        inc = _Incumbent(tol=TIE_RTOL * max(1.0, scale) if math.isfinite(scale) else 0.0)
+        orders = _orderings(m)
+        _search_segments(m, _segments(m, orders), inc)
+        if math.isfinite(m.eps_req):
+            duals = _Duals.of(m)
+            u_req = float(m.utility(m.eps_req))
+            for kk in _candidate_totals(m, duals, inc, u_req):
+                _solve_at_total(m, duals, orders, int(kk), inc, u_req)
+        k = _pick(m, inc)
+    if framework == "mots":
+        buyers = scenario.counts - k
+        w = float(welfare_all_served(scenario, k))
+    else:
+        buyers = np.zeros_like(k)
+        w = float(welfare_fl(scenario, k))
+    eps = float(generalization_error(k, scenario.sizes, scenario.error_model))
     return SocialOptimum(k, buyers, w, eps)
 
 
