@@ -31,7 +31,7 @@ from services.evaluation.models import Measurement
 from services.evaluation.refit import refit
 
 settings = get_settings()
-app = make_celery("evaluation", settings.redis_url)
+app = make_celery("evaluation", settings.redis_url, settings.redis_key_prefix)
 sessions = make_sessionmaker(make_engine(settings.database_url))
 
 

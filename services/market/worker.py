@@ -19,7 +19,7 @@ from services.market.core.config import get_settings
 from services.market.migrations import upgrade
 
 settings = get_settings()
-app = make_celery("market", settings.redis_url)
+app = make_celery("market", settings.redis_url, settings.redis_key_prefix)
 _sessions = make_sessionmaker(make_engine(settings.database_url, settings.db_pool_size))
 
 

@@ -39,7 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.sessions = make_sessionmaker(engine)
-    app.state.celery = make_celery("orchestration", settings.redis_url)
+    app.state.celery = make_celery("orchestration", settings.redis_url, settings.redis_key_prefix)
     app.include_router(rounds.router)
     install_http_metrics(app, "orchestration")
 

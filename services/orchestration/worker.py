@@ -23,7 +23,7 @@ from services.orchestration.trainer import Trainer
 
 log = logging.getLogger(__name__)
 settings = get_settings()
-app = make_celery("orchestration", settings.redis_url)
+app = make_celery("orchestration", settings.redis_url, settings.redis_key_prefix)
 sessions = make_sessionmaker(make_engine(settings.database_url))
 trainer = Trainer(settings)
 machine = RoundMachine(settings, sessions, app, trainer)

@@ -17,7 +17,7 @@ from services.pricing import engine
 from services.pricing.core.config import get_settings
 
 settings = get_settings()
-app = make_celery("pricing", settings.redis_url)
+app = make_celery("pricing", settings.redis_url, settings.redis_key_prefix)
 
 
 @signals.worker_ready.connect

@@ -17,10 +17,14 @@ QUEUES = ("market", "pricing", "orchestration", "evaluation")
 M = TypeVar("M", bound=BaseModel)
 
 
-def make_celery(name: str, redis_url: str, include: list[str] | None = None) -> Celery:
+def make_celery(
+    name: str, redis_url: str, key_prefix: str = "mots:", include: list[str] | None = None
+) -> Celery:
     """A Celery app with Redis as broker and backend, JSON serialisation and name-based routing."""
     app = Celery(name, broker=redis_url, backend=redis_url, include=include or [])
     app.conf.update(
+        broker_transport_options={"global_keyprefix": key_prefix},
+        result_backend_transport_options={"global_keyprefix": key_prefix},
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],

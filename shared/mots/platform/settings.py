@@ -28,6 +28,10 @@ class PlatformSettings(BaseSettings):
         "redis://127.0.0.1:6379/0",
         description="Redis URL: Celery broker and result backend shared by the four services",
     )
+    redis_key_prefix: str = Field(
+        "mots:",
+        description="prefix of every Redis key the platform's queues use (isolates deployments)",
+    )
     operator_token: SecretStr = Field(
         SecretStr(DEV_OPERATOR_TOKEN),
         description="bearer token of the platform operator (deposits, rounds, admin reads)",

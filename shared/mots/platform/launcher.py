@@ -1,0 +1,208 @@
+"""Starting and stopping the platform's processes on one machine (demo, tests, benchmarks).
+
+Each service runs as its own process group (a uvicorn API and/or a Celery worker with
+``--pool=solo``); :meth:`Stack.stop` terminates every group and waits, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+SERVICES_WITH_API = ("market", "pricing", "orchestration")
+WORKERS = ("market", "pricing", "orchestration", "evaluation")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class Process:
+    """One started process, its log file and the URL that answers once it is ready."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    ready_url: str
+    log: IO[bytes]
+
+
+@dataclass
+class Stack:
+    """The four services on local ports, with their databases and logs under ``workdir``."""
+
+    workdir: Path
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    key_prefix: str = field(default_factory=lambda: f"mots-{os.getpid()}-{time.time_ns()}:")
+    database_urls: dict[str, str] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    api_workers: dict[str, int] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: list[Process] = field(default_factory=list)
+    python: str = sys.executable
+
+    def url(self, service: str) -> str:
+        """Base URL of a service's API (``market``, ``pricing``, ``orchestration``)."""
+        return f"http://127.0.0.1:{self.ports[service]}"
+
+    def metrics_url(self, name: str) -> str:
+        """The /metrics URL of an API (``market``) or a worker (``market-worker``)."""
+        return f"http://127.0.0.1:{self.ports[name]}/metrics"
+
+    def env(self, service: str) -> dict[str, str]:
+        """The environment a service's processes get."""
+        env = dict(os.environ)
+        env.update(
+            {
+                "MOTS_REDIS_URL": self.redis_url,
+                "MOTS_REDIS_KEY_PREFIX": self.key_prefix,
+                "MOTS_ARTIFACT_ROOT": str((self.workdir / "artifacts").resolve()),
+                "MOTS_ARTIFACT_DIR": str((self.workdir / "artifacts").resolve()),
+                "MOTS_WORK_DIR": str((self.workdir / "federation").resolve()),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        db = self.database_urls.get(service) or (
+            f"sqlite:///{(self.workdir / f'{service}.db').resolve()}"
+        )
+        env["MOTS_DATABASE_URL"] = db
+        env.update(self.extra_env)
+        env.update(self.service_env.get(service, {}))
+        return env
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str], ready_url: str) -> None:
+        log_path = self.workdir / "logs" / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("ab")
+        popen = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.processes.append(Process(name, popen, log_path, ready_url, log))
+
+    def start(self, timeout_s: float = 120.0, services: tuple[str, ...] = WORKERS) -> None:
+        """Start the APIs and workers of ``services`` and wait until each answers."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            for service in services:
+                env = self.env(service)
+                if service in SERVICES_WITH_API:
+                    port = self.ports.setdefault(service, free_port())
+                    argv = [
+                        self.python, "-m", "uvicorn", f"services.{service}.main:app",
+                        "--host", "127.0.0.1", "--port", str(port),
+                        "--no-access-log", "--log-level", "warning",
+                    ]  # fmt: skip
+                    if self.api_workers.get(service, 1) > 1:
+                        argv += ["--workers", str(self.api_workers[service])]
+                    self._spawn(f"{service}-api", argv, env, f"{self.url(service)}/healthz")
+                mport = self.ports.setdefault(f"{service}-worker", free_port())
+                wenv = {**env, "MOTS_METRICS_PORT": str(mport)}
+                argv = [
+                    self.python, "-m", "celery", "-A", f"services.{service}.worker", "worker",
+                    "-Q", service, "--pool=solo", "--concurrency=1", "-n", f"{service}@%h",
+                    "--without-gossip", "--without-mingle", "--without-heartbeat",
+                    "--loglevel", "INFO",
+                ]  # fmt: skip
+                self._spawn(f"{service}-worker", argv, wenv, f"http://127.0.0.1:{mport}/metrics")
+            self.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until every process's ready URL answers; raise with its log tail if one dies."""
+        deadline = time.monotonic() + timeout_s
+        pending = list(self.processes)
+        while pending:
+            for p in list(pending):
+                if p.popen.poll() is not None:
+                    raise RuntimeError(
+                        f"{p.name} exited with {p.popen.returncode}:\n{self.tail(p.name)}"
+                    )
+                if _answers(p.ready_url):
+                    pending.remove(p)
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(p.name for p in pending)
+                raise TimeoutError(f"not ready after {timeout_s:.0f}s: {names}")
+            if pending:
+                time.sleep(0.2)
+
+    def tail(self, name: str, lines: int = 40) -> str:
+        """The last lines of a process's log."""
+        for p in self.processes:
+            if p.name == name and p.log_path.exists():
+                return "\n".join(p.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Kill one process group (tests of crash recovery)."""
+        for p in self.processes:
+            if p.name == name and p.popen.poll() is None:
+                os.killpg(p.popen.pid, sig)
+                p.popen.wait(timeout=30)
+
+    def restart(self, name: str, timeout_s: float = 60.0) -> None:
+        """Start a killed process again with the same command and environment."""
+        for i, p in enumerate(self.processes):
+            if p.name == name:
+                p.log.close()
+                argv = [str(a) for a in p.popen.args]  # type: ignore[union-attr]
+                del self.processes[i]
+                service = name.split("-")[0]
+                env = self.env(service)
+                if name.endswith("-worker"):
+                    env["MOTS_METRICS_PORT"] = str(self.ports[name])
+                self._spawn(name, argv, env, p.ready_url)
+                break
+        self.wait_ready(timeout_s)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Terminate every process group (SIGTERM, then SIGKILL) and wait for each."""
+        for p in self.processes:
+            if p.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.popen.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for p in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.popen.pid, signal.SIGKILL)
+            p.popen.wait()
+            p.log.close()
+        self.processes.clear()
+
+    def __enter__(self) -> Stack:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
