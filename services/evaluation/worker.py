@@ -13,7 +13,7 @@ from typing import Any
 from celery import signals
 from sqlalchemy import select
 
-from mots.platform.celery_app import make_celery
+from mots.platform.celery_app import make_celery, task
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import (
     ERROR_MODEL,
@@ -35,10 +35,12 @@ app = make_celery("evaluation", settings.redis_url, settings.redis_key_prefix)
 sessions = make_sessionmaker(make_engine(settings.database_url))
 
 
-@signals.worker_ready.connect
 def _on_ready(**_: Any) -> None:
     upgrade(settings.database_url)
     serve_worker_metrics(settings.metrics_port)
+
+
+signals.worker_ready.connect(_on_ready, weak=False)
 
 
 def _fit_all() -> dict[str, Any] | None:
@@ -54,7 +56,7 @@ def _fit_all() -> dict[str, Any] | None:
     return fit.model_dump(mode="json") if fit is not None else None
 
 
-@app.task(name="evaluation.evaluate")
+@task(app, "evaluation.evaluate")
 def evaluate(payload: dict[str, Any]) -> dict[str, Any]:
     """Measure a round's model on the held-out test set and refit the error model."""
     request = EvaluationRequest.model_validate(payload)
@@ -89,7 +91,7 @@ def evaluate(payload: dict[str, Any]) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
-@app.task(name="evaluation.error_model")
+@task(app, "evaluation.error_model")
 def error_model(_: dict[str, Any] | None = None) -> dict[str, Any]:
     """The error model fitted to every measurement so far (``fit`` is None below enough points)."""
     TASKS.labels("evaluation", "error_model", "ok").inc()

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import signals
 
-from mots.platform.celery_app import make_celery
+from mots.platform.celery_app import make_celery, task
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import TASKS, serve_worker_metrics
 from mots.platform.schemas import OpenRoundPayload, SettlePayload
@@ -23,17 +23,19 @@ app = make_celery("market", settings.redis_url, settings.redis_key_prefix)
 _sessions = make_sessionmaker(make_engine(settings.database_url, settings.db_pool_size))
 
 
-@signals.worker_ready.connect
 def _on_ready(**_: Any) -> None:
     upgrade(settings.database_url)
     serve_worker_metrics(settings.metrics_port)
+
+
+signals.worker_ready.connect(_on_ready, weak=False)
 
 
 def _counted(name: str, outcome: str) -> None:
     TASKS.labels("market", name, outcome).inc()
 
 
-@app.task(name="market.population")
+@task(app, "market.population")
 def population(_: dict[str, Any] | None = None) -> dict[str, Any]:
     """The registered population grouped by type."""
     with _sessions() as session:
@@ -42,7 +44,7 @@ def population(_: dict[str, Any] | None = None) -> dict[str, Any]:
     return out
 
 
-@app.task(name="market.open_round")
+@task(app, "market.open_round")
 def open_round(payload: dict[str, Any]) -> dict[str, Any]:
     """Publish a round's quote; the market starts collecting decisions."""
     quote = OpenRoundPayload.model_validate(payload)
@@ -51,7 +53,7 @@ def open_round(payload: dict[str, Any]) -> dict[str, Any]:
     return {"round_id": rnd.id, "state": rnd.state}
 
 
-@app.task(name="market.decisions")
+@task(app, "market.decisions")
 def decisions(payload: dict[str, Any]) -> dict[str, Any]:
     """The decisions declared so far in a round."""
     with _sessions() as session:
@@ -60,7 +62,7 @@ def decisions(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@app.task(name="market.close_round")
+@task(app, "market.close_round")
 def close_round(payload: dict[str, Any]) -> dict[str, Any]:
     """Stop taking decisions and purchases; return the final decisions."""
     out = in_transaction(_sessions, lambda s: rounds.close_round(s, int(payload["round_id"])))
@@ -68,7 +70,7 @@ def close_round(payload: dict[str, Any]) -> dict[str, Any]:
     return out.model_dump(mode="json")
 
 
-@app.task(name="market.settle_round")
+@task(app, "market.settle_round")
 def settle_round(payload: dict[str, Any]) -> dict[str, Any]:
     """Book the round's rewards, charges, refunds, subsidy and surplus (idempotent)."""
     body = SettlePayload.model_validate(payload)
@@ -77,7 +79,7 @@ def settle_round(payload: dict[str, Any]) -> dict[str, Any]:
     return out.model_dump(mode="json")
 
 
-@app.task(name="market.publish")
+@task(app, "market.publish")
 def publish(payload: dict[str, Any]) -> dict[str, Any]:
     """Make a settled round's model downloadable."""
     rnd = in_transaction(_sessions, lambda s: rounds.publish(s, int(payload["round_id"])))

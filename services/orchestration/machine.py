@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from celery import Celery
-from sqlalchemy import update
+from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform import metrics
@@ -143,11 +143,12 @@ class RoundMachine:
             if entered.tzinfo is None:
                 entered = entered.replace(tzinfo=UTC)
             seconds = (now - entered).total_seconds()
-            moved = session.execute(
+            result = session.execute(
                 update(Round)
                 .where(Round.id == round_id, Round.state == src.value)
                 .values(state=dst.value, state_entered_at=now, **fields)
-            ).rowcount
+            )
+            moved = cast(CursorResult[Any], result).rowcount
             if not moved:
                 return False
             session.add(

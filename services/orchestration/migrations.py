@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mots.platform import migrations
+from mots.platform.migrations import upgrade as upgrade_scripts
 
 SCRIPTS = Path(__file__).with_name("alembic")
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the orchestration's database to ``revision``."""
-    migrations.upgrade(database_url, SCRIPTS, revision)
+    upgrade_scripts(database_url, SCRIPTS, revision)

@@ -11,7 +11,7 @@ from typing import Any
 
 from celery import signals
 
-from mots.platform.celery_app import make_celery, send
+from mots.platform.celery_app import make_celery, send, task
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import TASKS, serve_worker_metrics
 from mots.platform.schemas import TERMINAL_STATES, RoundState
@@ -49,19 +49,23 @@ def recover() -> list[int]:
     return [r for r, _ in pending]
 
 
-@signals.worker_ready.connect
 def _on_ready(**_: Any) -> None:
     upgrade(settings.database_url)
     serve_worker_metrics(settings.metrics_port)
     recover()
 
 
-@signals.worker_shutdown.connect
+signals.worker_ready.connect(_on_ready, weak=False)
+
+
 def _on_shutdown(**_: Any) -> None:
     trainer.stop()
 
 
-@app.task(name="orchestration.start_round")
+signals.worker_shutdown.connect(_on_shutdown, weak=False)
+
+
+@task(app, "orchestration.start_round")
 def start_round(_: dict[str, Any] | None = None) -> dict[str, Any]:
     """Create a round and start its machine."""
     round_id = machine.create()
@@ -70,7 +74,7 @@ def start_round(_: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"round_id": round_id}
 
 
-@app.task(name="orchestration.advance")
+@task(app, "orchestration.advance")
 def advance(payload: dict[str, Any]) -> dict[str, Any]:
     """Run one step of a round and enqueue the next."""
     round_id, state = int(payload["round_id"]), RoundState(payload["state"])
@@ -88,7 +92,7 @@ def advance(payload: dict[str, Any]) -> dict[str, Any]:
     return {"round_id": round_id, "next": step.state.value if step.state else None}
 
 
-@app.task(name="orchestration.decisions_complete")
+@task(app, "orchestration.decisions_complete")
 def decisions_complete(payload: dict[str, Any]) -> dict[str, Any]:
     """Event from the market: every client has declared; stop waiting for the poll."""
     return advance({"round_id": payload["round_id"], "state": RoundState.COLLECTING.value})

@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import signals
 
-from mots.platform.celery_app import make_celery
+from mots.platform.celery_app import make_celery, task
 from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS, serve_worker_metrics
 from mots.platform.schemas import PricingRequest
 from services.pricing import engine
@@ -20,12 +20,14 @@ settings = get_settings()
 app = make_celery("pricing", settings.redis_url, settings.redis_key_prefix)
 
 
-@signals.worker_ready.connect
 def _on_ready(**_: Any) -> None:
     serve_worker_metrics(settings.metrics_port)
 
 
-@app.task(name="pricing.quote")
+signals.worker_ready.connect(_on_ready, weak=False)
+
+
+@task(app, "pricing.quote")
 def quote(payload: dict[str, Any]) -> dict[str, Any]:
     """SWAN's terms at K* or at a realised state (see :class:`PricingRequest`)."""
     start = time.perf_counter()
@@ -41,7 +43,7 @@ def quote(payload: dict[str, Any]) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 
-@app.task(name="pricing.equilibrium")
+@task(app, "pricing.equilibrium")
 def equilibrium(payload: dict[str, Any]) -> dict[str, Any]:
     """Whether a declared state (K, B) is an equilibrium of the mechanism's schedule."""
     start = time.perf_counter()

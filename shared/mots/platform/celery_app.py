@@ -6,6 +6,7 @@ Services never import one another; they call each other's tasks by name through 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from celery import Celery
@@ -15,6 +16,17 @@ QUEUES = ("market", "pricing", "orchestration", "evaluation")
 """One queue per service; a task named ``<service>.<verb>`` is routed to ``<service>``."""
 
 M = TypeVar("M", bound=BaseModel)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def task(app: Celery, name: str) -> Callable[[F], F]:
+    """Register a function as task ``name`` of ``app`` and keep the function's own signature."""
+
+    def register(fn: F) -> F:
+        app.task(name=name)(fn)
+        return fn
+
+    return register
 
 
 def make_celery(
