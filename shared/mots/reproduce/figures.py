@@ -98,7 +98,16 @@ def mechanisms_figure(sweeps: Sequence[MechanismSweep], title: str, path: Path) 
     fig, axes = plt.subplots(len(sweeps), 3, figsize=(15.0, 4.0 * len(sweeps)), squeeze=False)
     for row, sw in zip(axes, sweeps, strict=True):
         x = np.asarray(sw.x)
-        row[0].plot(x, _nan(sw.optimum), color="black", ls="--", lw=1, label="optimum $W^*$")
+        row[0].plot(
+            x,
+            _nan(sw.optimum),
+            color="grey",
+            ls="-",
+            lw=6,
+            alpha=0.35,
+            label="optimum $W^*$",
+            zorder=0,
+        )
         for name, s in sw.series.items():
             kw = {
                 "color": COLORS.get(name),

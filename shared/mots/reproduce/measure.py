@@ -126,9 +126,6 @@ def measure_setting(
     progress: Callable[[str], None] | None = None,
 ) -> Measurement:
     """Train every coalition for every seed (real federated training, in process) and fit Eq. 3 + ε0."""
-    from mots.training.config import TrainConfig
-    from mots.training.runner import train_coalition
-
     seeds = list(range(profile.seeds)) if seeds is None else seeds
     coalitions = fig5_coalitions() if coalitions is None else coalitions
     config = training_config(setting, profile, data_dir)
@@ -146,6 +143,9 @@ def measure_setting(
                 data["seconds"],
                 cached=True,
             )
+    from mots.training.config import TrainConfig
+    from mots.training.runner import train_coalition
+
     started = time.perf_counter()
     points: list[dict[str, Any]] = []
     total = len(seeds) * len(coalitions)

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mots.economics.assumptions import curvature_warnings
+from mots.economics.optimum import regime
 from mots.reproduce import figures
 from mots.reproduce.environment import describe_machine
 from mots.reproduce.grids import (
@@ -102,6 +104,8 @@ class SettingResult:
     fw_req: FrameworkSweep
     improvements: dict[str, dict[str, Any]] = field(default_factory=dict)
     figures: dict[str, str] = field(default_factory=dict)
+    regime: str = "low"
+    assumption_warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -119,6 +123,8 @@ class SettingResult:
             "frameworks_vs_req": self.fw_req.to_dict(),
             "improvements": self.improvements,
             "figures": self.figures,
+            "regime": self.regime,
+            "assumption_warnings": self.assumption_warnings,
         }
 
 
@@ -159,6 +165,8 @@ def analyse_setting(
     res = SettingResult(
         setting, m, c0, eps_min, eps_max, fixed, mech_cost, mech_req, fw_cost, fw_req
     )
+    res.regime = regime(template)
+    res.assumption_warnings = [str(w) for w in curvature_warnings(template, eps_min)]
     res.improvements = {
         "vs_cost": {
             "welfare": welfare_improvement(fw_cost.w_mots, fw_cost.w_fl).to_dict(),
@@ -180,8 +188,6 @@ def run_reproduction(
     options: ReproduceOptions, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """Measure, sweep, plot and report; returns the content of ``results.json``."""
-    from mots.reproduce.report import write_report
-
     started = time.perf_counter()
     out = options.out_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -203,6 +209,20 @@ def run_reproduction(
             cached = " (cached)" if m.cached else ""
             progress(f"{key}: measured in {m.seconds:.1f} s{cached}; fit {m.fit}")
         results.append(analyse_setting(setting, m, options.points, options.random_starts, progress))
+    return publish(results, options, started, progress)
+
+
+def publish(
+    results: Sequence[SettingResult],
+    options: ReproduceOptions,
+    started: float,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Draw the figures, write ``results.json`` and ``report.md`` for analysed settings."""
+    from mots.reproduce.report import write_report
+
+    out = options.out_dir
+    out.mkdir(parents=True, exist_ok=True)
     _draw(results, out)
     doc: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
