@@ -1,0 +1,3 @@
+-- One PostgreSQL server, one database per service that keeps state (each has its own Alembic
+-- history): POSTGRES_DB creates "market"; this creates "orchestration". Runs once, on first start.
+CREATE DATABASE orchestration OWNER mots;
