@@ -1,0 +1,114 @@
+"""The economics CLI: the JSON contracts, the human tables, and errors that name the option and rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mots.cli.main import cli
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
+PAPER = str(EXAMPLES / "paper_mnist.yaml")
+STALL = str(EXAMPLES / "stall.yaml")
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_solve_json_contract() -> None:
+    """`mots solve --json` has exactly the documented keys, lists in type order."""
+    code, out = _run("solve", PAPER, "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert set(doc) == {"regime", "eps_min", "optimum", "mechanism", "fl_optimum"}
+    assert set(doc["optimum"]) == {"participants", "buyers", "welfare", "epsilon"}
+    assert set(doc["mechanism"]) == {"price", "rewards", "tau", "L0", "lambda", "incentive_cost"}
+    assert set(doc["fl_optimum"]) == {"participants", "welfare", "epsilon", "incentive_cost"}
+    assert doc["regime"] == "low"
+    assert doc["optimum"]["participants"] == [0, 5, 5]
+    assert doc["optimum"]["buyers"] == [10, 0, 0]
+    assert len(doc["mechanism"]["rewards"]) == 3
+    assert doc["mechanism"]["incentive_cost"] == pytest.approx(0.0, abs=1e-9)  # Theorem 3, W* > 0
+    assert doc["optimum"]["welfare"] >= doc["fl_optimum"]["welfare"]  # Proposition 3
+
+
+def test_solve_budget_balance_identity() -> None:
+    """At K*, buyers' payments equal rewards paid: Σ K_i r_i = Σ B_i p when W* > 0."""
+    doc = json.loads(_run("solve", STALL, "--json")[1])
+    k, b = doc["optimum"]["participants"], doc["optimum"]["buyers"]
+    paid = sum(ki * ri for ki, ri in zip(k, doc["mechanism"]["rewards"], strict=True))
+    assert paid - sum(b) * doc["mechanism"]["price"] == pytest.approx(0.0, abs=1e-9)
+    assert doc["optimum"]["welfare"] == pytest.approx(5.4072, abs=1e-4)
+
+
+def test_solve_human_output_and_eps_req_override() -> None:
+    """The table names K*, and an infeasible --eps-req is an error stating ε_min."""
+    code, out = _run("solve", PAPER)
+    assert code == 0 and "K*" in out and "welfare" in out
+    code, out = _run("solve", PAPER, "--eps-req", "0.5")
+    assert code == 2 and "eps_min" in out and "1.16667" in out
+
+
+def test_dynamics_stall_and_robust() -> None:
+    """Issue 2's stall: paper SWAN stays at (1, 0); the platform's default reaches K* = (4, 4)."""
+    code, out = _run("dynamics", STALL, "--start", "1,0", "--mechanism", "swan", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert set(doc) == {"final", "moves", "welfare", "converged"}
+    assert doc["final"] == [1, 0] and doc["welfare"] == pytest.approx(-0.30, abs=0.01)
+    doc = json.loads(_run("dynamics", STALL, "--start", "1,0", "--json")[1])
+    assert doc["final"] == [4, 4] and doc["converged"] is True
+    assert doc["welfare"] == pytest.approx(5.4072, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("start", "needle"),
+    [("1", "one count per type"), ("1,x", "whole number"), ("9,0", "above its N_i")],
+)
+def test_dynamics_bad_start(start: str, needle: str) -> None:
+    """Bad --start values are rejected naming the option and the rule."""
+    code, out = _run("dynamics", STALL, "--start", start)
+    assert code == 2 and "--start" in out and needle in out
+
+
+def test_unknown_mechanism_lists_names() -> None:
+    """An unknown --mechanism lists the known ones."""
+    code, out = _run("dynamics", STALL, "--start", "1,0", "--mechanism", "nope")
+    assert code == 2 and "swan_robust" in out
+
+
+def test_effects_peak_threshold() -> None:
+    """Fig. 5's dashed curve: type 1 joining (0, 0, 5) is Region IV, reversing at K1 = 3."""
+    code, out = _run("effects", PAPER, "--coalition", "0,0,5", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    first = doc["types"][0]
+    assert first["region"] == "IV" and first["reversal_at"] == 3 and first["effect"] < 0
+    code, out = _run("effects", PAPER, "--coalition", "0,0,0")
+    assert code == 2 and "non-empty" in out
+
+
+def test_compare_and_mechanisms() -> None:
+    """`mots compare` runs every mechanism; `mots mechanisms` marks the default."""
+    code, out = _run("compare", STALL, "--json")
+    assert code == 0, out
+    rows = {r["mechanism"]: r for r in json.loads(out)}
+    assert {"swan", "swan_robust", "modified_fl", "dynamic", "fl_optimum"} <= set(rows)
+    assert rows["swan_robust"]["final"] == [4, 4]
+    code, out = _run("mechanisms")
+    assert code == 0 and "swan_robust (default)" in out
+
+
+def test_bad_scenario_file_names_field(tmp_path: Path) -> None:
+    """A bad scenario is a usage error naming the field and the rule."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "types:\n  - {name: a, count: 1, data_size: -1, cost: 0}\nerror_model: {d_gamma2: 1}\n"
+    )
+    code, out = _run("solve", str(bad))
+    assert code == 2 and "types.0.data_size" in out
