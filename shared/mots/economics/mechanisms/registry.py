@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mots.economics.dynamics import DEFAULT_MAX_MOVES, run_dynamics
 from mots.economics.mechanisms.base import Mechanism
 from mots.economics.mechanisms.dynamic import DynamicMechanism
 from mots.economics.mechanisms.fl_optimum import FLOptimumMechanism
@@ -77,14 +76,18 @@ class ComparisonRow:
 
 
 def compare_mechanisms(
-    scenario: Scenario, start: npt.ArrayLike | None = None, max_moves: int = DEFAULT_MAX_MOVES
+    scenario: Scenario, start: npt.ArrayLike | None = None, max_moves: int | None = None
 ) -> list[ComparisonRow]:
     """Run every registered mechanism's dynamics and report its final state.
 
     Mechanisms with their own protocol (Dynamic: the empty network; FL optimum: its own state) start
     there; the others start from ``start`` (participants per type, those not training buying), by
-    default the empty network with nobody buying.
+    default the empty network with nobody buying. ``max_moves`` defaults to the dynamics' limit.
     """
+    from mots.economics.dynamics import DEFAULT_MAX_MOVES, run_dynamics  # dynamics imports .base
+
+    if max_moves is None:
+        max_moves = DEFAULT_MAX_MOVES
     rows: list[ComparisonRow] = []
     for name, cls in MECHANISMS.items():
         mech = cls(scenario)

@@ -49,6 +49,9 @@ class SwanSummary:
     lambda_supports_optimum: bool
     lambda_reason: str
     constraint_form: ConstraintForm
+    optimum_representable: bool
+    """False when K* is not a vertex of X in the low regime: θ(K*) ≠ L(K*), so p(K*) and r(K*) are
+    not budget-balanced (happens when W* ≤ 0 or the curvature assumption fails)."""
     domain: Literal["vertices", "grid", "candidates"]
     """States over which λ's support and L0 are computed: X (low regime), every state, or candidates."""
     L0: float
@@ -105,6 +108,7 @@ class SwanMechanism(PotentialMechanism):
             lambda_supports_optimum=self.multiplier.supports,
             lambda_reason=self.multiplier.reason,
             constraint_form=self.lagrangian.form,
+            optimum_representable=self.optimum_representable,
             domain=self.domain,
             L0=self.floor,
             L_optimum=self.L_optimum,
@@ -125,6 +129,7 @@ class SwanMechanism(PotentialMechanism):
         form = choose_constraint_form(sc, float(np.min(eps)))
         g = constraint_term(sc, eps, form)
         idx = vertex_index(opt.participants, sc.counts)
+        self.optimum_representable = idx is not None
         extra = ""
         if idx is None:
             # K* off X: θ cannot represent it; support is checked with K* appended to the vertices.
@@ -152,6 +157,7 @@ class SwanMechanism(PotentialMechanism):
         form = choose_constraint_form(sc, float(np.min(eps)))
         g = constraint_term(sc, eps, form)
         idx = int(np.flatnonzero(np.all(states == opt.participants, axis=1))[0])
+        self.optimum_representable = True
         self.multiplier = supporting_multiplier(welfare, g, idx, sc.eps_req is not None)
         self.lagrangian = Lagrangian(sc, self.multiplier.lam, form)
         self.domain = domain
