@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+
 from mots.economics import ClientType, ErrorModel, ExponentialUtility, PowerUtility, Scenario
 from mots.economics.optimum import min_error
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from mots.economics.dynamics import run_dynamics
 from mots.economics.exhaustive import all_states
 from mots.economics.mechanisms.swan import SwanMechanism
 from mots.economics.mechanisms.swan_robust import RobustSwanMechanism
-
 from tests.mots.economics.random_markets import random_market, random_start
 
 N_MARKETS = 1000
