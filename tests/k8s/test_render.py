@@ -1,0 +1,279 @@
+"""The kustomize base and the k3s-pi overlay render offline and validate against Kubernetes schemas.
+
+Rendering uses tests/deploy/kustomize.py (no kubectl needed); where ``kubectl kustomize`` (kustomize
+v4 or newer) is on PATH, its output must equal ours resource for resource.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy.kustomize import containers, pod_specs, render, resource_id
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "k8s"
+BUILDS = ["k8s/base", "k8s/overlays/k3s-pi"]
+K3S_VERSION = "1.33.0"
+"""The Kubernetes minor version of current k3s stable releases; schemas ship with kubernetes-validate."""
+
+
+def _kubectl_kustomize() -> str | None:
+    """Path of a kubectl whose built-in kustomize is v4 or newer (older ones differ in output)."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return None
+    try:
+        out = subprocess.run(
+            [kubectl, "version", "--client"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"Kustomize Version: v(\d+)", out)
+    return kubectl if m and int(m.group(1)) >= 4 else None
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_rendered_manifests_validate_against_k3s_schemas(build: str) -> None:
+    """Every rendered resource passes kubernetes-validate in strict mode (unknown fields fail)."""
+    resources = render(ROOT / build)
+    assert resources
+    for r in resources:
+        kubernetes_validate.validate(r, K3S_VERSION, strict=True)
+
+
+def test_schema_validation_can_fail() -> None:
+    """A misspelt field is rejected, so the validation above is a real check."""
+    r = next(r for r in render(ROOT / "k8s/base") if r["kind"] == "Deployment")
+    r["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(r, K3S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("build", [*BUILDS, "k8s/overlays/k3s-pi/edge/type-1"])
+def test_renderer_matches_kubectl_kustomize(build: str) -> None:
+    """Our renderer and kubectl's kustomize produce the same resources (where kubectl exists)."""
+    kubectl = _kubectl_kustomize()
+    if kubectl is None:
+        pytest.skip("no kubectl with kustomize v4+ on PATH; the offline renderer stands alone")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(ROOT / build)], capture_output=True, text=True, check=True
+    ).stdout
+    theirs = {resource_id(r): r for r in yaml.safe_load_all(out) if r}
+    ours = {resource_id(r): r for r in render(ROOT / build)}
+    assert set(ours) == set(theirs)
+    for rid, r in ours.items():
+        assert r == theirs[rid], rid
+
+
+@pytest.fixture(scope="module")
+def overlay() -> list[dict]:
+    return render(ROOT / "k8s/overlays/k3s-pi")
+
+
+def _by_kind(resources: list[dict], kind: str) -> list[dict]:
+    return [r for r in resources if r["kind"] == kind]
+
+
+def test_one_supernode_daemonset_per_client_type_on_arm64_pis(overlay: list[dict]) -> None:
+    """Each type's DaemonSet selects arm64 edge nodes with its own mots.io/client-type label."""
+    daemonsets = _by_kind(overlay, "DaemonSet")
+    types = sorted(d["spec"]["template"]["metadata"]["labels"]["mots.io/client-type"] for d in daemonsets)
+    assert types == ["type-1", "type-2", "type-3"]
+    for d in daemonsets:
+        t = d["spec"]["template"]["metadata"]["labels"]["mots.io/client-type"]
+        spec = d["spec"]["template"]["spec"]
+        assert spec["nodeSelector"] == {
+            "kubernetes.io/arch": "arm64",
+            "mots.io/edge": "true",
+            "mots.io/client-type": t,
+        }
+        assert d["spec"]["selector"]["matchLabels"]["mots.io/client-type"] == t
+        for c in spec["containers"]:
+            env = {e["name"]: e for e in c["env"]}
+            assert env["MOTS_EDGE_CLIENT_TYPE"]["value"] == t
+            assert env["MOTS_EDGE_CLIENT_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_type_facts_match_the_paper_testbed_scenario(overlay: list[dict]) -> None:
+    """The overlay's per-type D_i and C_i are examples/scenarios/paper_mnist.yaml's."""
+    scenario = yaml.safe_load((ROOT / "examples/scenarios/paper_mnist.yaml").read_text())
+    facts = {t["name"]: (float(t["data_size"]), float(t["cost"])) for t in scenario["types"]}
+    for d in _by_kind(overlay, "DaemonSet"):
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            got = (float(env["MOTS_EDGE_DATA_SIZE"]), float(env["MOTS_EDGE_COST"]))
+            assert got == facts[env["MOTS_EDGE_CLIENT_TYPE"]]
+    assert sum(t["count"] for t in scenario["types"]) == 20  # one Pi per client
+
+
+def _quantity(q: str) -> float:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "m": 1e-3, "": 1}
+    m = re.fullmatch(r"([0-9.]+)(Ki|Mi|Gi|m|)", str(q))
+    assert m, q
+    return float(m.group(1)) * units[m.group(2)]
+
+
+def test_edge_pod_fits_a_raspberry_pi_4(overlay: list[dict]) -> None:
+    """Requests and limits of an edge pod fit a 4 GB Pi 4 with ~1 GB left to the OS and k3s."""
+    for d in _by_kind(overlay, "DaemonSet"):
+        cs = d["spec"]["template"]["spec"]["containers"]
+        for c in cs:
+            assert {"requests", "limits"} <= set(c["resources"]), c["name"]
+        mem_limit = sum(_quantity(c["resources"]["limits"]["memory"]) for c in cs)
+        cpu_limit = sum(_quantity(c["resources"]["limits"]["cpu"]) for c in cs)
+        assert mem_limit <= 3 * 2**30
+        assert cpu_limit <= 4
+        assert sum(_quantity(c["resources"]["requests"]["memory"]) for c in cs) <= 1 * 2**30
+
+
+def test_every_workload_runs_non_root_with_probes_and_limits(overlay: list[dict]) -> None:
+    """Non-root pods, a liveness or readiness probe and resource limits on every container."""
+    for r in overlay:
+        for spec in pod_specs(r):
+            assert spec["securityContext"]["runAsNonRoot"] is True, resource_id(r)
+            for c in spec["containers"]:
+                where = (resource_id(r), c["name"])
+                assert "livenessProbe" in c or "readinessProbe" in c, where
+                assert "limits" in c["resources"], where
+                assert c["securityContext"]["allowPrivilegeEscalation"] is False, where
+
+
+def test_control_plane_stays_off_the_pis(overlay: list[dict]) -> None:
+    """Deployments and StatefulSets require nodes without the mots.io/edge label."""
+    for r in overlay:
+        if r["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        terms = r["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert {"key": "mots.io/edge", "operator": "DoesNotExist"} in terms[0]["matchExpressions"]
+
+
+def test_superlink_state_is_persistent(overlay: list[dict]) -> None:
+    """The SuperLink's SQLite database lies on a volume claim template."""
+    (sl,) = [r for r in overlay if r["kind"] == "StatefulSet" and r["metadata"]["name"] == "superlink"]
+    (c,) = sl["spec"]["template"]["spec"]["containers"]
+    db = next(a for a in c["args"] if a.startswith("--database="))
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "state")
+    assert db.removeprefix("--database=").startswith(mount["mountPath"] + "/")
+    assert sl["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "state"
+
+
+def test_no_credentials_are_committed(overlay: list[dict]) -> None:
+    """No Secret is rendered; every secret reference is to mots-secrets, and the README names each key."""
+    assert not _by_kind(overlay, "Secret")
+    readme = (ROOT / "README.md").read_text()
+    keys = set()
+    for r in overlay:
+        for c in containers(r):
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    assert ref["name"] == "mots-secrets"
+                    keys.add(ref["key"])
+            assert not any("secretRef" in f for f in c.get("envFrom", []))
+    assert keys == {
+        "operator-token",
+        "market-database-url",
+        "orchestration-database-url",
+        "postgres-password",
+        "grafana-admin-password",
+    }
+    for key in keys:
+        assert f"--from-literal={key}=" in readme, f"README does not show how to set {key}"
+
+
+def test_network_policies_admit_only_what_must_reach_market_and_superlink(
+    overlay: list[dict],
+) -> None:
+    """Default-deny ingress; the market admits edge, Prometheus, ingress; the SuperLink edge and orchestration."""
+    policies = {p["metadata"]["name"]: p["spec"] for p in _by_kind(overlay, "NetworkPolicy")}
+    assert policies["default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+
+    def sources(name: str) -> list[dict]:
+        (rule,) = policies[name]["ingress"]
+        return rule["from"]
+
+    assert sources("superlink-ingress") == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "edge"}}},
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "orchestration"}}},
+    ]
+    assert {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "edge"}}} in sources(
+        "market-ingress"
+    )
+    egress = policies["edge-egress"]["egress"]
+    targets = [rule["to"][0]["podSelector"]["matchLabels"] for rule in egress]
+    assert targets == [
+        {"app.kubernetes.io/name": "market", "app.kubernetes.io/component": "api"},
+        {"app.kubernetes.io/name": "superlink"},
+        {"k8s-app": "kube-dns"},
+    ]
+    # every policy's pod selector matches at least one rendered pod template
+    pod_labels = [spec_owner["spec"]["template"]["metadata"]["labels"] for spec_owner in overlay
+                  if pod_specs(spec_owner)]
+    for name, spec in policies.items():
+        sel = spec["podSelector"]
+        assert any(_selects(sel, labels) for labels in pod_labels), name
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    for k, v in selector.get("matchLabels", {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions", []):
+        value = labels.get(expr["key"])
+        if expr["operator"] == "In" and value not in expr["values"]:
+            return False
+        if expr["operator"] == "DoesNotExist" and value is not None:
+            return False
+    return True
+
+
+def test_disruption_budgets_cover_supernodes_and_market(overlay: list[dict]) -> None:
+    """The SuperNodes keep 18 of 20 Pis through voluntary disruptions; the market keeps one API."""
+    pdbs = {p["metadata"]["name"]: p["spec"] for p in _by_kind(overlay, "PodDisruptionBudget")}
+    assert pdbs["supernodes"]["minAvailable"] == 18
+    assert pdbs["market"]["minAvailable"] == 1
+    for spec in pdbs.values():
+        assert any(
+            _selects(spec["selector"], r["spec"]["template"]["metadata"]["labels"])
+            for r in overlay
+            if pod_specs(r)
+        )
+
+
+def test_images_point_at_the_registry_and_exist_in_the_bake_file(overlay: list[dict]) -> None:
+    """Our images are rewritten to the registry; each one is a target of docker/docker-bake.hcl."""
+    bake = (ROOT / "docker/docker-bake.hcl").read_text()
+    for r in overlay:
+        for c in containers(r):
+            image = c["image"]
+            if "/mots/" in image:
+                name = image.split("/mots/")[1].split(":")[0]
+                assert image.startswith("registry.example.org/mots/")
+                assert f'target "{name}"' in bake
+            else:  # third-party images pinned to a version tag
+                assert re.search(r":v?\d+\.\d+(\.\d+)?(-alpine)?$", image), image
+
+
+def test_grafana_dashboard_configmap_is_monitoring_dashboard() -> None:
+    """The dashboard shipped to Grafana is byte-identical to the one under monitoring/."""
+    ours = sorted((K8S / "base/grafana/dashboards").glob("*.json"))
+    theirs = sorted((ROOT / "monitoring").rglob("*.json"))
+    assert [p.name for p in ours] == [p.name for p in theirs]
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_postgres_init_matches_compose() -> None:
+    """The in-cluster PostgreSQL creates the same databases as the compose one."""
+    a = K8S / "components/in-cluster-postgres/init-databases.sql"
+    b = ROOT / "docker/postgres/init-databases.sql"
+    assert a.read_bytes() == b.read_bytes()
