@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 SERVICES_WITH_API = ("market", "pricing", "orchestration")
+PROMETHEUS_BINARY = "/usr/bin/prometheus"
 WORKERS = ("market", "pricing", "orchestration", "evaluation")
 
 
@@ -136,6 +137,42 @@ class Stack:
         except BaseException:
             self.stop()
             raise
+
+    def scrape_targets(self) -> dict[str, str]:
+        """Prometheus jobs: every API and worker of this stack, by process name."""
+        targets = {}
+        for p in self.processes:
+            if p.name.endswith("-api"):
+                targets[p.name[: -len("-api")]] = f"127.0.0.1:{self.ports[p.name[: -len('-api')]]}"
+            elif p.name.endswith("-worker"):
+                targets[p.name] = f"127.0.0.1:{self.ports[p.name]}"
+        return targets
+
+    def start_prometheus(
+        self, binary: str = PROMETHEUS_BINARY, interval: str = "1s", timeout_s: float = 60.0
+    ) -> str:
+        """Start a Prometheus server scraping this stack; returns its base URL."""
+        jobs = "\n".join(
+            f"  - job_name: {job}\n    static_configs: [{{targets: ['{target}']}}]"
+            for job, target in self.scrape_targets().items()
+        )
+        config = self.workdir / "prometheus.yml"
+        config.write_text(
+            f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"
+            f"scrape_configs:\n{jobs}\n"
+        )
+        port = self.ports.setdefault("prometheus", free_port())
+        argv = [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.workdir / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ]
+        url = f"http://127.0.0.1:{port}"
+        self._spawn("prometheus", argv, dict(os.environ), f"{url}/-/ready")
+        self.wait_ready(timeout_s)
+        return url
 
     def wait_ready(self, timeout_s: float) -> None:
         """Block until every process's ready URL answers; raise with its log tail if one dies."""

@@ -6,8 +6,10 @@ One registry per process. The HTTP middleware counts and times every request by 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -32,22 +34,12 @@ HTTP_DURATION = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 
-# Round economics: set by the orchestration service when a round's figures are known.
-SOCIAL_WELFARE = Gauge("mots_social_welfare", "W_MoTS(K, B) of the latest round (Eq. 5).")
-INCENTIVE_COST = Gauge(
-    "mots_incentive_cost", "Platform incentive cost of the latest round, Σ K_i r_i − Σ B_i p ≥ 0."
-)
-MODEL_PRICE = Gauge("mots_model_price", "Model price p of the latest round.")
+# Labelled families export nothing until a label set is used, so every process may define them.
 REWARD = Gauge("mots_reward", "Participation reward r_i of the latest round, by type.", ["type"])
 PARTICIPANTS = Gauge(
     "mots_participants", "Participants K_i of the latest round, by type.", ["type"]
 )
 BUYERS = Gauge("mots_buyers", "Buyers B_i of the latest round, by type.", ["type"])
-ROUND_DURATION = Histogram(
-    "mots_round_duration_seconds",
-    "Wall time of a market round from open to its terminal state.",
-    buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200),
-)
 ROUND_PHASE_DURATION = Histogram(
     "mots_round_phase_duration_seconds",
     "Wall time a round spent in each state.",
@@ -55,21 +47,9 @@ ROUND_PHASE_DURATION = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
 )
 ROUNDS = Counter("mots_rounds_total", "Rounds that reached a terminal state, by state.", ["state"])
-PLATFORM_OVERHEAD_RATIO = Gauge(
-    "mots_platform_overhead_ratio",
-    "Share of the latest round's wall time spent outside training and evaluation.",
-)
-
-# Evaluation.
-GENERALIZATION_ERROR = Gauge(
-    "mots_generalization_error", "Measured test loss ε of the latest round's model."
-)
 ERROR_MODEL = Gauge(
     "mots_error_model_parameter", "Refitted error-model parameter (Eq. 3).", ["parameter"]
 )
-EVALUATIONS = Counter("mots_evaluations_total", "Models evaluated.")
-
-# Pricing.
 PRICING_REQUESTS = Counter(
     "mots_pricing_requests_total", "Pricing computations, by kind and outcome.", ["kind", "outcome"]
 )
@@ -79,14 +59,49 @@ PRICING_DURATION = Histogram(
     ["kind"],
     buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
 )
-
-# Market (ledger totals are read from the database at scrape time by the market's collector).
-PURCHASES = Counter("mots_purchases_total", "Model purchases booked.")
 TASKS = Counter(
     "mots_tasks_total",
     "Celery tasks run, by service, task and outcome.",
     ["service", "task", "outcome"],
 )
+
+# Unlabelled metrics would export a 0 from every process that imports this module, so each is
+# created on first use (module __getattr__) and lives only in the process that sets it.
+_LAZY: dict[str, Callable[[], Any]] = {
+    "SOCIAL_WELFARE": lambda: Gauge(
+        "mots_social_welfare", "W_MoTS(K, B) of the latest round (Eq. 5)."
+    ),
+    "INCENTIVE_COST": lambda: Gauge(
+        "mots_incentive_cost",
+        "Platform incentive cost of the latest round: the subsidy [Σ K_i r_i − Σ B_i p]⁺ booked.",
+    ),
+    "MODEL_PRICE": lambda: Gauge("mots_model_price", "Model price p of the latest round."),
+    "ROUND_DURATION": lambda: Histogram(
+        "mots_round_duration_seconds",
+        "Wall time of a market round from open to its terminal state.",
+        buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200),
+    ),
+    "PLATFORM_OVERHEAD_RATIO": lambda: Gauge(
+        "mots_platform_overhead_ratio",
+        "Share of the latest round's wall time spent outside training and evaluation.",
+    ),
+    "GENERALIZATION_ERROR": lambda: Gauge(
+        "mots_generalization_error", "Measured test loss ε of the latest round's model."
+    ),
+    "EVALUATIONS": lambda: Counter("mots_evaluations_total", "Models evaluated."),
+    "PURCHASES": lambda: Counter("mots_purchases_total", "Model purchases booked."),
+}
+_lazy_lock = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    """Create an unlabelled metric the first time a process uses it."""
+    if name not in _LAZY:
+        raise AttributeError(name)
+    with _lazy_lock:
+        if name not in globals():
+            globals()[name] = _LAZY[name]()
+    return globals()[name]
 
 
 def install_http_metrics(app: object, service: str) -> None:
