@@ -1,0 +1,201 @@
+"""The main job: one full market cycle on Fashion-MNIST with real Flower training, start to finish.
+
+Starts Redis (unless one listens on 6379), the four services, a local Flower federation with one
+SuperNode per client (inside the orchestration worker) and Prometheus where installed; registers
+the paper's 20 clients; opens a round; the clients best-respond to SWAN's quote; the round trains,
+evaluates, settles and publishes; a buyer downloads and verifies the model. Prints a summary,
+writes ``summary.json`` and stops every process it started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mots.economics.utility import PowerUtility
+from mots.platform.agents import act, choose, register_population, wait_for_quote
+from mots.platform.launcher import PROMETHEUS_BINARY, Stack, free_port
+from mots.platform.settings import DEV_OPERATOR_TOKEN
+
+DEMO_TYPES: list[dict[str, Any]] = [
+    {"name": "type-1", "count": 10, "data_size": 50, "cost": "0.5"},
+    {"name": "type-2", "count": 5, "data_size": 120, "cost": "1.2"},
+    {"name": "type-3", "count": 5, "data_size": 300, "cost": "3.0"},
+]
+"""Table 1's MNIST column (N_i = 10/5/5, D_i = 50/120/300) with C_i = 0.01·D_i."""
+DEMO_UTILITY = {"kind": "power", "scale": 1.0, "exponent": 8.0}
+SUMMARY_KEYS = (
+    "participants",
+    "buyers",
+    "price",
+    "rewards",
+    "welfare",
+    "incentive_cost",
+    "epsilon",
+    "round_seconds",
+)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_redis(workdir: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
+    """Redis on 127.0.0.1:6379 if one listens, else a private redis-server on a free port."""
+    if _listening(6379):
+        return "redis://127.0.0.1:6379/0", None
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError(
+            "Redis: nothing listens on 6379 and redis-server is not installed (make system)"
+        )
+    port = free_port()
+    log = (workdir / "logs" / "redis.log").open("ab")
+    proc = subprocess.Popen(
+        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    for _ in range(100):
+        if _listening(port):
+            return f"redis://127.0.0.1:{port}/0", proc
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("Redis: the private redis-server did not start")
+
+
+def wait_round(http: httpx.Client, round_id: int, timeout_s: float) -> dict[str, Any]:
+    """Poll the orchestration API until the round reaches a terminal state."""
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        body: dict[str, Any] = http.get(f"/v1/rounds/{round_id}").json()
+        if body["state"] != last:
+            print(f"  round {round_id}: {body['state']}", flush=True)
+            last = body["state"]
+        if body["state"] in ("published", "settled_by_rule"):
+            return body
+        time.sleep(0.2)
+    raise TimeoutError(f"round {round_id} did not finish within {timeout_s}s (last state {last})")
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """A readable table of the round's figures."""
+    print("\nMoTS market round", summary.get("round_id"), "-", summary.get("state"))
+    if summary.get("rule"):
+        print("  settled by rule:", summary["rule"])
+    print(
+        f"  mechanism {summary.get('mechanism')}, equilibrium check: {summary.get('equilibrium')}"
+    )
+    print(f"  {'type':<8} {'join K_i':>9} {'buy B_i':>8} {'reward r_i':>11}")
+    for name in summary["participants"]:
+        print(
+            f"  {name:<8} {summary['participants'][name]:>9} {summary['buyers'][name]:>8} "
+            f"{summary['rewards'][name]:>11.4f}"
+        )
+    eps = summary.get("epsilon")
+    print(f"  price p           {summary['price']:.4f}")
+    print(f"  social welfare    {summary['welfare']:.4f}  (Eq. 5 at the realised state)")
+    print(f"  incentive cost    {summary['incentive_cost']:.6f}  (platform subsidy booked)")
+    print(
+        f"  test loss ε       {eps if eps is None else round(eps, 4)}  (predicted {summary.get('epsilon_predicted'):.4f})"
+    )
+    print(
+        f"  round latency     {summary['round_seconds']:.2f} s, platform share {summary['platform_share']:.2%}"
+    )
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in summary["phase_seconds"].items())
+    print(f"  time per state    {phases}")
+
+
+def run_demo(
+    out_dir: Path = Path("out/demo"),
+    n_nodes: int = 20,
+    trainer: str = "deployment",
+    train_rounds: int = 5,
+    timeout_s: float = 900,
+) -> dict[str, Any]:
+    """Run one market cycle end to end and return the summary written to ``summary.json``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workdir = out_dir / "run"
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    (workdir / "logs").mkdir(parents=True)
+    redis_url, redis_proc = start_redis(workdir)
+    stack = Stack(
+        workdir=workdir,
+        redis_url=redis_url,
+        extra_env={
+            "MOTS_TRAINER": trainer,
+            "MOTS_N_NODES": str(n_nodes),
+            "MOTS_TRAIN_ROUNDS": str(train_rounds),
+            "MOTS_UTILITY": json.dumps(DEMO_UTILITY),
+        },
+    )
+    try:
+        print("starting the market, pricing, orchestration and evaluation services ...", flush=True)
+        stack.start(timeout_s=180)
+        prometheus = None
+        if Path(PROMETHEUS_BINARY).exists():
+            prometheus = stack.start_prometheus(interval="1s")
+            print(f"Prometheus scraping every service at {prometheus}", flush=True)
+        market = httpx.Client(base_url=stack.url("market"), timeout=60)
+        orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+        operator = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+        agents = register_population(market, DEMO_TYPES, DEV_OPERATOR_TOKEN)
+        print(f"registered {len(agents)} clients and funded their wallets", flush=True)
+        r = orchestration.post("/v1/rounds", headers=operator)
+        r.raise_for_status()
+        round_id = r.json()["round_id"]
+        quote = wait_for_quote(market, agents[0], round_id)
+        print(
+            f"quote: price {quote['price']}, rewards "
+            + ", ".join(f"{t['type_name']} {t['reward']}" for t in quote["types"]),
+            flush=True,
+        )
+        choices = choose(agents, quote, PowerUtility.model_validate(DEMO_UTILITY))
+        act(market, agents, round_id, choices)
+        print("every client declared; training the chosen participants with Flower ...", flush=True)
+        body = wait_round(orchestration, round_id, timeout_s)
+        summary: dict[str, Any] = body["summary"]
+        buyer = next((a for a in agents if choices[a.id].value == "buy"), None)
+        if buyer is not None and body["state"] == "published":
+            got = market.get(f"/v1/rounds/{round_id}/model", headers=buyer.auth)
+            got.raise_for_status()
+            ok = hashlib.sha256(got.content).hexdigest() == got.headers["X-Model-SHA256"]
+            summary["buyer_download_verified"] = ok
+            print(f"a buyer downloaded the model ({len(got.content)} bytes), sha256 verified: {ok}")
+        check = market.get("/v1/ledger/check", headers=operator).json()
+        summary["ledger"] = check
+        print(
+            f"ledger: {check['transactions']} transactions, total {check['total']}, "
+            f"unbalanced {check['unbalanced_transactions']}"
+        )
+        if prometheus is not None:
+            time.sleep(2.5)
+            q = httpx.get(
+                f"{prometheus}/api/v1/query", params={"query": "mots_social_welfare"}
+            ).json()
+            summary["prometheus_social_welfare"] = [s["value"][1] for s in q["data"]["result"]]
+        print_summary(summary)
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        print(f"\nwrote {out_dir / 'summary.json'}")
+        market.close()
+        orchestration.close()
+        return summary
+    finally:
+        print("stopping every process ...", flush=True)
+        stack.stop(timeout_s=60)
+        if redis_proc is not None:
+            redis_proc.terminate()
+            redis_proc.wait(timeout=10)
