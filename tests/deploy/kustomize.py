@@ -327,8 +327,9 @@ def _split_image(image: str) -> tuple[str, str | None, str | None]:
 
 
 def _set_image(resources: list[Resource], spec: dict[str, Any], where: str) -> None:
-    if set(spec) - {"name", "newName", "newTag", "digest"}:
-        raise KustomizeError(f"{where}: fields {sorted(set(spec) - {'name', 'newName', 'newTag', 'digest'})}")
+    extra = set(spec) - {"name", "newName", "newTag", "digest"}
+    if extra:
+        raise KustomizeError(f"{where}: fields {sorted(extra)} are not supported")
     for r in resources:
         for c in containers(r):
             name, tag, digest = _split_image(c["image"])

@@ -103,7 +103,7 @@ def _environ_reads() -> dict[str, set[str]]:
                     f = node.func
                     if isinstance(f, ast.Attribute) and (
                         (f.attr in ("get", "pop", "setdefault") and _is_environ(f.value))
-                        or (f.attr == "getenv" and isinstance(f.value, ast.Name) and f.value.id == "os")
+                        or (f.attr == "getenv" and isinstance(f.value, ast.Name))
                     ):
                         arg = node.args[0]
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
@@ -136,7 +136,7 @@ def reads_by_image() -> dict[str, Reads]:
     """Variables each of our images reads, from the settings classes and environ reads."""
     out = {image: Reads() for image in OUR_IMAGES}
     classes = _settings_classes()
-    # Only concrete settings count: a class that others extend (PlatformSettings) is read through them.
+    # Only leaf settings count: a class others extend (PlatformSettings) is read through them.
     all_classes = [c for cs in classes.values() for c in cs]
     for rel, cs in classes.items():
         for cls in cs:

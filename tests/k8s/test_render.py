@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
 BUILDS = ["k8s/base", "k8s/overlays/k3s-pi"]
 K3S_VERSION = "1.33.0"
-"""The Kubernetes minor version of current k3s stable releases; schemas ship with kubernetes-validate."""
+"""Kubernetes version of current k3s stable releases (schemas ship with kubernetes-validate)."""
 
 
 def _kubectl_kustomize() -> str | None:
@@ -84,7 +84,8 @@ def _by_kind(resources: list[dict], kind: str) -> list[dict]:
 def test_one_supernode_daemonset_per_client_type_on_arm64_pis(overlay: list[dict]) -> None:
     """Each type's DaemonSet selects arm64 edge nodes with its own mots.io/client-type label."""
     daemonsets = _by_kind(overlay, "DaemonSet")
-    types = sorted(d["spec"]["template"]["metadata"]["labels"]["mots.io/client-type"] for d in daemonsets)
+    labels = [d["spec"]["template"]["metadata"]["labels"] for d in daemonsets]
+    types = sorted(lab["mots.io/client-type"] for lab in labels)
     assert types == ["type-1", "type-2", "type-3"]
     for d in daemonsets:
         t = d["spec"]["template"]["metadata"]["labels"]["mots.io/client-type"]
@@ -98,7 +99,8 @@ def test_one_supernode_daemonset_per_client_type_on_arm64_pis(overlay: list[dict
         for c in spec["containers"]:
             env = {e["name"]: e for e in c["env"]}
             assert env["MOTS_EDGE_CLIENT_TYPE"]["value"] == t
-            assert env["MOTS_EDGE_CLIENT_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+            name_ref = env["MOTS_EDGE_CLIENT_NAME"]["valueFrom"]["fieldRef"]
+            assert name_ref["fieldPath"] == "spec.nodeName"
 
 
 def test_type_facts_match_the_paper_testbed_scenario(overlay: list[dict]) -> None:
@@ -158,7 +160,7 @@ def test_control_plane_stays_off_the_pis(overlay: list[dict]) -> None:
 
 def test_superlink_state_is_persistent(overlay: list[dict]) -> None:
     """The SuperLink's SQLite database lies on a volume claim template."""
-    (sl,) = [r for r in overlay if r["kind"] == "StatefulSet" and r["metadata"]["name"] == "superlink"]
+    (sl,) = [r for r in _by_kind(overlay, "StatefulSet") if r["metadata"]["name"] == "superlink"]
     (c,) = sl["spec"]["template"]["spec"]["containers"]
     db = next(a for a in c["args"] if a.startswith("--database="))
     mount = next(m for m in c["volumeMounts"] if m["name"] == "state")
@@ -167,7 +169,7 @@ def test_superlink_state_is_persistent(overlay: list[dict]) -> None:
 
 
 def test_no_credentials_are_committed(overlay: list[dict]) -> None:
-    """No Secret is rendered; every secret reference is to mots-secrets, and the README names each key."""
+    """No Secret is rendered; secrets are referenced from mots-secrets; the README sets each key."""
     assert not _by_kind(overlay, "Secret")
     readme = (ROOT / "README.md").read_text()
     keys = set()
@@ -183,6 +185,7 @@ def test_no_credentials_are_committed(overlay: list[dict]) -> None:
         "operator-token",
         "market-database-url",
         "orchestration-database-url",
+        "evaluation-database-url",
         "postgres-password",
         "grafana-admin-password",
     }
@@ -193,7 +196,7 @@ def test_no_credentials_are_committed(overlay: list[dict]) -> None:
 def test_network_policies_admit_only_what_must_reach_market_and_superlink(
     overlay: list[dict],
 ) -> None:
-    """Default-deny ingress; the market admits edge, Prometheus, ingress; the SuperLink edge and orchestration."""
+    """Default-deny ingress; the market and the SuperLink admit only their callers; Pis egress."""
     policies = {p["metadata"]["name"]: p["spec"] for p in _by_kind(overlay, "NetworkPolicy")}
     assert policies["default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
 
@@ -266,7 +269,7 @@ def test_images_point_at_the_registry_and_exist_in_the_bake_file(overlay: list[d
 def test_grafana_dashboard_configmap_is_monitoring_dashboard() -> None:
     """The dashboard shipped to Grafana is byte-identical to the one under monitoring/."""
     ours = sorted((K8S / "base/grafana/dashboards").glob("*.json"))
-    theirs = sorted((ROOT / "monitoring").rglob("*.json"))
+    theirs = sorted((ROOT / "monitoring/grafana/dashboards").glob("*.json"))
     assert [p.name for p in ours] == [p.name for p in theirs]
     for a, b in zip(ours, theirs, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name

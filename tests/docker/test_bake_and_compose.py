@@ -1,0 +1,184 @@
+"""The buildx bake file builds every image for amd64 and arm64; compose.yaml is valid and whole.
+
+compose.yaml is checked against the compose-spec JSON schema that check-jsonschema vendors
+(``vendor.compose-spec``), offline.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import hcl2
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+IMAGES = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1] if value.startswith('"') and value.endswith('"') else value
+
+
+@pytest.fixture(scope="module")
+def bake() -> dict:
+    """The bake file as {"variable": {...}, "group": {...}, "target": {...}}, quotes removed."""
+    raw = hcl2.load((DOCKER / "docker-bake.hcl").open())
+    out: dict[str, dict] = {}
+    for block in ("variable", "group", "target"):
+        out[block] = {}
+        for entry in raw.get(block, []):
+            for name, body in entry.items():
+                out[block][_unquote(name)] = body
+    return out
+
+
+def test_bake_has_one_target_per_dockerfile(bake: dict) -> None:
+    """Each docker/<name>/Dockerfile is built by target <name>, tagged REGISTRY/name:VERSION."""
+    targets = {n: t for n, t in bake["target"].items() if not n.startswith("_")}
+    assert set(targets) == set(IMAGES)
+    for name, t in targets.items():
+        assert _unquote(t["dockerfile"]) == f"docker/{name}/Dockerfile"
+        assert (ROOT / _unquote(t["dockerfile"])).is_file()
+        assert [_unquote(x) for x in t["tags"]] == [f"${{REGISTRY}}/{name}:${{VERSION}}"]
+        assert [_unquote(x) for x in t["inherits"]] == ["_common"]
+    groups = {n: [_unquote(x) for x in g["targets"]] for n, g in bake["group"].items()}
+    assert sorted(groups["default"]) == sorted(IMAGES)
+
+
+def test_bake_builds_for_amd64_and_arm64_from_the_root(bake: dict) -> None:
+    """The common target builds from the repository root for linux/amd64 and linux/arm64."""
+    common = bake["target"]["_common"]
+    assert _unquote(common["context"]) == "."
+    assert common["platforms"] == '${split(",", PLATFORMS)}'
+    platforms = _unquote(bake["variable"]["PLATFORMS"]["default"]).split(",")
+    assert set(platforms) == {"linux/amd64", "linux/arm64"}
+
+
+def _check_jsonschema() -> str:
+    exe = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
+    assert Path(exe).exists(), "check-jsonschema is missing: install the dev extra"
+    return exe
+
+
+def _validate_compose(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_check_jsonschema(), "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_compose_file_matches_the_compose_spec_schema() -> None:
+    """docker/compose.yaml validates against the compose-spec schema."""
+    result = _validate_compose(DOCKER / "compose.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_schema_check_can_fail(tmp_path: Path) -> None:
+    """A misspelt service key fails the same check, so the check above is real."""
+    bad = tmp_path / "compose.yaml"
+    bad.write_text(
+        (DOCKER / "compose.yaml")
+        .read_text()
+        .replace("    read_only: true\n", "    readonly: true\n", 1)
+    )
+    result = _validate_compose(bad)
+    assert result.returncode != 0
+    assert "readonly" in result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((DOCKER / "compose.yaml").read_text())
+
+
+def test_compose_runs_the_whole_platform(compose: dict) -> None:
+    """Redis, PostgreSQL, the services, a SuperLink, SuperNodes and agents, Prometheus, Grafana."""
+    services = compose["services"]
+    for name in (
+        "redis", "postgres", "market", "market-worker", "pricing", "pricing-worker",
+        "orchestration", "orchestration-worker", "evaluation-worker", "superlink",
+        "prometheus", "grafana",
+    ):  # fmt: skip
+        assert name in services, name
+    supernodes = [n for n in services if n.startswith("supernode-")]
+    agents = [n for n in services if n.startswith("agent-")]
+    assert len(supernodes) == len(agents) == 3
+    for n in supernodes + agents:
+        assert re.fullmatch(r"\$\{MOTS_TYPE\d_NODES:-\d+\}", services[n]["deploy"]["replicas"])
+
+
+def test_compose_builds_match_the_bake_targets(compose: dict) -> None:
+    """Each build names an existing Dockerfile and its image is that Dockerfile's bake target."""
+    built = {}
+    for name, svc in compose["services"].items():
+        if "build" not in svc:
+            continue
+        dockerfile = svc["build"]["dockerfile"]
+        assert svc["build"]["context"] == ".."
+        assert (ROOT / dockerfile).is_file(), dockerfile
+        image = Path(dockerfile).parent.name
+        assert svc["image"] == f"${{MOTS_IMAGE_PREFIX:-mots}}/{image}:${{MOTS_VERSION:-dev}}"
+        built[image] = name
+    assert set(built) == set(IMAGES)
+
+
+def test_compose_services_are_healthchecked_and_depend_on_real_services(compose: dict) -> None:
+    """Every service has a health check (its own or its image's) and depends only on services."""
+    services = compose["services"]
+    image_health = {
+        p.parent.name for p in DOCKER.glob("*/Dockerfile") if "HEALTHCHECK" in p.read_text()
+    }
+    for name, svc in services.items():
+        ours = re.search(r"/([a-z]+):\$\{MOTS_VERSION", svc.get("image", ""))
+        assert "healthcheck" in svc or (ours and ours.group(1) in image_health), name
+        for dep, cond in svc.get("depends_on", {}).items():
+            assert dep in services, f"{name} depends on unknown {dep}"
+            assert cond["condition"] == "service_healthy"
+
+
+def test_compose_mounted_files_exist(compose: dict) -> None:
+    """Bind-mounted configuration (Prometheus, Grafana provisioning, PostgreSQL init) exists."""
+    for name, svc in compose["services"].items():
+        for volume in svc.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith((".", "/")) and not source.startswith("/usr/share"):
+                assert (DOCKER / source).resolve().exists(), f"{name}: {source}"
+
+
+def test_prometheus_scrapes_every_compose_api(compose: dict) -> None:
+    """Prometheus scrapes exactly the compose APIs (port 8000) and workers (MOTS_METRICS_PORT)."""
+    config = yaml.safe_load((DOCKER / "prometheus/prometheus.yml").read_text())
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+
+    def targets(job: str) -> set[str]:
+        return {t for sc in jobs[job]["static_configs"] for t in sc["targets"]}
+
+    services = compose["services"]
+    apis = {f"{n}:8000" for n, s in services.items() if "healthz" in str(s.get("healthcheck"))}
+    workers = {
+        f"{n}:{s['environment']['MOTS_METRICS_PORT']}"
+        for n, s in services.items()
+        if n.endswith("-worker")
+    }
+    assert targets("mots-services") == apis
+    assert targets("mots-workers") == workers
+
+
+def test_credentials_come_from_the_env_file(compose: dict) -> None:
+    """Passwords and tokens are required ${VARS} from docker/.env, never literals in the file."""
+    text = (DOCKER / "compose.yaml").read_text()
+    for key in ("MOTS_OPERATOR_TOKEN", "POSTGRES_PASSWORD", "GF_SECURITY_ADMIN_PASSWORD"):
+        for m in re.finditer(rf"{key}: (.*)", text):
+            assert re.fullmatch(r"\$\{[A-Z_]+:\?[^}]+\}", m.group(1).strip()), m.group(0)
+    example = (DOCKER / ".env.example").read_text()
+    for var in set(re.findall(r"\$\{([A-Z0-9_]+):\?", text)):
+        assert f"{var}=" in example, f"{var} is not in docker/.env.example"
+    assert "docker/.env" in (ROOT / ".gitignore").read_text().split()
