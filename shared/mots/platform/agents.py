@@ -136,7 +136,7 @@ def act(
             r = http.post(
                 "/v1/purchases",
                 json={"round_id": round_id},
-                headers={**a.auth, "Idempotency-Key": f"buy-{round_id}-{a.id}"},
+                headers={**a.auth, "Idempotency-Key": f"purchase-round{round_id}-client{a.id}"},
             )
         else:
             r = http.put(
