@@ -43,12 +43,13 @@ class Trainer:
         self._node_types: list[int] | None = None
         self._lock = threading.Lock()
 
-    def _config(self, sizes: list[float]) -> Any:
+    def _config(self, sizes: list[float], node_types: list[int]) -> Any:
         from mots.training.config import TrainConfig
 
         s = self.settings
         return TrainConfig(
-            sizes=sizes,
+            sizes=tuple(int(d) for d in sizes),
+            counts=tuple(node_types.count(i) for i in range(len(sizes))),
             rounds=s.train_rounds,
             local_steps=s.train_local_steps,
             batch_size=s.train_batch_size,
@@ -80,7 +81,7 @@ class Trainer:
         from mots.training.runner import train_coalition
 
         with self._lock:
-            config = self._config(sizes)
+            config = self._config(sizes, node_types)
             artifact_dir = Path(self.settings.artifact_dir) / f"round-{round_id}"
             start = time.perf_counter()
             if self.settings.trainer == "deployment":

@@ -53,7 +53,8 @@ def test_round_survives_a_killed_orchestrator(platform) -> None:
     stack.kill("orchestration-worker")
     choices = choose(agents, quote, PowerUtility.model_validate(UTILITY))
     act(market, agents, round_id, choices)
-    assert orchestration.get(f"/v1/rounds/{round_id}").json()["state"] == "collecting"
+    # killed after the market published the quote: the round is open or collecting, not further
+    assert orchestration.get(f"/v1/rounds/{round_id}").json()["state"] in ("open", "collecting")
     stack.restart("orchestration-worker")
     body = wait_round(orchestration, round_id, 240)
     assert body["state"] == "published", body
