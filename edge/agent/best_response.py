@@ -141,9 +141,7 @@ def tie_draw(client_id: int, round_id: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
-def best_response(
-    facts: ClientFacts, quote: PublishedQuote, utility: float, draw: float
-) -> Choice:
+def best_response(facts: ClientFacts, quote: PublishedQuote, utility: float, draw: float) -> Choice:
     """argmax over {A, J, B} of Eq. (6); exact ties follow the market's published targets.
 
     Under SWAN, π(J) and π(B) at the announced state are equal (both τ[θ(K) − L₀]), so a client

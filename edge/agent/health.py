@@ -1,4 +1,4 @@
-"""Health checks of an edge container: the SuperNode's gRPC health service, the agent's heartbeat."""
+"""Health checks of an edge container: the SuperNode's gRPC health service, the agent's beat."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ class AgentSettings(BaseSettings):
     def _url_has_scheme(cls, v: str) -> str:
         """The market URL is an http(s) URL; a trailing slash is dropped."""
         if not v.startswith(("http://", "https://")):
-            raise ValueError(f"MOTS_EDGE_MARKET_URL: must start with http:// or https://, got {v!r}")
+            raise ValueError(f"MOTS_EDGE_MARKET_URL: must start with http(s)://, got {v!r}")
         return v.rstrip("/")
 
     def device_name(self) -> str:

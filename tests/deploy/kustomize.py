@@ -196,11 +196,15 @@ def _apply_patch(
             target = {"kind": body["kind"], "name": body["metadata"]["name"]}
         matched = [r for r in resources if _matches(r, target)]
         for r in matched:
-            merged = _merge(r, {k: v for k, v in body.items() if k != "metadata"} | {
-                "metadata": {
-                    k: v for k, v in body.get("metadata", {}).items() if k not in ("name",)
-                }
-            })
+            merged = _merge(
+                r,
+                {k: v for k, v in body.items() if k != "metadata"}
+                | {
+                    "metadata": {
+                        k: v for k, v in body.get("metadata", {}).items() if k not in ("name",)
+                    }
+                },
+            )
             r.clear()
             r.update(merged)
     else:

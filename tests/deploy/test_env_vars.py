@@ -239,9 +239,7 @@ def test_compose_sets_exactly_what_the_code_reads(reads_by_image: dict[str, Read
 
 
 @pytest.mark.parametrize("build", ["k8s/base", "k8s/overlays/k3s-pi"])
-def test_k8s_sets_exactly_what_the_code_reads(
-    build: str, reads_by_image: dict[str, Reads]
-) -> None:
+def test_k8s_sets_exactly_what_the_code_reads(build: str, reads_by_image: dict[str, Reads]) -> None:
     """Each rendered container (env, ConfigMaps, secret keys) matches its code's reads both ways."""
     _check(build, _k8s_containers(build), reads_by_image)
 

@@ -219,8 +219,11 @@ def test_network_policies_admit_only_what_must_reach_market_and_superlink(
         {"k8s-app": "kube-dns"},
     ]
     # every policy's pod selector matches at least one rendered pod template
-    pod_labels = [spec_owner["spec"]["template"]["metadata"]["labels"] for spec_owner in overlay
-                  if pod_specs(spec_owner)]
+    pod_labels = [
+        spec_owner["spec"]["template"]["metadata"]["labels"]
+        for spec_owner in overlay
+        if pod_specs(spec_owner)
+    ]
     for name, spec in policies.items():
         sel = spec["podSelector"]
         assert any(_selects(sel, labels) for labels in pod_labels), name

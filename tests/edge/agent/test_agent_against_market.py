@@ -1,0 +1,264 @@
+"""The agent against the real market service over HTTP: register, read the quote, declare, buy.
+
+The market (services.market) runs under uvicorn on a free local port with an SQLite ledger and
+the local Redis (a key prefix per test); rounds are opened the way the market's worker task does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from edge.agent.health import agent_alive
+from edge.agent.market_client import MarketClient, MarketError
+from edge.agent.runner import Agent
+from edge.agent.settings import AgentSettings
+from mots.platform.schemas import OpenRoundPayload, Strategy
+from mots.platform.transactions import in_transaction
+from services.market import rounds
+from services.market.core.config import Settings
+from services.market.main import create_app
+
+ROOT = Path(__file__).resolve().parents[3]
+OPERATOR_TOKEN = "agent-test-operator-token"
+UTILITY = '{"kind": "power", "scale": 1.0, "exponent": 8.0}'  # U(0.6) = 0.6^-8 ≈ 59.5
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Market:
+    """A running market: its base URL and its app (for opening rounds)."""
+
+    def __init__(self, url: str, app: Any) -> None:
+        self.url = url
+        self.app = app
+
+    def open_round(
+        self, round_id: int, price: str, rewards: dict[str, str], k: int, b: int
+    ) -> None:
+        payload = OpenRoundPayload(
+            round_id=round_id,
+            mechanism="swan_robust",
+            price=Decimal(price),
+            rewards={t: Decimal(r) for t, r in rewards.items()},
+            target_participants=dict.fromkeys(rewards, k),
+            target_buyers=dict.fromkeys(rewards, b),
+            epsilon=0.6,
+            welfare=10.0,
+            incentive_cost=Decimal(0),
+        )
+        in_transaction(self.app.state.sessions, lambda s: rounds.open_round(s, payload))
+
+    def operator(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}", **kw.pop("headers", {})}
+        return httpx.request(method, self.url + path, headers=headers, timeout=10, **kw)
+
+
+@pytest.fixture
+def market(tmp_path: Path) -> Iterator[Market]:
+    """The market app served by uvicorn in a thread, stopped and its Redis keys removed after."""
+    with socket.socket() as s:
+        if s.connect_ex(("127.0.0.1", 6379)) != 0:
+            pytest.fail("Redis is not listening on 127.0.0.1:6379: run `make system`")
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'market.db'}",
+        redis_url=REDIS_URL,
+        redis_key_prefix=f"edge-agent-test-{os.getpid()}-{time.time_ns()}:",
+        operator_token=OPERATOR_TOKEN,
+        artifact_root=str(tmp_path / "artifacts"),
+    )
+    app = create_app(settings)
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the market did not start"
+        time.sleep(0.05)
+    try:
+        yield Market(url, app)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        import redis
+
+        r = redis.Redis.from_url(REDIS_URL)
+        for key in r.scan_iter(f"{settings.redis_key_prefix}*"):
+            r.delete(key)
+
+
+@pytest.fixture
+def make_agent(market: Market, tmp_path: Path) -> Iterator[Callable[..., Agent]]:
+    """Agents with their own state directories, closed after the test."""
+    clients: list[MarketClient] = []
+
+    def _make(
+        name: str, type_name: str, data_size: int, cost: str, utility: str = UTILITY
+    ) -> Agent:
+        settings = AgentSettings(
+            client_type=type_name,
+            data_size=data_size,
+            cost=Decimal(cost),
+            client_name=name,
+            MOTS_UTILITY=utility,
+            market_url=market.url,
+            state_dir=tmp_path / "agents" / name,
+            poll_interval_s=0.05,
+        )
+        client = MarketClient(settings.market_url)
+        clients.append(client)
+        return Agent(settings, client)
+
+    yield _make
+    for c in clients:
+        c.close()
+
+
+def test_agents_register_and_declare_their_best_responses(
+    market: Market, make_agent: Callable[..., Agent]
+) -> None:
+    """A cheap small client joins, a costly large client buys, a client valuing little abstains."""
+    joiner = make_agent("pi-01", "small", 50, "0.5")
+    buyer = make_agent("pi-02", "large", 300, "9.0")  # π(J) = U − 9 + 4 < π(B) = U − 2.5
+    assert joiner.step() is None  # no round yet: nothing to answer
+    market.open_round(1, price="2.5", rewards={"small": "-1.25", "large": "4.0"}, k=5, b=5)
+    reg = buyer.ensure_registered()
+    r = market.operator(
+        "POST", "/v1/deposits", json={"client_id": reg.client_id, "amount": "10"},
+        headers={"Idempotency-Key": "fund-buyer-0001"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+
+    assert joiner.step().strategy is Strategy.JOIN
+    assert buyer.step().strategy is Strategy.BUY
+    assert joiner.step() is None  # answered once per round
+
+    decisions = in_transaction(market.app.state.sessions, lambda s: rounds.decisions(s, 1))
+    assert decisions.participants == {"small": [joiner.ensure_registered().client_id]}
+    assert decisions.buyers == {"large": [reg.client_id]}
+    assert decisions.paid_buyers == {"large": [reg.client_id]}
+    balance = httpx.get(
+        market.url + "/v1/me/balance", headers={"Authorization": f"Bearer {reg.token}"}, timeout=10
+    )
+    assert Decimal(balance.json()["balance"]) == Decimal("7.5")  # 10 deposited − p = 2.5
+
+    recorded = json.loads((joiner.state_dir / "decision.json").read_text())
+    assert recorded["round_id"] == 1 and recorded["strategy"] == "join"
+    assert recorded["payoffs"]["join"] == pytest.approx(recorded["utility"] - 0.5 - 1.25)
+
+
+def test_unfunded_buyer_abstains(market: Market, make_agent: Callable[..., Agent]) -> None:
+    """A client whose best response is to buy but cannot pay (402) declares abstain."""
+    agent = make_agent("pi-03", "large", 300, "9.0")
+    market.open_round(1, price="2.5", rewards={"large": "4.0"}, k=1, b=1)
+    choice = agent.step()
+    assert choice is not None and choice.strategy is Strategy.ABSTAIN
+    assert "cannot pay" in choice.reason
+    token = agent.ensure_registered().token
+    assert agent.market.declared(token, 1) is Strategy.ABSTAIN
+
+
+def test_registration_is_kept_across_restarts(
+    market: Market, make_agent: Callable[..., Agent]
+) -> None:
+    """The credential is stored 0600 and reused by a restarted agent; changed facts re-register."""
+    first = make_agent("pi-04", "small", 50, "0.5").ensure_registered()
+    path = make_agent("pi-04", "small", 50, "0.5").state_dir / "registration.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = make_agent("pi-04", "small", 50, "0.5").ensure_registered()
+    assert again == first
+    moved = make_agent("pi-04", "tiny", 10, "0.1").ensure_registered()  # node re-labelled
+    assert moved.client_id != first.client_id
+    clients = market.operator("GET", "/v1/clients").json()
+    assert sorted(c["type_name"] for c in clients) == ["small", "tiny"]
+
+
+def test_market_errors_carry_the_markets_detail(market: Market) -> None:
+    """A refused registration surfaces the market's own message (field and rule)."""
+    from edge.agent.best_response import ClientFacts
+
+    with MarketClient(market.url) as client:
+        client.register("a", ClientFacts("small", 50, Decimal("0.5")))
+        with pytest.raises(MarketError, match="type_name") as err:
+            client.register("b", ClientFacts("small", 60, Decimal("0.5")))
+        assert err.value.status == 422
+
+
+def test_heartbeat_tracks_polls(market: Market, make_agent: Callable[..., Agent]) -> None:
+    """The agent's health check passes after a poll and fails when polls stop."""
+    agent = make_agent("pi-05", "small", 50, "0.5")
+    assert not agent_alive(agent.state_dir, 0.05)
+    agent.run(max_steps=2, sleep=lambda _: None)
+    assert agent_alive(agent.state_dir, 0.05)
+    assert not agent_alive(agent.state_dir, 0.05, now=time.time() + 3600)
+
+
+def test_cli_run_answers_a_round(market: Market, tmp_path: Path) -> None:
+    """``python -m edge.agent run``, configured by MOTS_EDGE_* variables, answers an open round."""
+    market.open_round(1, price="2.5", rewards={"small": "-1.25"}, k=1, b=0)
+    env = {
+        **os.environ,
+        "MOTS_UTILITY": UTILITY,
+        "MOTS_EDGE_CLIENT_TYPE": "small",
+        "MOTS_EDGE_DATA_SIZE": "50",
+        "MOTS_EDGE_COST": "0.5",
+        "MOTS_EDGE_CLIENT_NAME": "pi-cli",
+        "MOTS_EDGE_MARKET_URL": market.url,
+        "MOTS_EDGE_STATE_DIR": str(tmp_path / "cli-agent"),
+        "MOTS_EDGE_POLL_INTERVAL_S": "0.05",
+        "PYTHONPATH": f"{ROOT / 'shared'}{os.pathsep}{ROOT}",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "edge.agent", "run", "--max-steps", "2"],
+        env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "round 1: join" in result.stderr
+    decision = json.loads((tmp_path / "cli-agent" / "decision.json").read_text())
+    assert decision["strategy"] == "join"
+    health = subprocess.run(
+        [sys.executable, "-m", "edge.agent", "health", "agent"],
+        env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert health.returncode == 0, health.stderr
+
+
+def test_cli_refuses_missing_facts(tmp_path: Path) -> None:
+    """Without MOTS_EDGE_CLIENT_TYPE the CLI stops with an error naming the variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOTS_")}
+    env.update({"MOTS_UTILITY": UTILITY, "MOTS_EDGE_DATA_SIZE": "50", "MOTS_EDGE_COST": "0.5"})
+    result = subprocess.run(
+        [sys.executable, "-m", "edge.agent", "run", "--max-steps", "1"],
+        env=env, capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "client_type" in result.stderr.lower()

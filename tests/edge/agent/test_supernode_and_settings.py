@@ -1,0 +1,107 @@
+"""The agent's settings, the SuperNode command it builds, and the SuperNode health check."""
+
+from __future__ import annotations
+
+import shlex
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from pydantic import ValidationError
+
+from edge.agent.health import supernode_serving
+from edge.agent.settings import AgentSettings
+from edge.agent.supernode import node_config, supernode_argv
+
+UTILITY = '{"kind": "power", "scale": 1.0, "exponent": 8.0}'
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """A complete agent environment (tests remove or break one variable at a time)."""
+    for key, value in {
+        "MOTS_UTILITY": UTILITY,
+        "MOTS_EDGE_CLIENT_TYPE": "type-2",
+        "MOTS_EDGE_DATA_SIZE": "120",
+        "MOTS_EDGE_COST": "1.2",
+        "MOTS_EDGE_CLIENT_NAME": 'pi "07"',
+        "MOTS_EDGE_SUPERLINK_ADDRESS": "superlink.mots.svc.cluster.local:9092",
+        "MOTS_EDGE_NODE_CONFIG": "partition-id=3 num-partitions=20",
+    }.items():
+        monkeypatch.setenv(key, value)
+    return monkeypatch
+
+
+def test_settings_read_the_environment(env: pytest.MonkeyPatch) -> None:
+    """MOTS_EDGE_* and MOTS_UTILITY become the device's facts and U(ε)."""
+    s = AgentSettings()
+    assert (s.client_type, s.data_size, str(s.cost)) == ("type-2", 120, "1.2")
+    assert s.utility_model().value(0.5) == pytest.approx(0.5**-8)
+    assert s.device_name() == 'pi "07"'
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        ("MOTS_EDGE_CLIENT_TYPE", None, "client_type"),
+        ("MOTS_EDGE_DATA_SIZE", "0", "data_size"),
+        ("MOTS_EDGE_COST", "-1", "cost"),
+        ("MOTS_UTILITY", '{"kind": "cubic"}', "MOTS_UTILITY"),
+        ("MOTS_EDGE_MARKET_URL", "market:8000", "MOTS_EDGE_MARKET_URL"),
+        ("MOTS_EDGE_CLIENT_TYPE", "type 2", "client_type"),
+    ],
+)
+def test_bad_settings_name_the_variable(
+    env: pytest.MonkeyPatch, var: str, value: str | None, message: str
+) -> None:
+    """A missing or invalid variable is refused with its name in the error."""
+    if value is None:
+        env.delenv(var)
+    else:
+        env.setenv(var, value)
+    with pytest.raises(ValidationError, match=message):
+        AgentSettings()
+
+
+def test_supernode_command_carries_the_facts(env: pytest.MonkeyPatch) -> None:
+    """flower-supernode gets the SuperLink, the node config (quoted strings) and the health port."""
+    argv = supernode_argv(AgentSettings())
+    assert argv[:4] == ["flower-supernode", "--insecure", "--superlink", argv[3]]
+    assert argv[3] == "superlink.mots.svc.cluster.local:9092"
+    assert argv[argv.index("--health-server-address") + 1] == "0.0.0.0:8081"
+    config = argv[argv.index("--node-config") + 1]
+    pairs = dict(p.split("=", 1) for p in shlex.split(config))
+    assert pairs == {
+        "client-type": "type-2",
+        "data-size": "120",
+        "data-dir": "/var/lib/mots/data",
+        "client-name": 'pi "07"',
+        "partition-id": "3",
+        "num-partitions": "20",
+    }
+
+
+def test_extra_node_config_must_be_pairs(env: pytest.MonkeyPatch) -> None:
+    """A node-config item without '=' is refused, naming the variable."""
+    env.setenv("MOTS_EDGE_NODE_CONFIG", "partition-id")
+    with pytest.raises(ValueError, match="MOTS_EDGE_NODE_CONFIG"):
+        node_config(AgentSettings())
+
+
+def test_supernode_health_check_speaks_grpc_health(tmp_path: Path) -> None:
+    """SERVING → healthy; NOT_SERVING or nothing listening → unhealthy."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        assert supernode_serving(port)
+        servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        assert not supernode_serving(port)
+    finally:
+        server.stop(grace=None)
+    assert not supernode_serving(port, timeout_s=0.5)
