@@ -57,6 +57,12 @@ class AgentSettings(BaseSettings):
         "",
         description="extra SuperNode node-config pairs ('key=value ...') the ClientApp reads",
     )
+    client_index: int | None = Field(
+        None,
+        ge=0,
+        description="the device's index within its type, i.e. its data partition (unset: read "
+        "from the file client-index in data_dir, written when the Pi is set up)",
+    )
     data_dir: Path = Field(
         Path("/var/lib/mots/data"), description="directory of this device's training data"
     )

@@ -1,7 +1,8 @@
-"""Starting the Flower SuperNode with this device's facts in its node config.
+"""Starting the Flower SuperNode with this device's identity in its node config.
 
-The ClientApp reads them with ``context.node_config`` (``client-type``, ``data-size``,
-``data-dir``, ``client-name`` and any extra pairs from ``MOTS_EDGE_NODE_CONFIG``).
+The ClientApp (edge/flower_app) reads ``client-type`` and ``client-index`` (which data partition
+the device holds, mots.training.flower_messages.node_identity) and ``data-dir``; ``client-name``
+labels the node in logs; ``MOTS_EDGE_NODE_CONFIG`` appends further pairs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ def node_config(settings: AgentSettings) -> str:
     """The ``--node-config`` string: strings quoted, numbers bare, extra pairs appended."""
     pairs = [
         f"client-type={_quote(settings.client_type)}",
-        f"data-size={settings.data_size}",
+        f"client-index={client_index(settings)}",
         f"data-dir={_quote(str(settings.data_dir))}",
         f"client-name={_quote(settings.device_name())}",
     ]
@@ -28,6 +29,23 @@ def node_config(settings: AgentSettings) -> str:
     if settings.node_config.strip():
         pairs.append(settings.node_config.strip())
     return " ".join(pairs)
+
+
+def client_index(settings: AgentSettings) -> int:
+    """MOTS_EDGE_CLIENT_INDEX, else the integer in ``<data_dir>/client-index`` (set up per Pi)."""
+    if settings.client_index is not None:
+        return settings.client_index
+    path = settings.data_dir / "client-index"
+    try:
+        text = path.read_text().strip()
+    except OSError as exc:
+        raise ValueError(
+            f"MOTS_EDGE_CLIENT_INDEX is unset and {path} cannot be read ({exc.strerror}); "
+            "set one of them to this device's index within its type (0, 1, …)"
+        ) from exc
+    if not text.isdigit():
+        raise ValueError(f"{path}: must hold an integer ≥ 0 (the index within the type), got {text!r}")
+    return int(text)
 
 
 def supernode_argv(settings: AgentSettings) -> list[str]:

@@ -108,11 +108,19 @@ def test_compose_runs_the_whole_platform(compose: dict) -> None:
         "prometheus", "grafana",
     ):  # fmt: skip
         assert name in services, name
-    supernodes = [n for n in services if n.startswith("supernode-")]
-    agents = [n for n in services if n.startswith("agent-")]
-    assert len(supernodes) == len(agents) == 3
-    for n in supernodes + agents:
-        assert re.fullmatch(r"\$\{MOTS_TYPE\d_NODES:-\d+\}", services[n]["deploy"]["replicas"])
+    supernodes = {n: s["environment"] for n, s in services.items() if n.startswith("supernode-")}
+    agents = {n: s["environment"] for n, s in services.items() if n.startswith("agent-")}
+    assert len(supernodes) == len(agents) >= 3
+    # each device: a distinct (type, index) = data partition, and an agent of the same type
+    devices = {(e["MOTS_EDGE_CLIENT_TYPE"], e["MOTS_EDGE_CLIENT_INDEX"]) for e in supernodes.values()}
+    assert len(devices) == len(supernodes)
+    for name, e in supernodes.items():
+        agent = agents[name.replace("supernode-", "agent-")]
+        assert agent["MOTS_EDGE_CLIENT_TYPE"] == e["MOTS_EDGE_CLIENT_TYPE"]
+        assert agent["MOTS_EDGE_CLIENT_NAME"] == e["MOTS_EDGE_CLIENT_NAME"]
+    assert {e["MOTS_EDGE_CLIENT_TYPE"] for e in supernodes.values()} == {
+        "type-1", "type-2", "type-3"
+    }  # fmt: skip
 
 
 def test_compose_builds_match_the_bake_targets(compose: dict) -> None:

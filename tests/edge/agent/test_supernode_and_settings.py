@@ -28,7 +28,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
         "MOTS_EDGE_COST": "1.2",
         "MOTS_EDGE_CLIENT_NAME": 'pi "07"',
         "MOTS_EDGE_SUPERLINK_ADDRESS": "superlink.mots.svc.cluster.local:9092",
-        "MOTS_EDGE_NODE_CONFIG": "partition-id=3 num-partitions=20",
+        "MOTS_EDGE_NODE_CONFIG": "trainer-socket=/tmp/t.sock",
     }.items():
         monkeypatch.setenv(key, value)
     return monkeypatch
@@ -67,6 +67,7 @@ def test_bad_settings_name_the_variable(
 
 def test_supernode_command_carries_the_facts(env: pytest.MonkeyPatch) -> None:
     """flower-supernode gets the SuperLink, the node config (quoted strings) and the health port."""
+    env.setenv("MOTS_EDGE_CLIENT_INDEX", "3")
     argv = supernode_argv(AgentSettings())
     assert argv[:4] == ["flower-supernode", "--insecure", "--superlink", argv[3]]
     assert argv[3] == "superlink.mots.svc.cluster.local:9092"
@@ -75,16 +76,39 @@ def test_supernode_command_carries_the_facts(env: pytest.MonkeyPatch) -> None:
     pairs = dict(p.split("=", 1) for p in shlex.split(config))
     assert pairs == {
         "client-type": "type-2",
-        "data-size": "120",
+        "client-index": "3",
         "data-dir": "/var/lib/mots/data",
         "client-name": 'pi "07"',
-        "partition-id": "3",
-        "num-partitions": "20",
+        "trainer-socket": "/tmp/t.sock",
     }
+
+
+def test_node_config_is_what_the_client_app_reads(env: pytest.MonkeyPatch) -> None:
+    """mots.training's node_identity reads (type index, client index) from our node config."""
+    from mots.training.flower_messages import node_identity
+
+    env.setenv("MOTS_EDGE_CLIENT_INDEX", "4")
+    pairs = dict(p.split("=", 1) for p in shlex.split(node_config(AgentSettings())))
+    assert node_identity(pairs) == (1, 4)  # type-2 is the second type (0-based 1)
+
+
+def test_client_index_comes_from_the_pi_data_directory(
+    env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Unset MOTS_EDGE_CLIENT_INDEX: <data_dir>/client-index is read; missing or bad is an error."""
+    env.setenv("MOTS_EDGE_DATA_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="MOTS_EDGE_CLIENT_INDEX"):
+        node_config(AgentSettings())
+    (tmp_path / "client-index").write_text("seven\n")
+    with pytest.raises(ValueError, match="integer"):
+        node_config(AgentSettings())
+    (tmp_path / "client-index").write_text("7\n")
+    assert "client-index=7" in node_config(AgentSettings())
 
 
 def test_extra_node_config_must_be_pairs(env: pytest.MonkeyPatch) -> None:
     """A node-config item without '=' is refused, naming the variable."""
+    env.setenv("MOTS_EDGE_CLIENT_INDEX", "0")
     env.setenv("MOTS_EDGE_NODE_CONFIG", "partition-id")
     with pytest.raises(ValueError, match="MOTS_EDGE_NODE_CONFIG"):
         node_config(AgentSettings())
