@@ -1,0 +1,86 @@
+"""The ClientApp each edge node runs (Flower Message API): report identity, train locally.
+
+``query`` answers with the node's type and index (the ServerApp cannot read node_config itself);
+``train`` runs E SGD steps from the received global model on this node's partition: through the
+node's resident trainer when its node config names a ``trainer-socket`` (torch stays loaded), else
+in this process. With the run's ``noop`` set it returns the weights untouched (Flower's floor).
+This module imports no torch, so a round pays no torch start-up when a trainer is resident.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from mots.training import flower_messages as fm
+
+
+def _num(value: Any) -> float:
+    """A scalar record value as a number (records are typed as unions of scalars and lists)."""
+    if isinstance(value, list | bytes | str):
+        raise TypeError(f"expected a number in the record, got {value!r}")
+    return float(value)
+
+
+app = ClientApp()
+
+
+@app.query()
+def query(msg: Message, context: Context) -> Message:
+    """Reply with this node's identity from its node config (type index, client index, type name)."""
+    i, j = fm.node_identity(context.node_config)
+    info = ConfigRecord(
+        {
+            fm.NODE_TYPE_INDEX: i,
+            fm.NODE_CLIENT_INDEX: j,
+            fm.NODE_CLIENT_TYPE: str(context.node_config.get(fm.NODE_CLIENT_TYPE, f"type-{i + 1}")),
+            "trainer": bool(context.node_config.get(fm.NODE_TRAINER_SOCKET, "")),
+        }
+    )
+    return Message(RecordDict({"identity": info}), reply_to=msg)
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    """One local update of the global model in ``msg`` (round index in its ``config`` record)."""
+    start = time.perf_counter()
+    weights = msg.content.array_records["arrays"].to_numpy_ndarrays()
+    round_index = int(_num(msg.content.config_records["config"]["round"]))
+    if bool(context.run_config.get(fm.RUN_NOOP, False)):
+        metrics = {"train_seconds": 0.0, "train_loss": 0.0, "num_examples": 0, "samples": 0}
+        new = weights
+    else:
+        cfg = fm.train_config_from_run(context.run_config)
+        if fm.NODE_DATA_DIR in context.node_config and cfg.data_dir is None:
+            cfg = cfg.model_copy(update={"data_dir": str(context.node_config[fm.NODE_DATA_DIR])})
+        i, j = fm.node_identity(context.node_config)
+        request = {
+            "config": cfg.model_dump(mode="json"),
+            "type_index": i,
+            "client_index": j,
+            "round": round_index,
+        }
+        sock = str(context.node_config.get(fm.NODE_TRAINER_SOCKET, ""))
+        if sock:
+            from mots.training.edge_trainer import request_training
+
+            new, metrics = request_training(sock, request, weights)
+        else:
+            from mots.training.edge_trainer import handle_train
+
+            new, metrics = handle_train(request, weights)
+    reply = MetricRecord(
+        {
+            "train_seconds": float(metrics["train_seconds"]),
+            "train_loss": float(metrics["train_loss"]),
+            "num_examples": int(metrics["num_examples"]),
+            "samples": int(metrics["samples"]),
+            "client_seconds": time.perf_counter() - start,
+            "pid": os.getpid(),
+        }
+    )
+    return Message(RecordDict({"arrays": ArrayRecord(new), "metrics": reply}), reply_to=msg)

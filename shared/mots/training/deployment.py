@@ -1,0 +1,198 @@
+"""The deployment-engine launcher: ``flwr run`` the MoTS Flower app on a local federation.
+
+Writes the run config (TrainConfig, participants, output directory), submits the app to the
+SuperLink's Control API with ``flwr run``, follows ``progress.jsonl`` that the ServerApp appends
+each round (progress callbacks), and reads ``result.json`` when the run ends.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mots.training import flower_messages as fm
+from mots.training.config import TrainConfig
+from mots.training.federation import CONNECTION, LocalFederation, free_port_block
+from mots.training.progress import RoundProgress
+
+
+class DeploymentError(RuntimeError):
+    """The Flower run failed or did not finish in time; the message carries the reason."""
+
+
+def app_dir() -> Path:
+    """Directory of the Flower app (``edge/flower_app``, with its pyproject.toml)."""
+    try:
+        spec = importlib.util.find_spec("edge.flower_app")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(next(iter(spec.submodule_search_locations)))
+        if (path / "pyproject.toml").is_file():
+            return path
+    path = Path(__file__).resolve().parents[3] / "edge" / "flower_app"
+    if not (path / "pyproject.toml").is_file():
+        raise DeploymentError(f"Flower app not found (looked for {path}/pyproject.toml)")
+    return path
+
+
+def submit(federation: LocalFederation, overrides: dict[str, Any], run_dir: Path) -> int:
+    """``flwr run <app> mots-local --run-config FILE``; return the run id."""
+    cfg_file = run_dir / "run-config.toml"
+    cfg_file.write_text(fm.to_toml(overrides))
+    env = dict(os.environ)
+    env["FLWR_HOME"] = str(federation.flwr_home)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    flwr = shutil.which("flwr", path=env["PATH"]) or "flwr"
+    proc = subprocess.run(
+        [
+            flwr,
+            "run",
+            str(app_dir()),
+            CONNECTION,
+            "--format",
+            "json",
+            "--run-config",
+            str(cfg_file),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    try:
+        start = proc.stdout.index("{")
+        payload = json.loads(proc.stdout[start:])
+        return int(payload["run-id"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise DeploymentError(
+            f"flwr run failed (exit {proc.returncode}): {proc.stdout[-1500:]} {proc.stderr[-1500:]}"
+        ) from err
+
+
+def follow(
+    run_dir: Path,
+    rounds: int,
+    report: Callable[[RoundProgress], None] | None,
+    timeout: float,
+) -> dict[str, Any]:
+    """Wait for ``result.json``, reporting each ``progress.jsonl`` line as it appears."""
+    progress = run_dir / "progress.jsonl"
+    result = run_dir / "result.json"
+    seen = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        if progress.exists() and report is not None:
+            lines = progress.read_text().splitlines()
+            for raw in lines[seen:]:
+                d = json.loads(raw)
+                report(
+                    RoundProgress(
+                        int(d["round"]),
+                        rounds,
+                        int(d["clients_done"]),
+                        int(d["clients"]),
+                        float(d["epsilon"]),
+                        float(d["seconds"]),
+                    )
+                )
+            seen = len(lines)
+        if result.exists():
+            data: dict[str, Any] = json.loads(result.read_text())
+            if "error" in data:
+                raise DeploymentError(f"ServerApp failed: {data['error']}")
+            return data
+        if time.monotonic() > deadline:
+            raise DeploymentError(
+                f"run did not finish within {timeout:.0f}s (see `flwr log` and {run_dir})"
+            )
+        time.sleep(0.2)
+
+
+def run_app(
+    federation: LocalFederation,
+    participants: tuple[int, ...],
+    config: TrainConfig,
+    *,
+    run_dir: Path | None = None,
+    artifact_dir: Path | None = None,
+    noop: bool = False,
+    report: Callable[[RoundProgress], None] | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """One Flower run of the app on ``federation``; the ServerApp's result dict (plus timings)."""
+    rd = run_dir if run_dir is not None else federation.workdir / "runs" / uuid.uuid4().hex[:12]
+    rd.mkdir(parents=True, exist_ok=True)
+    overrides = fm.run_config(
+        config,
+        participants,
+        str(rd.resolve()),
+        artifact_dir="" if artifact_dir is None else str(Path(artifact_dir).resolve()),
+        noop=noop,
+    )
+    started = time.perf_counter()
+    run_id = submit(federation, overrides, rd)
+    limit = timeout if timeout is not None else 300.0 + 120.0 * config.rounds
+    data = follow(rd, config.rounds, report, limit)
+    data["wall_seconds"] = time.perf_counter() - started
+    data["flwr_run_id"] = run_id
+    data["run_dir"] = str(rd)
+    return data
+
+
+def train_on_federation(
+    participants: tuple[int, ...],
+    config: TrainConfig,
+    *,
+    federation: LocalFederation | None,
+    report: Callable[[RoundProgress], None] | None,
+    artifact_dir: Path | None,
+) -> Any:
+    """``train_coalition(..., engine="deployment")``: on ``federation``, or on a temporary one
+    holding exactly the coalition's clients."""
+    from mots.training.runner import TrainingResult
+
+    if federation is None:
+        node_types = [i for i, k in enumerate(participants) for _ in range(k)]
+        port = free_port_block(len(node_types) + 1)
+        tmp = Path(tempfile.mkdtemp(prefix="mots-fed-"))
+        with LocalFederation(
+            n_nodes=len(node_types), node_types=node_types, superlink_port=port, workdir=tmp
+        ) as fed:
+            data = run_app(fed, participants, config, artifact_dir=artifact_dir, report=report)
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        data = run_app(federation, participants, config, artifact_dir=artifact_dir, report=report)
+    eps = float(data["epsilon"])
+    return TrainingResult(
+        epsilon=eps,
+        losses=[float(x) for x in data["losses"]],
+        round_seconds=[float(x) for x in data["round_seconds"]],
+        artifact_path=Path(data["artifact_path"]) if data.get("artifact_path") else None,
+        artifact_sha256=data.get("artifact_sha256"),
+        metadata={
+            "engine": "deployment",
+            "participants": list(participants),
+            "completed_participants": list(participants),
+            "flwr_run_id": data["flwr_run_id"],
+            "nodes": data["nodes"],
+            "train_seconds_max": data["train_seconds_max"],
+            "discover_seconds": data["discover_seconds"],
+            "seconds": data["wall_seconds"],
+            "run_dir": data["run_dir"],
+            "config": config.model_dump(mode="json"),
+        },
+        accuracy=None if math.isnan(float(data["accuracy"])) else float(data["accuracy"]),
+    )

@@ -1,0 +1,438 @@
+"""A local Flower federation: one SuperLink and one SuperNode per edge device, as processes.
+
+Each SuperNode is tagged in its node config with its client type (``type-index``, ``client-type``)
+and its index within the type (``client-index``: the data partition it holds), and by default
+gets a resident trainer (:mod:`mots.training.edge_trainer`) on a Unix socket. Every process
+starts in its own session; :meth:`LocalFederation.stop` signals whole process groups and every
+descendant found (SuperExec, ServerApp and ClientApp children included), so nothing strays.
+The state file ``<workdir>/federation.json`` lets another process (``mots federation down``) stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+STATE_FILE = "federation.json"
+CONNECTION = "mots-local"
+
+
+class FederationError(RuntimeError):
+    """The federation could not start, or its state file is missing or unreadable."""
+
+
+@dataclass
+class ProcessInfo:
+    """One process the federation started (its own session: pgid == pid)."""
+
+    role: str
+    name: str
+    pid: int
+    log: str
+
+
+def _bin_dir() -> Path:
+    return Path(sys.executable).parent
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def free_port_block(n: int, start: int = 9600, stop: int = 30000) -> int:
+    """The first port p ≥ start with p..p+n-1 all free (for tests and temporary federations)."""
+    p = start
+    while p + n < stop:
+        if all(_port_free(q) for q in range(p, p + n)):
+            return p
+        p += n
+    raise FederationError(f"no block of {n} free ports in {start}..{stop}")
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, parent pid) of a process, or None when it does not exist."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return rest[0], int(rest[1])
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    st = _proc_stat(pid)
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def descendants(pids: Sequence[int]) -> set[int]:
+    """Every live process below ``pids`` in the parent tree (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            st = _proc_stat(int(entry.name))
+            if st is not None:
+                children.setdefault(st[1], []).append(int(entry.name))
+    out: set[int] = set()
+    stack = list(pids)
+    while stack:
+        for c in children.get(stack.pop(), []):
+            if c not in out:
+                out.add(c)
+                stack.append(c)
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MiB (0 when gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0.0
+
+
+class LocalFederation:
+    """SuperLink + ``n_nodes`` SuperNodes (+ resident trainers) on this machine."""
+
+    def __init__(
+        self,
+        n_nodes: int = 20,
+        node_types: Sequence[int] | None = None,
+        superlink_port: int = 9500,
+        workdir: str | Path | None = None,
+        *,
+        type_names: Sequence[str] | None = None,
+        trainer: bool = True,
+        start_timeout: float = 120.0,
+    ) -> None:
+        if node_types is None:
+            node_types = [0] * 10 + [1] * 5 + [2] * 5 if n_nodes == 20 else [0] * n_nodes
+        node_types = [int(t) for t in node_types]
+        if len(node_types) != n_nodes:
+            raise ValueError(
+                f"node_types must have n_nodes ({n_nodes}) entries, got {len(node_types)}"
+            )
+        if n_nodes < 1 or any(t < 0 for t in node_types):
+            raise ValueError("node_types: need ≥ 1 node, every type index ≥ 0")
+        if not 1024 <= superlink_port <= 65535 - n_nodes - 1:
+            raise ValueError(
+                f"superlink_port must leave room for {n_nodes} node ports, got {superlink_port}"
+            )
+        self.n_nodes = n_nodes
+        self.node_types = node_types
+        n_types = max(node_types) + 1
+        self.type_names = (
+            list(type_names)
+            if type_names is not None
+            else [f"type-{i + 1}" for i in range(n_types)]
+        )
+        self.superlink_port = superlink_port
+        self._own_workdir = workdir is None
+        self.workdir = (
+            Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="mots-fed-"))
+        )
+        self.trainer = trainer
+        self.start_timeout = start_timeout
+        self.processes: list[ProcessInfo] = []
+        self._popen: dict[int, subprocess.Popen[bytes]] = {}
+        counters: dict[int, int] = {}
+        self.nodes: list[dict[str, Any]] = []
+        for n, t in enumerate(node_types):
+            j = counters.get(t, 0)
+            counters[t] = j + 1
+            self.nodes.append(
+                {"node": n, "type_index": t, "client_index": j, "port": superlink_port + 1 + n}
+            )
+
+    # -- paths -------------------------------------------------------------------------------------
+    @property
+    def flwr_home(self) -> Path:
+        """FLWR_HOME of the launcher (`flwr run`): holds the connection to this SuperLink."""
+        return self.workdir / "flwr-home"
+
+    @property
+    def address(self) -> str:
+        """host:port of the SuperLink (Fleet, Control and Runtime APIs on one port)."""
+        return f"127.0.0.1:{self.superlink_port}"
+
+    def _socket_path(self, n: int) -> Path:
+        # Unix socket paths are limited to 107 bytes: keep them short.
+        base = Path(tempfile.gettempdir()) / f"mots-{self.superlink_port}"
+        return base / f"node-{n:02d}.sock"
+
+    def node_config(self, n: int) -> str:
+        """The ``--node-config`` of node ``n``: type and index (and the trainer's socket)."""
+        node = self.nodes[n]
+        pairs = [
+            f'client-type="{self.type_names[node["type_index"]]}"',
+            f"type-index={node['type_index']}",
+            f"client-index={node['client_index']}",
+        ]
+        if self.trainer:
+            pairs.append(f'trainer-socket="{self._socket_path(n)}"')
+        return " ".join(pairs)
+
+    def _env(self, flwr_home: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PATH"] = f"{_bin_dir()}{os.pathsep}{env.get('PATH', '')}"
+        env["FLWR_HOME"] = str(flwr_home)
+        env.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+        env["OMP_NUM_THREADS"] = "1"
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _spawn(self, role: str, name: str, argv: list[str], flwr_home: Path) -> ProcessInfo:
+        log = self.workdir / "logs" / f"{name}.log"
+        flwr_home.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as f:
+            proc = subprocess.Popen(
+                argv,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._env(flwr_home),
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        info = ProcessInfo(role, name, proc.pid, str(log))
+        self._popen[proc.pid] = proc
+        self.processes.append(info)
+        self._save()
+        return info
+
+    def _save(self) -> None:
+        state = {
+            "superlink_port": self.superlink_port,
+            "node_types": self.node_types,
+            "type_names": self.type_names,
+            "trainer": self.trainer,
+            "nodes": self.nodes,
+            "processes": [asdict(p) for p in self.processes],
+        }
+        (self.workdir / STATE_FILE).write_text(json.dumps(state, indent=1))
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> LocalFederation:
+        """Start SuperLink, trainers and SuperNodes; return once every SuperNode has registered."""
+        ports = [self.superlink_port] + [n["port"] for n in self.nodes]
+        busy = [p for p in ports if not _port_free(p)]
+        if busy:
+            raise FederationError(
+                f"superlink_port: ports {busy} are in use; pick another superlink_port"
+            )
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        self._write_connection()
+        bins = _bin_dir()
+        try:
+            self._spawn(
+                "superlink",
+                "superlink",
+                [
+                    str(bins / "flower-superlink"),
+                    "--insecure",
+                    "--disable-runtime-dependency-installation",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.superlink_port),
+                ],
+                self.workdir / "superlink-home",
+            )
+            self._wait(
+                lambda: _listening(self.superlink_port), "SuperLink to listen on " + self.address
+            )
+            if self.trainer:
+                for n in range(self.n_nodes):
+                    sock = self._socket_path(n)
+                    sock.parent.mkdir(parents=True, exist_ok=True)
+                    self._spawn(
+                        "trainer",
+                        f"trainer-{n:02d}",
+                        [sys.executable, "-m", "mots.training.edge_trainer", "--socket", str(sock)],
+                        self.workdir / "nodes" / f"node-{n:02d}",
+                    )
+            for n in range(self.n_nodes):
+                self._spawn(
+                    "supernode",
+                    f"supernode-{n:02d}",
+                    [
+                        str(bins / "flower-supernode"),
+                        "--insecure",
+                        "--superlink",
+                        self.address,
+                        "--port",
+                        str(self.nodes[n]["port"]),
+                        "--node-config",
+                        self.node_config(n),
+                    ],
+                    self.workdir / "nodes" / f"node-{n:02d}",
+                )
+            self._wait(self._all_registered, f"{self.n_nodes} SuperNodes to register")
+            if self.trainer:
+                self._wait(
+                    lambda: all(self._socket_path(n).exists() for n in range(self.n_nodes)),
+                    "the resident trainers to listen",
+                )
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait(self, ready: Any, what: str) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while not ready():
+            dead = [p for p in self.processes if not alive(p.pid)]
+            if dead:
+                tail = Path(dead[0].log).read_text(errors="replace")[-1500:]
+                raise FederationError(
+                    f"{dead[0].name} (pid {dead[0].pid}) exited while waiting for {what}:\n{tail}"
+                )
+            if time.monotonic() > deadline:
+                raise FederationError(
+                    f"timed out after {self.start_timeout:.0f}s waiting for {what}"
+                )
+            time.sleep(0.3)
+
+    def _all_registered(self) -> bool:
+        for p in self.processes:
+            if p.role == "supernode" and "SuperNode ID" not in Path(p.log).read_text(
+                errors="replace"
+            ):
+                return False
+        return True
+
+    def _write_connection(self) -> None:
+        self.flwr_home.mkdir(parents=True, exist_ok=True)
+        (self.flwr_home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+            f'address = "{self.address}"\ninsecure = true\n'
+        )
+
+    def stop(self, timeout: float = 15.0) -> list[int]:
+        """SIGTERM every process group and descendant, SIGKILL what remains; return survivors."""
+        roots = [p.pid for p in self.processes]
+        targets = set(roots) | descendants(roots)
+        for pid in roots:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._reap()
+            targets |= descendants([p for p in targets if alive(p)])
+            if not any(alive(p) for p in targets):
+                break
+            time.sleep(0.2)
+        for pid in [p for p in targets if alive(p)]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in roots:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(alive(p) for p in targets):
+            self._reap()
+            time.sleep(0.1)
+        self._reap()
+        shutil.rmtree(self._socket_path(0).parent, ignore_errors=True)
+        survivors = sorted(p for p in targets if alive(p))
+        if not survivors:
+            self.processes = []
+            with contextlib.suppress(FileNotFoundError):
+                (self.workdir / STATE_FILE).unlink()
+        return survivors
+
+    def _reap(self) -> None:
+        for pid, proc in list(self._popen.items()):
+            if proc.poll() is not None:
+                del self._popen[pid]
+
+    def all_pids(self) -> set[int]:
+        """Our processes and all their live descendants."""
+        roots = [p.pid for p in self.processes]
+        return {p for p in roots if alive(p)} | descendants(roots)
+
+    def status(self) -> dict[str, Any]:
+        """Each started process: role, name, pid, alive, resident memory (with its descendants)."""
+        rows = []
+        for p in self.processes:
+            kids = descendants([p.pid])
+            rows.append(
+                {
+                    **asdict(p),
+                    "alive": alive(p.pid),
+                    "rss_mb": rss_mb(p.pid) + sum(rss_mb(c) for c in kids),
+                    "children": sorted(kids),
+                }
+            )
+        return {"superlink": self.address, "nodes": self.nodes, "processes": rows}
+
+    def idle_node_memory_mb(self) -> float:
+        """Mean resident memory of one idle edge node: SuperNode, its SuperExec, and its trainer."""
+        st = self.status()["processes"]
+        per = [float(r["rss_mb"]) for r in st if r["role"] in ("supernode", "trainer")]
+        return float(sum(per)) / max(1, self.n_nodes)
+
+    def __enter__(self) -> LocalFederation:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @classmethod
+    def attach(cls, workdir: str | Path) -> LocalFederation:
+        """The federation whose state lives in ``workdir`` (started by another process)."""
+        path = Path(workdir) / STATE_FILE
+        try:
+            state = json.loads(path.read_text())
+        except FileNotFoundError as err:
+            raise FederationError(
+                f"workdir: no {STATE_FILE} in {workdir}; is a federation up there?"
+            ) from err
+        except json.JSONDecodeError as err:
+            raise FederationError(f"workdir: {path} is not valid JSON ({err})") from err
+        fed = cls(
+            n_nodes=len(state["node_types"]),
+            node_types=state["node_types"],
+            superlink_port=int(state["superlink_port"]),
+            workdir=workdir,
+            type_names=state["type_names"],
+            trainer=bool(state["trainer"]),
+        )
+        fed.processes = [ProcessInfo(**p) for p in state["processes"]]
+        return fed

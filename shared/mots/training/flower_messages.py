@@ -1,0 +1,103 @@
+"""What the ServerApp and ClientApp exchange: run config keys, node identity, reply metrics.
+
+Kept apart from the apps so both sides (and the launcher that writes the run config) agree on
+one spelling. Imports neither torch nor flwr.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mots.training.config import TrainConfig
+
+RUN_TRAIN_CONFIG = "train-config"
+RUN_PARTICIPANTS = "participants"
+RUN_OUT_DIR = "out-dir"
+RUN_ARTIFACT_DIR = "artifact-dir"
+RUN_NOOP = "noop"
+RUN_NODE_TIMEOUT = "node-timeout"
+RUN_ROUND_TIMEOUT = "round-timeout"
+
+NODE_TYPE_INDEX = "type-index"
+NODE_CLIENT_INDEX = "client-index"
+NODE_CLIENT_TYPE = "client-type"
+NODE_TRAINER_SOCKET = "trainer-socket"
+NODE_DATA_DIR = "data-dir"
+
+
+def run_config(
+    config: TrainConfig,
+    participants: list[int] | tuple[int, ...],
+    out_dir: str,
+    *,
+    artifact_dir: str = "",
+    noop: bool = False,
+    node_timeout: float = 180.0,
+    round_timeout: float = 900.0,
+) -> dict[str, Any]:
+    """The run-config overrides that make the ServerApp train ``participants`` under ``config``."""
+    return {
+        RUN_TRAIN_CONFIG: json.dumps(config.model_dump(mode="json"), sort_keys=True),
+        RUN_PARTICIPANTS: ",".join(str(int(k)) for k in participants),
+        RUN_OUT_DIR: out_dir,
+        RUN_ARTIFACT_DIR: artifact_dir,
+        RUN_NOOP: bool(noop),
+        RUN_NODE_TIMEOUT: float(node_timeout),
+        RUN_ROUND_TIMEOUT: float(round_timeout),
+    }
+
+
+def to_toml(values: Mapping[str, Any]) -> str:
+    """A flat TOML table (strings, bools, numbers) for ``flwr run --run-config FILE``."""
+    lines = []
+    for k, v in values.items():
+        if isinstance(v, bool):
+            lines.append(f"{k} = {'true' if v else 'false'}")
+        elif isinstance(v, int | float):
+            lines.append(f"{k} = {v!r}")
+        else:
+            lines.append(f"{k} = {json.dumps(str(v))}")
+    return "\n".join(lines) + "\n"
+
+
+def train_config_from_run(run_config: Mapping[str, Any]) -> TrainConfig:
+    """The TrainConfig a run carries (its ``train-config`` JSON string)."""
+    raw = str(run_config.get(RUN_TRAIN_CONFIG, "") or "{}")
+    return TrainConfig(**json.loads(raw))
+
+
+def participants_from_run(run_config: Mapping[str, Any]) -> list[int]:
+    """K per type from the run's ``participants`` ("2,0,5")."""
+    raw = str(run_config.get(RUN_PARTICIPANTS, "")).strip()
+    if not raw:
+        raise ValueError("run config participants is empty: give K_i per type, e.g. '2,0,5'")
+    try:
+        return [int(x) for x in raw.split(",")]
+    except ValueError as err:
+        raise ValueError(
+            f"run config participants must be integers like '2,0,5', got {raw!r}"
+        ) from err
+
+
+def node_identity(node_config: Mapping[str, Any]) -> tuple[int, int]:
+    """(type index i, client index j) of a SuperNode from its node config.
+
+    ``type-index`` is 0-based; without it, ``client-type`` may be an integer or 'type-<n>' (1-based).
+    """
+    if NODE_TYPE_INDEX in node_config:
+        i = int(node_config[NODE_TYPE_INDEX])
+    else:
+        raw = str(node_config.get(NODE_CLIENT_TYPE, ""))
+        digits = raw.rsplit("-", 1)[-1]
+        if not digits.isdigit():
+            raise ValueError(
+                f"node config: needs {NODE_TYPE_INDEX} (0-based) or {NODE_CLIENT_TYPE} like 'type-1', got {raw!r}"
+            )
+        i = int(digits) - (0 if raw.isdigit() else 1)
+    if NODE_CLIENT_INDEX not in node_config:
+        raise ValueError(
+            f"node config: needs {NODE_CLIENT_INDEX}, the node's index within its type"
+        )
+    return i, int(node_config[NODE_CLIENT_INDEX])
