@@ -1,0 +1,59 @@
+"""docker/constraints.txt pins every image dependency to a version pyproject.toml admits."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pins() -> dict[str, Version]:
+    pins = {}
+    for line in (ROOT / "docker/constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([^\s;]+)", line)
+        assert m, f"constraints.txt: {line!r} is not an exact pin"
+        name = canonicalize_name(m.group(1))
+        assert name not in pins, f"constraints.txt: {name} is pinned twice"
+        pins[name] = Version(m.group(2))
+    return pins
+
+
+def _requirements() -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    for extra in ("services", "train"):
+        reqs += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    return reqs
+
+
+def test_direct_dependencies_are_pinned_within_pyproject_ranges() -> None:
+    """Each runtime requirement of the images (except torch) has a pin its specifier accepts."""
+    pins = _pins()
+    for req in _requirements():
+        name = canonicalize_name(req.name)
+        if name == "torch":  # pinned per architecture in the Dockerfiles (CPU builds)
+            assert name not in pins
+            continue
+        assert name in pins, f"{name} is not pinned in docker/constraints.txt"
+        assert req.specifier.contains(pins[name], prereleases=True), (
+            f"{name}=={pins[name]} violates pyproject's {req}"
+        )
+
+
+def test_extra_packages_named_in_dockerfiles_match_the_pins() -> None:
+    """Packages a Dockerfile names with a version (flwr, httpx, …) carry the constraints' pin."""
+    pins = _pins()
+    for dockerfile in (ROOT / "docker").glob("*/Dockerfile"):
+        for name, version in re.findall(r'"([a-z0-9\-]+)==(\d[^"]*)"', dockerfile.read_text()):
+            if name == "torch":
+                continue
+            assert pins[canonicalize_name(name)] == Version(version), (dockerfile, name)
