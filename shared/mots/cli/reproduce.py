@@ -46,7 +46,7 @@ from mots.reproduce.settings import SETTINGS
     "--rounds",
     type=click.IntRange(min=1),
     default=None,
-    help="Communication rounds R for every setting [quick: 40 logistic / 6 CNN; full: 500 / 600].",
+    help="Communication rounds R for every setting [quick: 100 logistic / 3 CNN; full: 500 / 600].",
 )
 @click.option(
     "--test-subset",

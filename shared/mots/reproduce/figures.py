@@ -76,9 +76,10 @@ def network_effects_figure(measurements: Sequence[tuple[str, Measurement]], path
                 k1, theory, color="tab:red", ls=style, marker="s", ms=3, label=f"Eq. 3 fit, {label}"
             )
         f = m.fit
+        r2 = "n/a" if f["r2"] is None else f"{f['r2']:.3f}"
         ax.set_title(
             f"{title}\nfit: $d\\gamma^2$={f['d_gamma2']:.4g}, $\\sigma^2$={f['sigma2']:.3g}, "
-            f"$\\varepsilon_0$={f['eps0']:.4g}, $R^2$={f['r2']:.3f}",
+            f"$\\varepsilon_0$={f['eps0']:.4g}, $R^2$={r2}",
             fontsize=9,
         )
         ax.set_xlabel("type-1 participants $K_1$")

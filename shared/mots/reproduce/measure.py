@@ -40,17 +40,17 @@ class Measurement:
     sizes: list[float]
     points: list[dict[str, Any]]
     """Each {participants: [K_i], seed, epsilon, seconds}."""
-    fit: dict[str, float]
-    """{eps0, d_gamma2, sigma2, r2} from fitting the seed-mean ε of each coalition."""
+    fit: dict[str, float | None]
+    """{eps0, d_gamma2, sigma2, r2 (None if undefined)} from fitting the seed-mean ε of each coalition."""
     seconds: float
     cached: bool = False
 
     def error_model(self) -> ErrorModel:
         """The fitted ε0 + dγ²S/K² + σ²(K−1)/K as an :class:`ErrorModel` (dγ² floored at a tiny positive)."""
         return ErrorModel(
-            d_gamma2=max(float(self.fit["d_gamma2"]), MIN_D_GAMMA2),
-            sigma2=max(float(self.fit["sigma2"]), 0.0),
-            eps0=max(float(self.fit["eps0"]), 0.0),
+            d_gamma2=max(float(self.fit["d_gamma2"] or 0.0), MIN_D_GAMMA2),
+            sigma2=max(float(self.fit["sigma2"] or 0.0), 0.0),
+            eps0=max(float(self.fit["eps0"] or 0.0), 0.0),
         )
 
     def mean_curve(self) -> dict[tuple[int, ...], tuple[float, float, int]]:
@@ -97,7 +97,7 @@ def config_key(config: dict[str, Any], seeds: list[int], coalitions: list[list[i
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def fit_points(points: list[dict[str, Any]], sizes: list[float]) -> dict[str, float]:
+def fit_points(points: list[dict[str, Any]], sizes: list[float]) -> dict[str, float | None]:
     """Fit ε0 + dγ²S/K² + σ²(K−1)/K to the seed-mean ε of each coalition (issue 3's fit_error_model)."""
     from mots.training.sweep import fit_error_model
 
@@ -110,7 +110,8 @@ def fit_points(points: list[dict[str, Any]], sizes: list[float]) -> dict[str, fl
         "eps0": float(fit.eps0),
         "d_gamma2": float(fit.d_gamma2),
         "sigma2": float(fit.sigma2),
-        "r2": float(fit.r2),
+        # R² is undefined (None) when every coalition measured the same ε.
+        "r2": float(fit.r2) if fit.r2 is not None else None,
     }
 
 
@@ -125,7 +126,12 @@ def measure_setting(
     reuse: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> Measurement:
-    """Train every coalition for every seed (real federated training, in process) and fit Eq. 3 + ε0."""
+    """Train every coalition for every seed and fit Eq. 3 + ε0.
+
+    Training is real FedAvg on Fashion-MNIST by the training engine's in-process path
+    (:func:`mots.training.inprocess.run_inprocess`, the arithmetic the Flower ClientApp runs), with
+    the data set loaded once for all coalitions.
+    """
     seeds = list(range(profile.seeds)) if seeds is None else seeds
     coalitions = fig5_coalitions() if coalitions is None else coalitions
     config = training_config(setting, profile, data_dir)
@@ -144,17 +150,19 @@ def measure_setting(
                 cached=True,
             )
     from mots.training.config import TrainConfig
-    from mots.training.runner import train_coalition
+    from mots.training.datasets import load_dataset
+    from mots.training.inprocess import run_inprocess
 
     started = time.perf_counter()
+    dataset = load_dataset(config["dataset"], data_dir)  # once, not per coalition
     points: list[dict[str, Any]] = []
     total = len(seeds) * len(coalitions)
     for seed in seeds:
         cfg = TrainConfig(**config, seed=seed)
         for k in coalitions:
             t0 = time.perf_counter()
-            result = train_coalition(k, cfg)
-            eps = float(result.epsilon)
+            rounds = run_inprocess(k, cfg, dataset=dataset)
+            eps = float(rounds[-1].epsilon)
             if not math.isfinite(eps):
                 raise RuntimeError(f"training: coalition {k} seed {seed} gave a non-finite loss")
             points.append(
@@ -162,11 +170,15 @@ def measure_setting(
                     "participants": list(k),
                     "seed": seed,
                     "epsilon": eps,
+                    "accuracy": float(rounds[-1].accuracy),
                     "seconds": time.perf_counter() - t0,
                 }
             )
             if progress is not None:
-                progress(f"{setting.key}: {len(points)}/{total} K={k} seed={seed} ε={eps:.4f}")
+                progress(
+                    f"{setting.key}: {len(points)}/{total} K={k} seed={seed} ε={eps:.4f} "
+                    f"({points[-1]['seconds']:.1f} s)"
+                )
     fit = fit_points(points, list(setting.sizes))
     m = Measurement(
         setting.key,

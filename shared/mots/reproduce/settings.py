@@ -87,7 +87,7 @@ MNIST_LIKE = Setting(
         # the loss barely leaves ln 10 and no network effect shows (issue 3); η0 = 0.5 is the
         # training engine's measured choice under which it does.
         "full": TrainingPlan("logistic", "iid", 32, 0.5, 20, 500, True),
-        "quick": TrainingPlan("logistic", "iid", 32, 0.5, 20, 40, True),
+        "quick": TrainingPlan("logistic", "iid", 32, 0.5, 20, 100, True),
     },
     anchors=PaperAnchors("6", "8", 0.002, 1.35, 0.01, 352.42, -93.07, 100.48, -79.38),
 )
@@ -101,7 +101,7 @@ CIFAR_LIKE = Setting(
         # Paper: b = 64, η0 = 0.1, E = 30, R = 600, w0 = 0. A CNN started at exactly zero has zero
         # gradients in every layer but the last bias, so the default initialisation is used.
         "full": TrainingPlan("cnn", "label_skew", 64, 0.1, 30, 600, False),
-        "quick": TrainingPlan("cnn", "label_skew", 64, 0.1, 30, 6, False),
+        "quick": TrainingPlan("cnn", "label_skew", 64, 0.1, 30, 3, False),
     },
     # Fig. 9's captions say ε_req = 0.8 (cost varies) and C_i/D_i = 1.8 (ε_req varies); its labels
     # say the opposite (C_cifar_SvI_R=1.8, R_CIFAR_SvI_C=0.8). The captions are used.
