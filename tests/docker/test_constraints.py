@@ -57,3 +57,18 @@ def test_extra_packages_named_in_dockerfiles_match_the_pins() -> None:
             if name == "torch":
                 continue
             assert pins[canonicalize_name(name)] == Version(version), (dockerfile, name)
+
+
+def test_torch_images_install_the_whole_train_extra() -> None:
+    """Images with torch install every other package of the train extra (they cannot ask for
+    ``.[train]``: that would replace their CPU torch by pyproject's pin)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    train = {
+        canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["train"]
+    }
+    for dockerfile in (ROOT / "docker").glob("*/Dockerfile"):
+        text = dockerfile.read_text()
+        if "torch==" not in text:
+            continue
+        named = {canonicalize_name(n) for n in re.findall(r'"([a-z0-9\-]+)==', text)}
+        assert train - {"torch"} <= named, (dockerfile.parent.name, train - named)
