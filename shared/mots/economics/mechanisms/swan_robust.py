@@ -10,6 +10,7 @@ balance when W* > 0.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy.typing as npt
 
 from mots.economics.mechanisms.base import PotentialMechanism
 from mots.economics.mechanisms.swan import SwanMechanism, SwanSummary, incentive_ratio
+from mots.economics.optimum import solve_mots_optimum
 from mots.economics.scenario import Scenario
 
 FloatArray = npt.NDArray[np.float64]
@@ -32,15 +34,19 @@ class RobustSwanMechanism(PotentialMechanism):
 
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
-        paper = SwanMechanism(scenario)
-        self.paper: SwanSummary = paper.summary
-        self.optimum = paper.optimum
+        self.optimum = solve_mots_optimum(scenario)
         self.target = self.optimum.participants
         self.max_distance = int(np.maximum(self.target, scenario.counts - self.target).sum())
         self.floor = 0.0
+        self.peak = 1.0
         self.tau, self.tau_is_limit = incentive_ratio(
             self.optimum.welfare, scenario.n_clients, 1.0, self.floor
         )
+
+    @cached_property
+    def paper(self) -> SwanSummary:
+        """The paper's SWAN quantities for the same market (computed on first use)."""
+        return SwanMechanism(self.scenario).summary
 
     def potential(self, states: npt.ArrayLike) -> FloatArray:
         """Φ(K) = 1 − ‖K − K*‖₁ / M (one state or a batch)."""

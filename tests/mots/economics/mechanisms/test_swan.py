@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mots.economics import ClientType, ErrorModel, PowerUtility, Scenario
 from mots.economics.dynamics import run_dynamics
@@ -12,6 +14,7 @@ from mots.economics.lagrangian import vertex_states
 from mots.economics.mechanisms.swan import SwanMechanism, swan_summary
 from mots.economics.welfare import welfare_all_served
 from mots.scenario_file import load_scenario
+from tests.mots.economics.strategies import scenarios
 
 
 @pytest.fixture
@@ -137,3 +140,31 @@ def test_high_regime_with_errors_below_the_shift_uses_the_unshifted_term() -> No
     s = swan_summary(sc)
     assert s.regime == "high" and s.constraint_form == "unshifted"
     assert s.optimum.epsilon <= 1.05
+
+
+@settings(max_examples=60, deadline=None)
+@given(sc=scenarios(max_types=3, max_count=5), data=st.data())
+def test_paper_dynamics_never_lower_the_potential_and_stop_at_a_local_maximum(
+    sc: Scenario, data: st.DataObject
+) -> None:
+    """Ordinal potential game (docs/mechanisms.md §3.1): once someone trains, every move keeps or
+    raises θ (L in the high regime), and the end state has no single move that raises it."""
+    mech = SwanMechanism(sc)
+    k0 = np.array([data.draw(st.integers(0, int(n))) for n in sc.counts])
+    if k0.sum() == 0:
+        k0[data.draw(st.integers(0, sc.n_types - 1))] = 1
+    result = run_dynamics(sc, mech, k0, record=True)
+    assert result.converged
+    tol = 1e-9 * max(abs(mech.floor), abs(mech.peak), 1e-12)
+    assert result.trajectory is not None
+    path = [k0] + [s.participants for s in result.trajectory]
+    values = mech.potential(np.array(path))
+    assert np.all(np.diff(values) >= -tol)
+    k = result.final_participants
+    here = float(mech.potential(k))
+    for i in range(sc.n_types):
+        e = np.eye(sc.n_types, dtype=np.int64)[i]
+        if k[i] < sc.counts[i]:
+            assert float(mech.potential(k + e)) <= here + tol
+        if k[i] > 0 and k.sum() > 1:
+            assert float(mech.potential(k - e)) <= here + tol
