@@ -112,7 +112,9 @@ def test_compose_runs_the_whole_platform(compose: dict) -> None:
     agents = {n: s["environment"] for n, s in services.items() if n.startswith("agent-")}
     assert len(supernodes) == len(agents) >= 3
     # each device: a distinct (type, index) = data partition, and an agent of the same type
-    devices = {(e["MOTS_EDGE_CLIENT_TYPE"], e["MOTS_EDGE_CLIENT_INDEX"]) for e in supernodes.values()}
+    devices = {
+        (e["MOTS_EDGE_CLIENT_TYPE"], e["MOTS_EDGE_CLIENT_INDEX"]) for e in supernodes.values()
+    }
     assert len(devices) == len(supernodes)
     for name, e in supernodes.items():
         agent = agents[name.replace("supernode-", "agent-")]
@@ -190,3 +192,20 @@ def test_credentials_come_from_the_env_file(compose: dict) -> None:
     for var in set(re.findall(r"\$\{([A-Z0-9_]+):\?", text)):
         assert f"{var}=" in example, f"{var} is not in docker/.env.example"
     assert "docker/.env" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_writable_volumes_of_our_images_are_owned_by_the_image_user(compose: dict) -> None:
+    """A named volume our non-root containers write to is a directory the image creates for uid
+    10001 (Docker copies that ownership into a new volume; otherwise it would be root's)."""
+    declared = set(compose["volumes"])
+    for name, svc in compose["services"].items():
+        ours = re.search(r"/([a-z]+):\$\{MOTS_VERSION", svc.get("image", ""))
+        if not ours:
+            continue
+        dockerfile = (DOCKER / ours.group(1) / "Dockerfile").read_text()
+        created = set(re.findall(r"install -d -o mots -g mots ([^\n\\]+)", dockerfile))
+        created_dirs = {d for line in created for d in line.split()}
+        for volume in svc.get("volumes", []):
+            source, target, *mode = volume.split(":")
+            if source in declared and mode != ["ro"]:
+                assert target in created_dirs, f"{name}: {target} is not created for uid 10001"
