@@ -52,12 +52,12 @@ def record_decision(
 
 
 def all_declared(session: Session, round_id: int) -> bool:
-    """Whether every registered client has a decision in the round."""
-    registered = session.scalar(select(func.count()).select_from(Client)) or 0
+    """Whether every registered client has a decision in the round (one query)."""
+    registered = select(func.count()).select_from(Client).scalar_subquery()
     declared = (
-        session.scalar(
-            select(func.count()).select_from(Decision).where(Decision.round_id == round_id)
-        )
-        or 0
+        select(func.count())
+        .select_from(Decision)
+        .where(Decision.round_id == round_id)
+        .scalar_subquery()
     )
-    return registered > 0 and declared >= registered
+    return bool(session.scalar(select((registered > 0) & (declared >= registered))))

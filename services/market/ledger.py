@@ -63,6 +63,12 @@ def ensure_account(session: Session, name: str, client_id: int | None = None) ->
     return account_id
 
 
+def account_ids(session: Session, names: Sequence[str]) -> dict[str, int]:
+    """Ids of existing accounts by name, in one query (missing names are absent)."""
+    rows = session.execute(select(Account.name, Account.id).where(Account.name.in_(names))).all()
+    return {r[0]: r[1] for r in rows}
+
+
 def lock_accounts(session: Session, account_ids: Sequence[int]) -> dict[int, int]:
     """Lock accounts (ascending id) and return their balances in micro-units."""
     rows = session.execute(
@@ -83,7 +89,9 @@ def post(
 ) -> LedgerTransaction:
     """Book one transaction of (account id, signed micro-units) legs that sum to zero.
 
-    The caller holds the accounts' locks (:func:`lock_accounts`) and commits.
+    The caller holds the locks it needs (:func:`lock_accounts`) and commits; the balance updates
+    themselves lock any row not yet locked, credits last, so a hot account (a round's pool) is
+    held only from its update to the commit.
     """
     if not legs:
         raise LedgerError("legs: a transaction needs at least two legs")
@@ -97,7 +105,7 @@ def post(
     session.add_all(
         Entry(transaction_id=txn.id, account_id=acc, amount_micros=amount) for acc, amount in legs
     )
-    for acc, amount in legs:
+    for acc, amount in sorted(legs, key=lambda leg: (leg[1] > 0, leg[0])):  # credits last
         session.execute(
             update(Account)
             .where(Account.id == acc)

@@ -21,7 +21,9 @@ OPEN_FOR_PURCHASE = {"collecting"}
 
 def buy(session: Session, client: Client, round_id: int) -> PurchaseOut:
     """Charge ``client`` the round's price, record the purchase and its buy decision."""
-    rnd = session.get(MarketRound, round_id)
+    # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and they
+    # for it), so no purchase lands in a round after it closed.
+    rnd = session.get(MarketRound, round_id, with_for_update={"read": True})
     if rnd is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist")
     if rnd.state not in OPEN_FOR_PURCHASE:
@@ -37,9 +39,13 @@ def buy(session: Session, client: Client, round_id: int) -> PurchaseOut:
             status.HTTP_409_CONFLICT,
             f"round_id: client {client.id} already bought round {round_id}",
         )
-    wallet = ledger.ensure_account(session, ledger.wallet_name(client.id), client.id)
-    pool = ledger.ensure_account(session, ledger.pool_name(round_id))
-    balances = ledger.lock_accounts(session, [wallet, pool])
+    names = (ledger.wallet_name(client.id), ledger.pool_name(round_id))
+    ids = ledger.account_ids(session, names)
+    wallet = ids.get(names[0]) or ledger.ensure_account(session, names[0], client.id)
+    pool = ids.get(names[1]) or ledger.ensure_account(session, names[1])
+    # Lock only the buyer's wallet now; the round's pool row is updated last (ledger.post), so the
+    # hot row is held for one statement and the commit, not the whole transaction.
+    balances = ledger.lock_accounts(session, [wallet])
     price = rnd.price_micros
     if balances[wallet] < price:
         raise HTTPException(

@@ -27,7 +27,7 @@ def declare(
     """Declare (or change) the caller's strategy; declaring buy still requires a purchase."""
 
     def work(session: Session) -> tuple[DecisionOut, bool]:
-        rnd = session.get(MarketRound, round_id)
+        rnd = session.get(MarketRound, round_id, with_for_update={"read": True})
         if rnd is None:
             raise HTTPException(
                 status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist"

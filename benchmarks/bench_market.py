@@ -1,0 +1,215 @@
+"""Market API benchmark (issue 4, item 5): purchases per second and latency at 32 concurrent clients.
+
+Run with ``make bench-market`` (``.venv/bin/python -m benchmarks.bench_market``). A real market API
+process (uvicorn, on PostgreSQL by default or SQLite) serves ``POST /v1/purchases`` on loopback; the
+load generator (asyncio + httpx, in this process, on the same cores) keeps 32 purchases in flight,
+each by a different funded client with its own token and Idempotency-Key. The run is bounded in
+count (``--purchases``) and time (``--seconds``). Afterwards the ledger is checked: every transaction
+sums to zero, every balance equals its entries, and the round's pool holds exactly purchases × price.
+Writes ``out/bench/market.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.launcher import Stack
+from mots.platform.money import to_micros
+from mots.platform.schemas import OpenRoundPayload
+from services.market import ledger, rounds
+from services.market.auth import hash_token, new_token
+from services.market.migrations import upgrade
+from services.market.models import Client
+
+PRICE = Decimal("1.250000")
+OPERATOR = {"Authorization": "Bearer dev-operator-token"}
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _pg_database() -> tuple[str, str]:
+    import psycopg
+
+    name = f"mots_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name, f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+
+
+def _drop_pg(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def prepare(url: str, n_clients: int) -> list[str]:
+    """Migrate, create ``n_clients`` funded clients (exactly one price each) and open round 1."""
+    upgrade(url)
+    sessions = make_sessionmaker(make_engine(url))
+    tokens = [new_token() for _ in range(n_clients)]
+    with sessions() as s, s.begin():
+        clients = [
+            Client(
+                name=f"b{i}",
+                type_name="buyers",
+                data_size=100,
+                cost_micros=0,
+                token_hash=hash_token(t),
+            )
+            for i, t in enumerate(tokens)
+        ]
+        s.add_all(clients)
+        s.flush()
+        external = ledger.ensure_account(s, ledger.EXTERNAL)
+        for c in clients:
+            wallet = ledger.ensure_account(s, ledger.wallet_name(c.id), c.id)
+            ledger.transfer(s, "deposit", external, wallet, to_micros(PRICE), client_id=c.id)
+        rounds.open_round(
+            s,
+            OpenRoundPayload(
+                round_id=1,
+                mechanism="swan_robust",
+                price=PRICE,
+                rewards={"buyers": Decimal(0)},
+                target_participants={"buyers": 0},
+                target_buyers={"buyers": n_clients},
+                epsilon=0.6,
+                welfare=0.0,
+                incentive_cost=Decimal(0),
+            ),
+        )
+    return tokens
+
+
+async def load(url: str, tokens: list[str], concurrency: int, seconds: float) -> dict[str, Any]:
+    """Keep ``concurrency`` purchases in flight until the tokens or the time run out."""
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for t in tokens:
+        queue.put_nowait(t)
+    latencies: list[float] = []
+    codes: dict[int, int] = {}
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as http:
+
+        async def worker() -> None:
+            while time.perf_counter() < deadline:
+                try:
+                    token = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                start = time.perf_counter()
+                r = await http.post(
+                    "/v1/purchases",
+                    json={"round_id": 1},
+                    headers={
+                        "Authorization": f"Bearer {token}",
+                        "Idempotency-Key": f"bench-{token[-16:]}",
+                    },
+                )
+                latencies.append(time.perf_counter() - start)
+                codes[r.status_code] = codes.get(r.status_code, 0) + 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+    latencies.sort()
+
+    def q(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
+
+    return {
+        "requests": len(latencies),
+        "status_codes": codes,
+        "seconds": wall,
+        "purchases_per_second": codes.get(201, 0) / wall,
+        "p50_ms": q(0.50),
+        "p95_ms": q(0.95),
+        "p99_ms": q(0.99),
+        "mean_ms": statistics.fmean(latencies) * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--purchases", type=int, default=4000, help="purchases to make (bound on count)"
+    )
+    parser.add_argument("--seconds", type=float, default=60.0, help="bound on the load's wall time")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--db", choices=["postgresql", "sqlite"], default="postgresql")
+    parser.add_argument("--api-workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--out", type=Path, default=Path("out/bench"))
+    args = parser.parse_args()
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    workdir = args.out / "market-run"
+    pg_name = None
+    if args.db == "postgresql":
+        pg_name, url = _pg_database()
+    else:
+        db = (workdir / "market.db").resolve()
+        db.parent.mkdir(parents=True, exist_ok=True)
+        db.unlink(missing_ok=True)
+        url = f"sqlite:///{db}"
+    stack = Stack(
+        workdir=workdir, database_urls={"market": url}, api_workers={"market": args.api_workers}
+    )
+    try:
+        tokens = prepare(url, args.purchases)
+        stack.start(services=("market",), timeout_s=120)
+        base = stack.url("market")
+        warm = asyncio.run(load(base, tokens[:200], args.concurrency, args.seconds))
+        result = asyncio.run(load(base, tokens[200:], args.concurrency, args.seconds))
+        with httpx.Client(base_url=base, timeout=120) as http:
+            check = http.get("/v1/ledger/check", headers=OPERATOR).json()
+        booked = warm["status_codes"].get(201, 0) + result["status_codes"].get(201, 0)
+        pool = Decimal(check["accounts"]["round_pools"])
+        balanced = (
+            check["unbalanced_transactions"] == 0
+            and check["mismatched_accounts"] == 0
+            and Decimal(check["total"]) == 0
+            and pool == PRICE * booked
+        )
+        report = {
+            "db": args.db,
+            "api_workers": args.api_workers,
+            "concurrency": args.concurrency,
+            "warmup_requests": warm["requests"],
+            **result,
+            "ledger": {**check, "pool_expected": str(PRICE * booked), "balanced_exactly": balanced},
+            "targets": {"purchases_per_second": 1000, "p99_ms": 50},
+        }
+        (args.out / f"market-{args.db}.json").write_text(json.dumps(report, indent=2))
+        print(
+            f"market API on {args.db} ({args.api_workers} worker(s)), {args.concurrency} concurrent clients: "
+            f"{result['purchases_per_second']:.0f} purchases/s over {result['requests']} requests, "
+            f"p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms; "
+            f"status {result['status_codes']}"
+        )
+        print(
+            f"ledger: {check['transactions']} transactions, pool {pool} = {booked} × {PRICE}: "
+            f"{'balanced exactly' if balanced else 'NOT BALANCED'}"
+        )
+        print("targets: ≥ 1000 purchases/s, p99 ≤ 50 ms")
+        if not balanced:
+            raise SystemExit(1)
+    finally:
+        stack.stop()
+        if pg_name:
+            _drop_pg(pg_name)
+
+
+if __name__ == "__main__":
+    main()
