@@ -336,21 +336,6 @@ def _search_segments(m: _Market, segs: _Segments, inc: _Incumbent) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _fill(caps: FloatArray, orders: IntArray, r: FloatArray | float) -> FloatArray:
-    """Greedy fill: r units into the types in each row's order, up to caps; one row per order.
-
-    caps is (I,) or (n_orders, I); r is a scalar or one value per row. Returns (n_orders, I).
-    """
-    caps2 = np.broadcast_to(caps, orders.shape)
-    sorted_caps = np.take_along_axis(caps2, orders, axis=1)
-    before = np.cumsum(sorted_caps, axis=1) - sorted_caps
-    rr = np.asarray(r, dtype=np.float64).reshape(-1, 1)
-    take = np.clip(rr - before, 0.0, sorted_caps)
-    out = np.empty_like(take)
-    np.put_along_axis(out, orders, take, axis=1)
-    return out
-
-
 @dataclass(frozen=True)
 class _Duals:
     """Multipliers ν ≥ 0 of the cut S ≤ S_max with the greedy order of C_i + ν/D_i for each.
@@ -396,14 +381,6 @@ def _min_s(m: _Market, caps: FloatArray, r: FloatArray) -> FloatArray:
     cum_n = np.concatenate([[0.0], np.cumsum(caps[order])])
     cum_s = np.concatenate([[0.0], np.cumsum(caps[order] * m.inv[order])])
     return np.asarray(np.interp(r, cum_n, cum_s), dtype=np.float64)
-
-
-def _max_s(m: _Market, caps: FloatArray, r: float) -> float:
-    """max S over 0 ≤ x ≤ caps, Σ x = r: fill the smallest D first."""
-    order = np.argsort(-m.inv, kind="stable")
-    cum_n = np.concatenate([[0.0], np.cumsum(caps[order])])
-    cum_s = np.concatenate([[0.0], np.cumsum(caps[order] * m.inv[order])])
-    return float(np.interp(r, cum_n, cum_s))
 
 
 def _cut_bound(
@@ -455,81 +432,169 @@ def _candidate_totals(m: _Market, duals: _Duals, inc: _Incumbent, u_req: float) 
     return np.asarray(ks[np.argsort(-bs, kind="stable")], dtype=np.int64)
 
 
-def _solve_at_total(
-    m: _Market, duals: _Duals, greedy_orders: IntArray, k: int, inc: _Incumbent, u_req: float
-) -> None:
-    """Exact best state with Σ K_i = k under the cut S ≤ S_max(k): best-first branch and bound.
+def _dominance(m: _Market) -> BoolArray:
+    """dom[i, j]: type i dominates type j (C_i ≤ C_j and D_i ≥ D_j, ties broken by index).
 
-    A node is a box lo ≤ x ≤ hi. Its greedy states (every order) are integral and feasible or not;
-    its LP relaxation's best non-greedy point lies on the cut, where U = U(ε_req), so the node's
-    bound is factor·U(ε_req) − (LP min cost at the cut). Branching splits a fractional coordinate
-    of that LP point.
+    Moving a participant from j to i keeps K, does not raise S or the cost, so some optimal state
+    fills i completely before using j at all (the exchange argument in docs/economics.md).
     """
-    fac = float(m.factor(np.array([k]))[0])
-    smax = float(m.s_max(np.array([k]))[0])
-    counter = 0
-    heap: list[tuple[float, int, IntArray, IntArray]] = []
+    c, inv = m.costs, m.inv
+    weak = (c[:, None] <= c[None, :]) & (inv[:, None] <= inv[None, :])
+    strict = (c[:, None] < c[None, :]) | (inv[:, None] < inv[None, :])
+    idx = np.arange(c.size)
+    dom = weak & (strict | (idx[:, None] < idx[None, :]))
+    np.fill_diagonal(dom, False)
+    return np.asarray(dom, dtype=np.bool_)
 
-    def process(lo: IntArray, hi: IntArray) -> None:
-        nonlocal counter
-        r = float(k - int(lo.sum()))
-        caps = (hi - lo).astype(np.float64)
-        if r < 0 or r > caps.sum():
-            return
-        s_f = float(lo @ m.inv)
-        c_f = float(lo @ m.costs)
-        s_cut = smax - s_f
-        if float(_min_s(m, caps, np.array([r]))[0]) > s_cut:
-            return
-        xs = lo[None, :] + np.rint(_fill(caps, greedy_orders, r)).astype(np.int64)
-        inc.offer(m.welfare(np.full(xs.shape[0], float(k)), xs @ m.inv, xs @ m.costs), xs)
-        if _max_s(m, caps, r) <= s_cut:
-            return  # the cut does not bind: the greedy states hold the relaxation's maximum
-        h = duals.min_key_cost_at(caps, r) - duals.nu * s_cut
-        j = int(np.argmax(h))
-        bound = fac * u_req - c_f - float(h[j])
-        if not bool(inc.beats(np.array([bound]))[0]):
-            return
-        # The LP point: a mix of the greedy states just below and just above ν*.
-        nu = float(duals.nu[j])
-        x_below = _fill(caps, _order(m, nu, inv_ascending=False)[None, :], r)[0]
-        x_above = _fill(caps, _order(m, nu, inv_ascending=True)[None, :], r)[0]
-        s_below, s_above = float(x_below @ m.inv), float(x_above @ m.inv)
-        theta = 0.0 if s_below <= s_above else (s_cut - s_above) / (s_below - s_above)
-        v = x_above + min(max(theta, 0.0), 1.0) * (x_below - x_above)
-        frac = v - np.floor(v)
-        score = np.where((frac > 1e-9) & (frac < 1 - 1e-9), np.minimum(frac, 1 - frac), -1.0)
-        if score.max() > 0:
-            t = int(np.argmax(score))
-            split = int(lo[t] + math.floor(v[t]))
-        else:
-            point = lo + np.rint(v).astype(np.int64)
-            inc.offer(m.welfare(np.array([float(k)]), point[None, :] @ m.inv,
-                                point[None, :] @ m.costs), point[None, :])
-            if not bool(inc.beats(np.array([bound]))[0]):
-                return
-            t = int(np.argmax(caps))  # rounding noise only: bisect the widest range
-            if caps[t] < 1:
-                return
-            split = int(lo[t] + (caps[t] - 1) // 2)
-        counter += 1
-        heapq.heappush(heap, (-bound, counter, lo, hi))
-        children.append((t, split))
 
-    children: list[tuple[int, int]] = []
-    process(np.zeros_like(m.counts), m.counts.copy())
-    while heap:
-        neg_bound, idx, lo, hi = heapq.heappop(heap)
-        t, split = children[idx - 1]
-        if not bool(inc.beats(np.array([-neg_bound]))[0]):
-            continue
-        left_hi = hi.copy()
-        left_hi[t] = split
-        right_lo = lo.copy()
-        right_lo[t] = split + 1
-        if split >= lo[t]:
+def _propagate(
+    dom: BoolArray, counts: IntArray, lo: IntArray, hi: IntArray
+) -> tuple[IntArray, IntArray] | None:
+    """Tighten a box with the dominance rule "x_j > 0 ⇒ x_i = N_i"; None if the box empties."""
+    lo, hi = lo.copy(), hi.copy()
+    for _ in range(counts.size + 1):
+        must_fill = (dom & (lo > 0)[None, :]).any(axis=1) & (lo < counts)
+        must_empty = (dom & (hi < counts)[:, None]).any(axis=0) & (hi > 0)
+        if not (must_fill.any() or must_empty.any()):
+            break
+        lo = np.where(must_fill, counts, lo)
+        hi = np.where(must_empty, 0, hi)
+        if (lo > hi).any():
+            return None
+    return lo, hi
+
+
+def _take(caps_sorted: FloatArray, r: float) -> FloatArray:
+    """Greedy amounts: r units poured into the (already ordered) capacities, row by row."""
+    before = np.cumsum(caps_sorted, axis=-1) - caps_sorted
+    return np.asarray(np.clip(r - before, 0.0, caps_sorted), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class _CutSearch:
+    """Branch and bound for one total k under the cut S ≤ S_max(k), with its precomputed orders."""
+
+    m: _Market
+    duals: _Duals
+    orders: IntArray  # greedy orders (G, I)
+    inv_sorted: FloatArray  # 1/D in each order (G, I)
+    c_sorted: FloatArray  # C in each order (G, I)
+    lp_orders: IntArray  # per ν: the order just below and just above it (n_nu, 2, I)
+    by_size: IntArray  # largest D first
+    dom: BoolArray
+    u_req: float
+
+    @classmethod
+    def of(cls, m: _Market, duals: _Duals, orders: IntArray, u_req: float) -> _CutSearch:
+        lp = np.stack(
+            [
+                np.stack([_order(m, float(v), inv_ascending=False), _order(m, float(v))])
+                for v in duals.nu
+            ]
+        )
+        return cls(
+            m=m,
+            duals=duals,
+            orders=orders,
+            inv_sorted=m.inv[orders],
+            c_sorted=m.costs[orders],
+            lp_orders=lp,
+            by_size=np.argsort(m.inv, kind="stable").astype(np.int64),
+            dom=_dominance(m),
+            u_req=u_req,
+        )
+
+    def solve(self, k: int, inc: _Incumbent) -> None:
+        """Exact best state with Σ K_i = k under the cut: best-first branch and bound.
+
+        A node is a box lo ≤ x ≤ hi. Its greedy states (every order) are integral and evaluated;
+        its LP relaxation's best point off them lies on the cut, where U = U(ε_req), so the node's
+        bound is factor·U(ε_req) − (LP min cost at the cut). Branching splits a fractional
+        coordinate of that LP point; the dominance rule tightens every box.
+        """
+        m = self.m
+        fac = float(m.factor(np.array([k]))[0])
+        smax = float(m.s_max(np.array([k]))[0])
+        use_dom = bool(self.dom.any())
+        heap: list[tuple[float, int, IntArray, IntArray, int, int]] = []
+        tickets = itertools.count()
+
+        def process(lo: IntArray, hi: IntArray) -> None:
+            if use_dom:
+                box = _propagate(self.dom, m.counts, lo, hi)
+                if box is None:
+                    return
+                lo, hi = box
+            r = float(k - int(lo.sum()))
+            caps = (hi - lo).astype(np.float64)
+            if r < 0 or r > caps.sum():
+                return
+            s_f = float(lo @ m.inv)
+            c_f = float(lo @ m.costs)
+            s_cut = smax - s_f
+            big_first = self.by_size
+            if float(_take(caps[big_first], r) @ m.inv[big_first]) > s_cut:
+                return  # even the smallest S at this node breaks ε_req
+            small_first = big_first[::-1]
+            fits = float(_take(caps[small_first], r) @ m.inv[small_first]) <= s_cut
+            # Every greedy state of the node: evaluated, and kept if near the best.
+            take = _take(caps[self.orders], r)
+            w = m.welfare(
+                np.full(take.shape[0], float(k)),
+                s_f + (take * self.inv_sorted).sum(axis=1),
+                c_f + (take * self.c_sorted).sum(axis=1),
+            )
+            if float(w.max()) >= inc.w - inc.tol:
+                rows = np.flatnonzero(w >= max(inc.w, float(w.max())) - inc.tol)
+                xs = np.repeat(lo[None, :], rows.size, axis=0)
+                for n_row, g in enumerate(rows):
+                    xs[n_row, self.orders[g]] += np.rint(take[g]).astype(np.int64)
+                inc.offer(w[rows], xs)
+            if fits:
+                return  # the cut does not bind: the greedy states hold the relaxation's maximum
+            h = self.duals.min_key_cost_at(caps, r) - self.duals.nu * s_cut
+            j = int(np.argmax(h))
+            bound = fac * self.u_req - c_f - float(h[j])
+            if bound <= inc.w + inc.tol:
+                return
+            # The LP point: a mix of the greedy states just below and just above ν*.
+            below, above = self.lp_orders[j]
+            x_below = np.zeros(caps.size)
+            x_below[below] = _take(caps[below], r)
+            x_above = np.zeros(caps.size)
+            x_above[above] = _take(caps[above], r)
+            s_below, s_above = float(x_below @ m.inv), float(x_above @ m.inv)
+            theta = 0.0 if s_below <= s_above else (s_cut - s_above) / (s_below - s_above)
+            v = x_above + min(max(theta, 0.0), 1.0) * (x_below - x_above)
+            frac = v - np.floor(v)
+            score = np.where((frac > 1e-9) & (frac < 1 - 1e-9), np.minimum(frac, 1 - frac), -1.0)
+            if score.max() > 0:
+                t = int(np.argmax(score))
+                split = int(lo[t] + math.floor(v[t]))
+            else:
+                point = lo + np.rint(v).astype(np.int64)
+                inc.offer(
+                    m.welfare(np.array([float(k)]), point[None, :] @ m.inv, point[None, :] @ m.costs),
+                    point[None, :],
+                )
+                if bound <= inc.w + inc.tol:
+                    return
+                t = int(np.argmax(caps))  # rounding noise only: bisect the widest range
+                if caps[t] < 1:
+                    return
+                split = int(lo[t] + (caps[t] - 1) // 2)
+            heapq.heappush(heap, (-bound, next(tickets), lo, hi, t, split))
+
+        process(np.zeros_like(m.counts), m.counts.copy())
+        while heap:
+            neg_bound, _, lo, hi, t, split = heapq.heappop(heap)
+            if -neg_bound <= inc.w + inc.tol:
+                break  # best-first: no open node can beat the incumbent any more
+            left_hi = hi.copy()
+            left_hi[t] = split
+            right_lo = lo.copy()
+            right_lo[t] = split + 1
             process(lo, left_hi)
-        if split + 1 <= hi[t]:
             process(right_lo, hi)
 
 
@@ -604,14 +669,20 @@ def _solve(scenario: Scenario, framework: Framework) -> SocialOptimum:
         scale = float(m.factor(m.n_total)) * float(m.utility(eps_min)) + float(
             m.counts @ m.costs
         )
-        inc = _Incumbent(tol=TIE_RTOL * max(1.0, scale) if math.isfinite(scale) else 0.0)
+        if not math.isfinite(scale):
+            raise ValueError(
+                f"utility: N·U(eps_min) overflows float64 at eps_min = {eps_min:.6g}; welfare "
+                "cannot be compared (use a smaller scale or exponent, or an offset eps0 > 0)"
+            )
+        inc = _Incumbent(tol=TIE_RTOL * max(1.0, scale))
         orders = _orderings(m)
         _search_segments(m, _segments(m, orders), inc)
         if math.isfinite(m.eps_req):
             duals = _Duals.of(m)
             u_req = float(m.utility(m.eps_req))
+            search = _CutSearch.of(m, duals, orders, u_req)
             for kk in _candidate_totals(m, duals, inc, u_req):
-                _solve_at_total(m, duals, orders, int(kk), inc, u_req)
+                search.solve(int(kk), inc)
         k = _pick(m, inc)
     if framework == "mots":
         buyers = scenario.counts - k

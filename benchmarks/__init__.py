@@ -1,0 +1,1 @@
+"""Benchmarks of the MoTS platform, each runnable as ``python -m benchmarks.<name>``."""
