@@ -22,6 +22,7 @@ from mots.platform.schemas import Strategy
 log = logging.getLogger("edge.agent")
 
 PAYMENT_REQUIRED = 402
+UNAUTHORIZED = 401
 
 
 class Agent:
@@ -51,7 +52,7 @@ class Agent:
             try:
                 me = self.market.me(reg.token)
             except MarketError as exc:
-                if exc.status != 401:
+                if exc.status != UNAUTHORIZED:
                     raise
                 log.warning("stored credential refused by the market; registering again")
             else:
@@ -74,7 +75,13 @@ class Agent:
     def step(self) -> Choice | None:
         """Poll once; when a round collects decisions and this device has not answered, answer."""
         reg = self.ensure_registered()
-        quote = self.market.quote(reg.token)
+        try:
+            quote = self.market.quote(reg.token)
+        except MarketError as exc:
+            if exc.status == UNAUTHORIZED:  # the market forgot us (a new database): register anew
+                self._registration = None
+                (self.state_dir / "registration.json").unlink(missing_ok=True)
+            raise
         self._beat()
         if quote is None or quote.state != "collecting" or quote.round_id in self._answered:
             return None

@@ -202,6 +202,22 @@ def test_registration_is_kept_across_restarts(
     assert sorted(c["type_name"] for c in clients) == ["small", "tiny"]
 
 
+def test_agent_registers_again_when_the_market_forgets_it(
+    market: Market, make_agent: Callable[..., Agent]
+) -> None:
+    """A token the market refuses (401) is dropped, and the next poll registers anew."""
+    agent = make_agent("pi-06", "small", 50, "0.5")
+    first = agent.ensure_registered()
+    forged = type(first)(first.client_id, "not-a-valid-token")
+    agent._registration = forged
+    with pytest.raises(MarketError) as err:
+        agent.step()
+    assert err.value.status == 401
+    assert not (agent.state_dir / "registration.json").exists()
+    assert agent.step() is None  # registers again; no round is open
+    assert agent.ensure_registered().client_id != first.client_id
+
+
 def test_market_errors_carry_the_markets_detail(market: Market) -> None:
     """A refused registration surfaces the market's own message (field and rule)."""
     from edge.agent.best_response import ClientFacts
