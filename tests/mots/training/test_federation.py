@@ -1,0 +1,104 @@
+"""The real deployment engine: `mots federation up`, Flower training, `mots federation down`.
+
+Starts a real SuperLink and three SuperNodes (with their resident trainers) as processes, trains two
+rounds of a small config through `flwr run`, checks the result against the in-process engine and the
+saved artifact, and checks that stopping leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mots.training import artifacts
+from mots.training.config import TrainConfig
+from mots.training.federation import FederationError, LocalFederation, alive, free_port_block
+from mots.training.runner import train_coalition
+
+MOTS = str(Path(sys.executable).parent / "mots")
+
+
+def _mots(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([MOTS, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.integration
+def test_federation_trains_like_inprocess_and_leaves_nothing(
+    fashion_dir: Path, tmp_path: Path
+) -> None:
+    """3 SuperNodes (one per type): K = (1, 0, 1) trained on Flower equals the in-process run."""
+    port = free_port_block(4)
+    workdir = tmp_path / "fed"
+    up = _mots(
+        "federation",
+        "up",
+        "--nodes",
+        "3",
+        "--counts",
+        "1,1,1",
+        "--port",
+        str(port),
+        "--workdir",
+        str(workdir),
+    )
+    assert up.returncode == 0, up.stdout + up.stderr
+    fed = LocalFederation.attach(workdir)
+    pids = fed.all_pids()
+    try:
+        status = json.loads(
+            _mots("federation", "status", "--workdir", str(workdir), "--json").stdout
+        )
+        roles = sorted(p["role"] for p in status["processes"] if p["alive"])
+        assert roles == [
+            "superlink",
+            "supernode",
+            "supernode",
+            "supernode",
+            "trainer",
+            "trainer",
+            "trainer",
+        ]
+        cfg = TrainConfig(data_dir=fashion_dir, rounds=2, local_steps=5, test_subset=500)
+        seen: list[int] = []
+        res = train_coalition(
+            [1, 0, 1],
+            cfg,
+            engine="deployment",
+            federation=fed,
+            artifact_dir=tmp_path / "art",
+            progress=lambda p: seen.append(p.round),
+        )
+        ref = train_coalition([1, 0, 1], cfg)
+        np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-4)
+        assert seen == [0, 1]
+        assert res.metadata["engine"] == "deployment"
+        assert sorted((n["type_index"], n["client_index"]) for n in res.metadata["nodes"]) == [
+            (0, 0),
+            (2, 0),
+        ]
+        assert res.artifact_path is not None and res.artifact_sha256 is not None
+        assert artifacts.verify(res.artifact_path, res.artifact_sha256)
+        pids |= fed.all_pids()  # ServerApp/ClientApp children seen during the run
+    finally:
+        down = _mots("federation", "down", "--workdir", str(workdir))
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert [p for p in pids if alive(p)] == []
+    with pytest.raises(FederationError, match=r"no federation\.json"):
+        LocalFederation.attach(workdir)
+
+
+def test_port_in_use_refused(tmp_path: Path) -> None:
+    """A busy port is refused before anything starts, naming superlink_port."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(FederationError, match="superlink_port"):
+            LocalFederation(n_nodes=1, superlink_port=port, workdir=tmp_path).start()
