@@ -9,14 +9,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from prometheus_client import REGISTRY
 
 from mots.platform.celery_app import make_celery
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import install_http_metrics
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
 from services.market.core.config import Settings, get_settings
-from services.market.metrics import LedgerCollector
+from services.market.metrics import watch_ledger
 from services.market.migrations import upgrade
 
 
@@ -25,16 +24,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     engine = make_engine(settings.database_url, settings.db_pool_size)
     sessions = make_sessionmaker(engine)
-    collector = LedgerCollector(sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upgrade(settings.database_url)
-        REGISTRY.register(collector)
+        watch_ledger(sessions)
         try:
             yield
         finally:
-            REGISTRY.unregister(collector)
             engine.dispose()
 
     app = FastAPI(

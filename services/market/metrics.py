@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
+from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
@@ -14,10 +16,12 @@ from services.market import ledger
 class LedgerCollector(Collector):
     """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits)."""
 
-    def __init__(self, factory: sessionmaker[Session]) -> None:
-        self.factory = factory
+    def __init__(self) -> None:
+        self.factory: sessionmaker[Session] | None = None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self.factory is None:
+            return
         family = GaugeMetricFamily(
             "mots_ledger_total",
             "Sum of ledger balances by account category, in currency units (Σ over all is 0).",
@@ -31,3 +35,17 @@ class LedgerCollector(Collector):
         for category, micros in sorted(totals.items()):
             family.add_metric([category], micros / 1_000_000)
         yield family
+
+
+_collector: LedgerCollector | None = None
+_lock = threading.Lock()
+
+
+def watch_ledger(factory: sessionmaker[Session]) -> None:
+    """Export ``mots_ledger_total`` from this database (one collector per process, registered once)."""
+    global _collector
+    with _lock:
+        if _collector is None:
+            _collector = LedgerCollector()
+            REGISTRY.register(_collector)
+        _collector.factory = factory
