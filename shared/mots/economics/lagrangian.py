@@ -151,13 +151,26 @@ class Theta:
         """θ(K) for one state (shape (I,)) or a batch (shape (M, I))."""
         k = np.asarray(participants, dtype=np.float64)
         single = k.ndim == 1
-        t = np.atleast_2d(k) / self.counts
+        rows = np.atleast_2d(k)
+        if rows.shape[0] > 2:
+            varying = np.flatnonzero(np.any(rows != rows[0], axis=0))
+            if varying.size <= 1:
+                return self._along_axis(rows, int(varying[0]) if varying.size else 0)
+        t = rows / self.counts
         n_vertices = self.vertex_values.size
         chunk = max(1, (1 << 22) // n_vertices)
         out = np.empty(t.shape[0], dtype=np.float64)
         for start in range(0, t.shape[0], chunk):
             out[start : start + chunk] = self._contract(t[start : start + chunk])
         return np.asarray(out[0] if single else out, dtype=np.float64)
+
+    def _along_axis(self, rows: FloatArray, axis: int) -> FloatArray:
+        """States that differ only in K_axis: θ is linear there, so two contractions suffice."""
+        ends = np.tile(rows[0], (2, 1))
+        ends[0, axis], ends[1, axis] = 0.0, float(self.counts[axis])
+        v0, v1 = self._contract(ends / self.counts)
+        frac = rows[:, axis] / float(self.counts[axis])
+        return np.asarray(v0 + (v1 - v0) * frac, dtype=np.float64)
 
     def _contract(self, t: FloatArray) -> FloatArray:
         values = np.broadcast_to(self.vertex_values, (t.shape[0], self.vertex_values.size))
