@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,13 +61,13 @@ class ComparisonRow:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values."""
+        """Plain JSON-ready values (ε of the empty market, +∞, becomes None)."""
         return {
             "mechanism": self.mechanism,
             "final": self.final_participants.tolist(),
             "buyers": self.final_buyers.tolist(),
             "welfare": self.welfare,
-            "epsilon": self.epsilon,
+            "epsilon": self.epsilon if math.isfinite(self.epsilon) else None,
             "meets_requirement": self.meets_requirement,
             "incentive_cost": self.incentive_cost,
             "moves": self.moves,
