@@ -40,6 +40,9 @@ FEASIBILITY_RTOL = 1e-13
 TIE_RTOL = 1e-12
 """Welfare within TIE_RTOL·scale of the best counts as a tie (scale: N·U(ε_min) + Σ N_i C_i)."""
 
+PICK_RTOL = 1e-14
+"""States within PICK_RTOL·scale of the best welfare are equals when choosing the returned state."""
+
 _LEAF = 48
 """Intervals of at most this many states along a segment are evaluated point by point."""
 
@@ -642,8 +645,10 @@ def _utility_is_convex(scenario: Scenario) -> bool:
 
 
 def _pick(m: _Market, inc: _Incumbent) -> IntArray:
-    """Among the near-best states: the smallest ε, then the lexicographically smallest K."""
-    cands = [s for w, s in inc.ties.values() if w >= inc.w - inc.tol]
+    """Among the states tied with the best (within PICK_RTOL·scale): the smallest ε, then the
+    lexicographically smallest K."""
+    band = inc.tol * PICK_RTOL / TIE_RTOL
+    cands = [s for w, s in inc.ties.values() if w >= inc.w - band]
     states = np.unique(np.stack(cands), axis=0)  # sorted lexicographically
     eps = generalization_error(states, m.scenario.sizes, m.scenario.error_model)
     best = np.flatnonzero(eps <= eps.min() * (1.0 + 1e-15))
