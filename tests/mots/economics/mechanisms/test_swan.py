@@ -168,3 +168,26 @@ def test_paper_dynamics_never_lower_the_potential_and_stop_at_a_local_maximum(
             assert float(mech.potential(k + e)) <= here + tol
         if k[i] > 0 and k.sum() > 1:
             assert float(mech.potential(k - e)) <= here + tol
+
+
+def test_high_regime_too_large_to_enumerate_uses_candidates() -> None:
+    """Π(N_i + 1) > 200 000: λ and L0 come from the documented candidate set; K* stays put."""
+    sc = Scenario(
+        types=[
+            ClientType(name=f"t{i}", count=200, data_size=50.0 * (i + 1), cost=0.001 * 50.0 * (i + 1))
+            for i in range(3)
+        ],
+        error_model=ErrorModel(d_gamma2=2000.0, sigma2=20.0),
+        utility=PowerUtility(scale=40.0, exponent=2.0),
+    )
+    mech = SwanMechanism(sc)
+    s = mech.summary
+    assert s.regime == "high" and s.domain == "candidates"
+    assert s.L0 <= s.L_optimum
+    line = np.tile(s.optimum.participants, (201, 1))
+    line[:, 2] = np.arange(201)
+    assert np.all(mech.lagrangian(line) >= s.L0 - 1e-9)
+    assert s.lambda_supports_optimum  # K*'s neighbours are candidates: K* is a local maximum of L
+    result = run_dynamics(sc, mech, s.optimum.participants)
+    assert result.converged and result.moves == 0
+    np.testing.assert_array_equal(result.final_participants, s.optimum.participants)
