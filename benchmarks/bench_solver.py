@@ -5,9 +5,9 @@ Run with ``make bench-solver`` (``.venv/bin/python -m benchmarks.bench_solver``)
 1. the exact solver against enumeration on the same random instances (both frameworks, without and
    with a binding ε_req): median times, their ratio measured in this run, and whether every welfare
    agreed with enumeration (relative 1e-9);
-2. the largest population solved within one second of CPU time for I = 10 and I = 20 types (populations doubled
-   until a solve takes over a second), free and under a binding ε_req, with a local optimality check
-   (no feasible single-client change or one-client swap between types does better).
+2. the largest population solved within one second of CPU time for I = 10 and I = 20 types
+   (populations doubled until a solve takes over a second), free and under a binding ε_req, with a
+   local optimality check (no feasible single-client change or one-client swap does better).
 """
 
 from __future__ import annotations
