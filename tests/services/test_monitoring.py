@@ -1,4 +1,5 @@
-"""A real Prometheus scrapes every service during a round; every dashboard query returns data."""
+"""A real Prometheus scrapes every service during a round trained on Flower's deployment engine
+(a SuperLink and one SuperNode per client, as processes); every dashboard query returns data."""
 
 from __future__ import annotations
 
@@ -51,7 +52,10 @@ def test_prometheus_scrapes_services_and_every_panel_has_data(
     """Run a round under a real Prometheus, then evaluate each dashboard query against it."""
     if not Path(PROMETHEUS_BINARY).exists():
         pytest.fail(f"{PROMETHEUS_BINARY} is missing: run `make system` (Debian's prometheus)")
-    stack = Stack(workdir=tmp_path / "stack", redis_url=redis_url, extra_env=stack_env())
+    from mots.platform.launcher import free_port
+
+    env = stack_env(MOTS_TRAINER="deployment", MOTS_SUPERLINK_PORT=str(20000 + free_port() % 20000))
+    stack = Stack(workdir=tmp_path / "stack", redis_url=redis_url, extra_env=env)
     stack.start(timeout_s=120)
     try:
         prom = stack.start_prometheus(interval="1s")
@@ -61,7 +65,9 @@ def test_prometheus_scrapes_services_and_every_panel_has_data(
         round_id = orchestration.post("/v1/rounds", headers=OPERATOR).json()["round_id"]
         quote = wait_for_quote(market, agents[0], round_id)
         act(market, agents, round_id, choose(agents, quote, PowerUtility.model_validate(UTILITY)))
-        assert wait_round(orchestration, round_id, 240)["state"] == "published"
+        body = wait_round(orchestration, round_id, 400)
+        assert body["state"] == "published", body
+        assert body["summary"]["training_round_seconds"], "the deployment engine reported no rounds"
         for _ in range(5):  # traffic after the round, so rate() windows see it
             market.get("/v1/quote", headers=agents[0].auth)
             time.sleep(0.5)

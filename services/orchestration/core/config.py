@@ -42,7 +42,7 @@ class Settings(PlatformSettings):
         description="Flower deployment engine (SuperLink + SuperNodes) or the in-process engine",
     )
     n_nodes: int = Field(20, ge=1, description="SuperNodes the local federation starts")
-    superlink_port: int = Field(9092, ge=1024, le=65535, description="local SuperLink's port")
+    superlink_port: int = Field(9500, ge=1024, le=65000, description="local SuperLink's port")
     train_rounds: int = Field(5, ge=1, description="FedAvg rounds R per market round")
     train_local_steps: int = Field(5, ge=1, description="local SGD iterations E per FedAvg round")
     train_batch_size: int = Field(32, ge=1, description="SGD batch size b")
