@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver clean reproduce reproduce-full
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -39,9 +39,18 @@ test-fast: install ## pytest without the slow and integration tests
 bench-solver: install ## optimum solver against exhaustive enumeration, and the largest N solved in 1 s
 	$(PY) -m benchmarks.bench_solver
 
-bench: bench-solver ## every benchmark
+bench-market: install system ## market API: purchases/s and p99 at 32 concurrent clients, ledger checked after
+	$(PY) -m benchmarks.bench_market
+
+bench-round: install system ## a market round on Flower: the platform's own time as a share of the round
+	$(PY) -m benchmarks.bench_round
+
+bench: bench-solver bench-market bench-round ## every benchmark
 
 DATASET := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
+
+demo: install system ## the main job: one market cycle on Fashion-MNIST with real Flower training (out/demo)
+	$(BIN)/mots demo --out out/demo
 
 reproduce: install ## the paper's evaluation, quick (minutes): PNG figures and out/reproduce/report.md
 	test -f $(DATASET) || bash scripts/ensure_system.sh
