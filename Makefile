@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -45,7 +45,10 @@ bench-market: install system ## market API: purchases/s and p99 at 32 concurrent
 bench-round: install system ## a market round on Flower: the platform's own time as a share of the round
 	$(PY) -m benchmarks.bench_round
 
-bench: bench-solver bench-market bench-round ## every benchmark
+bench-training: install system ## Flower rounds with 20 nodes vs floor and in-process FedAvg; client throughput vs plain PyTorch
+	$(PY) -m benchmarks.bench_training
+
+bench: bench-solver bench-market bench-round bench-training ## every benchmark
 
 DATASET := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 
