@@ -1,0 +1,114 @@
+"""A node dropping out mid-round: the round completes and the stated rule settles the dropout.
+
+The state machine runs in this process against the real market, pricing and evaluation workers;
+its trainer trains the coalition without the node that left (real in-process FedAvg on
+Fashion-MNIST) and reports that node as not completed, as the Flower engine would.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mots.economics.utility import PowerUtility
+from mots.platform.agents import act, choose, register_population, wait_for_quote
+from mots.platform.celery_app import make_celery
+from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.launcher import Stack
+from mots.platform.schemas import RoundState, Strategy
+from mots.platform.settings import DEV_OPERATOR_TOKEN
+from services.orchestration.core.config import Settings
+from services.orchestration.machine import RoundMachine
+from services.orchestration.migrations import upgrade
+from services.orchestration.trainer import Trainer, TrainingOutcome
+from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
+
+pytestmark = pytest.mark.integration
+
+
+class LeavingNodeTrainer(Trainer):
+    """Trains without the last participant of the last type, which left mid-round."""
+
+    def train(
+        self, participants: list[int], sizes: list[float], node_types: list[int], round_id: int
+    ) -> TrainingOutcome:
+        stayed = list(participants)
+        stayed[-1] -= 1
+        outcome = super().train(stayed, sizes, node_types, round_id)
+        return replace(outcome, completed=stayed)
+
+
+def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> None:
+    """The round publishes; the dropout gets no reward, no charge and no model; ledger balances."""
+    stack = Stack(workdir=tmp_path / "stack", redis_url=redis_url, extra_env=stack_env())
+    stack.start(services=("market", "pricing", "evaluation"), timeout_s=120)
+    try:
+        market = httpx.Client(base_url=stack.url("market"), timeout=60)
+        agents = register_population(market, TYPES, DEV_OPERATOR_TOKEN, deposit="10")
+        settings = Settings(
+            database_url=f"sqlite:///{tmp_path / 'orchestration.db'}",
+            redis_url=redis_url,
+            redis_key_prefix=stack.key_prefix,
+            trainer="inprocess",
+            train_rounds=2,
+            train_local_steps=2,
+            train_test_subset=500,
+            utility=UTILITY,
+            artifact_dir=str(tmp_path / "stack" / "artifacts"),
+        )
+        upgrade(settings.database_url)
+        engine = make_engine(settings.database_url)
+        machine = RoundMachine(
+            settings,
+            make_sessionmaker(engine),
+            make_celery("orchestration", redis_url, stack.key_prefix),
+            LeavingNodeTrainer(settings),
+        )
+        round_id = machine.create()
+        state: RoundState | None = RoundState.OPEN
+        choices: dict[int, Strategy] = {}
+        while state is not None:
+            step = machine.step(round_id, state)
+            if step.state == RoundState.COLLECTING and not choices:
+                quote = wait_for_quote(market, agents[0], round_id)
+                choices = choose(agents, quote, PowerUtility.model_validate(UTILITY))
+                act(market, agents, round_id, choices)
+            time.sleep(step.countdown)
+            state = step.state
+        rnd = machine._load(round_id)
+        assert rnd.state == "published", rnd.rule
+        joined = sorted(a.id for a in agents if choices[a.id] == Strategy.JOIN)
+        assert len(joined) == 2
+        stayed_id, left_id = joined
+        summary = json.loads(rnd.summary_json or "{}")
+        assert summary["dropped"] == [left_id]
+        by_id = {a.id: a for a in agents}
+        reward = Decimal(str(summary["rewards"]["type-3"])).quantize(Decimal("0.000001"))
+
+        def bal(a: object) -> Decimal:
+            r = market.get("/v1/me/balance", headers=a.auth)  # type: ignore[attr-defined]
+            return Decimal(r.json()["balance"])
+
+        assert bal(by_id[stayed_id]) == Decimal(10) + reward
+        assert bal(by_id[left_id]) == Decimal(10)
+        assert (
+            market.get(f"/v1/rounds/{round_id}/model", headers=by_id[stayed_id].auth).status_code
+            == 200
+        )
+        assert (
+            market.get(f"/v1/rounds/{round_id}/model", headers=by_id[left_id].auth).status_code
+            == 403
+        )
+        check = market.get("/v1/ledger/check", headers=OPERATOR).json()
+        assert check["unbalanced_transactions"] == 0 and Decimal(check["total"]) == 0
+        assert Decimal(check["accounts"]["round_pools"]) == 0
+        market.close()
+        engine.dispose()
+    finally:
+        stack.stop()
