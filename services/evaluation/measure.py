@@ -7,8 +7,9 @@ def test_loss(
     artifact_path: str, sha256: str, data_dir: str | None, test_subset: int | None
 ) -> tuple[float, float | None]:
     """(test loss, accuracy) of the model artifact; refuses an artifact whose digest differs."""
-    from mots.training import artifacts
+    from mots.training.artifacts import evaluate, verify
 
-    if not artifacts.verify(artifact_path, sha256):
+    if not verify(artifact_path, sha256):
         raise ValueError(f"artifact_sha256: {artifact_path} does not match its published digest")
-    return artifacts.evaluate(artifact_path, data_dir=data_dir, test_subset=test_subset)
+    loss, accuracy = evaluate(artifact_path, data_dir=data_dir, test_subset=test_subset)
+    return float(loss), float(accuracy)
