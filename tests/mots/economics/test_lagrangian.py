@@ -99,14 +99,15 @@ def test_theta_contraction_equals_eq11(sc: Scenario, data: st.DataObject) -> Non
     values = lagr.from_totals(*vertex_aggregates(sc))
     theta = Theta(values, sc.counts)
     k = np.array([data.draw(st.integers(0, int(n))) for n in sc.counts])
-    assert float(theta(k)) == pytest.approx(_theta_by_eq11(lagr, sc.counts, k), rel=1e-9, abs=1e-9)
+    size = 1e-9 * max(1.0, float(np.max(np.abs(values))))  # sums of terms this large carry that much noise
+    assert float(theta(k)) == pytest.approx(_theta_by_eq11(lagr, sc.counts, k), abs=size)
     x = vertex_states(sc.counts)
-    np.testing.assert_allclose(theta(x), lagr(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(theta(x), lagr(x), rtol=1e-12, atol=1e-3 * size)
     i = data.draw(st.integers(0, sc.n_types - 1))
     line = np.tile(k, (int(sc.counts[i]) + 1, 1))
     line[:, i] = np.arange(sc.counts[i] + 1)
     along = theta(line)
-    np.testing.assert_allclose(np.diff(along), theta.slopes(k)[i], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(np.diff(along), theta.slopes(k)[i], rtol=1e-7, atol=size)
 
 
 def test_theta_refuses_too_many_types() -> None:

@@ -21,7 +21,7 @@ N_MARKETS = 1000
 
 
 def _tolerance(mech: SwanMechanism) -> float:
-    return 1e-9 * max(abs(mech.floor), abs(mech.peak), 1e-12)
+    return 2e-9 * max(abs(mech.floor), abs(mech.peak), 1e-12)
 
 
 def _terminal(mech: SwanMechanism, k: np.ndarray) -> bool:
