@@ -139,9 +139,9 @@ def test_large_population_in_whole_type_blocks() -> None:
         utility=PowerUtility(scale=40.0, exponent=2.0),
     )
     mech = RobustSwanMechanism(sc)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: robust to a shared machine
     result = run_dynamics(sc, mech, np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64))
-    assert time.perf_counter() - start < 30.0
+    assert time.process_time() - start < 30.0
     np.testing.assert_array_equal(result.final_participants, mech.optimum.participants)
     # every abstainer moves once (to J or B); one type-0 client must first train alone, then leaves
     assert result.moves == sc.n_clients + 1
