@@ -11,6 +11,16 @@ from pathlib import Path
 import click
 
 PIDFILE = Path("out/platform/pids.json")
+FIXED_PORTS = {
+    "market": 8101,
+    "pricing": 8102,
+    "orchestration": 8103,
+    "market-worker": 9101,
+    "pricing-worker": 9102,
+    "orchestration-worker": 9103,
+    "evaluation-worker": 9104,
+}
+"""The ports monitoring/prometheus.yml scrapes."""
 
 
 @click.command("demo")
@@ -68,7 +78,7 @@ def up(workdir: Path, prometheus: bool) -> None:
 
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     redis_url, redis_proc = start_redis(workdir)
-    stack = Stack(workdir=workdir, redis_url=redis_url)
+    stack = Stack(workdir=workdir, redis_url=redis_url, ports=dict(FIXED_PORTS))
     stack.start(timeout_s=180)
     try:
         urls = {s: stack.url(s) for s in ("market", "pricing", "orchestration")}
