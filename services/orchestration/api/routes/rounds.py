@@ -45,6 +45,8 @@ def _view(rnd: Round, transitions: list[Transition] | None = None) -> dict[str, 
         "created_at": rnd.created_at.isoformat(),
         "summary": json.loads(rnd.summary_json) if rnd.summary_json else None,
         "quote": json.loads(rnd.quote_json) if rnd.quote_json else None,
+        # the priced population and error model: the body of a pricing what-if query
+        "scenario": json.loads(rnd.scenario_json) if rnd.scenario_json else None,
     }
     if transitions is not None:
         out["transitions"] = [
