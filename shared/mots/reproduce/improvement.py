@@ -5,7 +5,8 @@ Definition used here, per sweep point p where both frameworks have a feasible st
 
 * welfare improvement  = mean_p (W_MoTS(p) − W_FL(p)) / |W_FL(p)|      over points with W_FL(p) ≠ 0;
 * incentive-cost change = mean_p (IC_MoTS(p) − IC_FL(p)) / IC_FL(p)    over points with IC_FL(p) > 0
-  (negative = MoTS pays less; −100 % = MoTS pays nothing where FL pays).
+  (negative = MoTS pays less; −100 % = MoTS pays nothing where FL pays), where IC is the platform's
+  additional cost [Σ_i (K_i r_i − B_i p)]^+ of Problem 1 (Eq. 7): a surplus counts as zero cost.
 
 Means of pointwise ratios are dominated by points where the denominator is small, so the ratio of
 totals, Σ(W_MoTS − W_FL) / Σ|W_FL| and Σ(IC_MoTS − IC_FL) / Σ IC_FL, is reported beside them.
@@ -77,8 +78,12 @@ def welfare_improvement(w_mots: Sequence[float], w_fl: Sequence[float]) -> Impro
 
 
 def incentive_change(ic_mots: Sequence[float], ic_fl: Sequence[float]) -> Improvement:
-    """Mean of (IC_MoTS − IC_FL)/IC_FL over feasible points with IC_FL > 0, in % (negative = reduction)."""
+    """Mean of (IC_MoTS − IC_FL)/IC_FL over feasible points with IC_FL > 0, in % (negative = reduction).
+
+    Both costs enter as their positive part [·]^+ (Problem 1's objective on the platform's side).
+    """
     m, f = _arrays(ic_mots, ic_fl)
+    m, f = np.maximum(m, 0.0), np.maximum(f, 0.0)  # NaN (infeasible) stays NaN
     feasible = np.isfinite(m) & np.isfinite(f)
     scale = float(np.max(np.abs(np.concatenate([m[feasible], f[feasible]])), initial=0.0))
     tol = ZERO_TOL * max(scale, 1e-300)

@@ -19,6 +19,9 @@ from mots.reproduce.measure import Measurement
 from mots.reproduce.settings import FIG5_FIXED, PAPER_COUNTS, PAPER_UTILITY
 from mots.reproduce.sweeps import FrameworkSweep, MechanismSweep
 
+PAPER_RUNS = 30
+"""Section 5.A: "all results are averaged over 30 independent runs"."""
+
 PAPER_FIG5_PEAK = 4
 """Section 5.B: "the generalization error peaks at K1 = 4 when K2 = 0, K3 = 5"."""
 
@@ -185,6 +188,13 @@ def write_report(doc: dict[str, Any], results: Sequence[Any], path: Path) -> Pat
             "runs the paper's rounds (R = 500 / 600) and 30 runs.",
             "",
         ]
+    if not quick and (prof["seeds"] < PAPER_RUNS or len(results) < 2):
+        L += [
+            "> **Partial full run.** The paper's rounds and test set, but "
+            f"{prof['seeds']} run(s) per coalition (the paper: {PAPER_RUNS}) and the setting(s) "
+            f"{', '.join(r.setting.key for r in results)} only.",
+            "",
+        ]
     L += [
         "## Setup",
         "",
@@ -236,7 +246,9 @@ def write_report(doc: dict[str, Any], results: Sequence[Any], path: Path) -> Pat
         f = m.fit
         L.append(
             f"| {r.setting.title} | {_num(f['eps0'])} | {_num(f['d_gamma2'])} | {_num(f['sigma2'])} "
-            f"| {_num(f['r2'], 3)} | {len(m.points)} | {m.seconds:.0f} s{' (cached)' if m.cached else ''} |"
+            f"| {_num(f['r2'], 3)} | {len(m.points)} | {m.seconds:.0f} s{' (cached)' if m.cached else ''}"
+            + (f" on {m.config['measured_on']}" if m.config.get("measured_on") else "")
+            + " |"
         )
         peaks[r.setting.key] = fig5_peaks(m)
     L += [""]
@@ -333,7 +345,9 @@ def write_report(doc: dict[str, Any], results: Sequence[Any], path: Path) -> Pat
         "**Percentage improvements, as defined here** (the paper gives no formula): over the points of a "
         "sweep where both frameworks have a feasible state, welfare improvement = mean of "
         "(W_MoTS − W_FL)/|W_FL| (points with W_FL ≠ 0), incentive-cost change = mean of "
-        "(IC_MoTS − IC_FL)/IC_FL (points with IC_FL > 0; −100 % = MoTS pays nothing). Because a mean of "
+        "(IC_MoTS − IC_FL)/IC_FL (points with IC_FL > 0; −100 % = MoTS pays nothing), with IC the "
+        "platform's additional cost [Σ_i (K_i r_i − B_i p)]^+ of Problem 1 (a surplus, shown negative "
+        "in the figures and point tables, counts as zero). Because a mean of "
         "ratios is dominated by points where W_FL is near zero, the change of the totals "
         "Σ(W_MoTS − W_FL)/Σ|W_FL| is given beside it.",
         "",

@@ -35,6 +35,13 @@ def test_incentive_change_counts_reduction_as_negative() -> None:
     assert_allclose(imp.totals_pct, 100.0 * (1.0 + 0.0 + 3.0 - 6.0) / 6.0)
 
 
+def test_a_surplus_counts_as_zero_cost_not_as_more_than_100_percent() -> None:
+    """IC_MoTS = −3 (the platform collects more than it pays) is a −100 % change, Problem 1's [·]^+."""
+    imp = incentive_change([-3.0, math.nan], [2.0, 1.0])
+    assert_allclose(imp.mean_pct, -100.0)
+    assert imp.points_used == 1
+
+
 def test_no_usable_point_gives_nan_not_a_number() -> None:
     """A sweep where FL never pays has no defined incentive-cost change."""
     imp = incentive_change([0.0, 0.0], [0.0, 0.0])
