@@ -31,9 +31,24 @@ def wallet_name(client_id: int) -> str:
     return f"wallet:{client_id}"
 
 
+POOL_SHARDS = 16
+"""Buyer payments land in one of this many shard accounts per round, so concurrent purchases do
+not queue on one hot row; settlement consolidates the shards into the round's pool."""
+
+
 def pool_name(round_id: int) -> str:
-    """The account that holds a round's buyer payments until settlement."""
+    """The account that holds a round's money at settlement."""
     return f"round:{round_id}:pool"
+
+
+def pool_shard_name(round_id: int, client_id: int) -> str:
+    """The shard of the round's pool that a client's payment goes to."""
+    return f"round:{round_id}:pool:{client_id % POOL_SHARDS}"
+
+
+def pool_shard_names(round_id: int) -> list[str]:
+    """Every shard account of a round's pool."""
+    return [f"round:{round_id}:pool:{i}" for i in range(POOL_SHARDS)]
 
 
 def _category(name: str) -> str:

@@ -1,7 +1,7 @@
 """Buying a round's model: the buyer's wallet pays the quoted price into the round's pool.
 
 Follow one purchase: ``api/routes/purchases.py`` → :func:`buy` (here) → :func:`ledger.post`
-(two entries, wallet −p and pool +p) → ``purchases`` row → idempotency row, one DB transaction.
+(two entries, wallet −p and a shard of the round's pool +p) → ``purchases`` row → idempotency row, one DB transaction.
 """
 
 from __future__ import annotations
@@ -31,6 +31,14 @@ def buy(session: Session, client: Client, round_id: int) -> PurchaseOut:
             status.HTTP_409_CONFLICT,
             f"round_id: round {round_id} is {rnd.state}; purchases are taken while it is collecting",
         )
+    names = (ledger.wallet_name(client.id), ledger.pool_shard_name(round_id, client.id))
+    ids = ledger.account_ids(session, names)
+    wallet = ids.get(names[0]) or ledger.ensure_account(session, names[0], client.id)
+    pool = ids.get(names[1]) or ledger.ensure_account(session, names[1])
+    # Lock only the buyer's wallet now; the pool shard's row is updated last (ledger.post), so it
+    # is held for one statement and the commit, and 16 shards spread concurrent buyers.
+    balances = ledger.lock_accounts(session, [wallet])
+    # Checked under the wallet's lock: a client racing itself sees its own committed purchase.
     already = session.scalar(
         select(Purchase.id).where(Purchase.round_id == round_id, Purchase.client_id == client.id)
     )
@@ -39,13 +47,6 @@ def buy(session: Session, client: Client, round_id: int) -> PurchaseOut:
             status.HTTP_409_CONFLICT,
             f"round_id: client {client.id} already bought round {round_id}",
         )
-    names = (ledger.wallet_name(client.id), ledger.pool_name(round_id))
-    ids = ledger.account_ids(session, names)
-    wallet = ids.get(names[0]) or ledger.ensure_account(session, names[0], client.id)
-    pool = ids.get(names[1]) or ledger.ensure_account(session, names[1])
-    # Lock only the buyer's wallet now; the round's pool row is updated last (ledger.post), so the
-    # hot row is held for one statement and the commit, not the whole transaction.
-    balances = ledger.lock_accounts(session, [wallet])
     price = rnd.price_micros
     if balances[wallet] < price:
         raise HTTPException(

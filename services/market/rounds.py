@@ -72,7 +72,8 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     )
     session.add(rnd)
     session.flush()
-    ledger.ensure_account(session, ledger.pool_name(quote.round_id))
+    for name in (ledger.pool_name(quote.round_id), *ledger.pool_shard_names(quote.round_id)):
+        ledger.ensure_account(session, name)
     return rnd
 
 
@@ -159,7 +160,10 @@ def settle_round(session: Session, payload: SettlePayload) -> SettleResult:
         wallets.setdefault(
             p.client_id, ledger.ensure_account(session, ledger.wallet_name(p.client_id))
         )
-    ledger.lock_accounts(session, [pool, subsidy, surplus, *wallets.values()])
+    shards = [ledger.ensure_account(session, n) for n in ledger.pool_shard_names(rid)]
+    held = ledger.lock_accounts(session, [pool, subsidy, surplus, *shards, *wallets.values()])
+    for shard in shards:  # consolidate the buyers' payments into the round's pool
+        ledger.transfer(session, "consolidate", shard, pool, held[shard], rid)
 
     payments = sum(p.price_micros for p in purchases)
     paid = charged = refunds = 0
