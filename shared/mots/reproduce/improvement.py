@@ -9,7 +9,8 @@ Definition used here, per sweep point p where both frameworks have a feasible st
   additional cost [Σ_i (K_i r_i − B_i p)]^+ of Problem 1 (Eq. 7): a surplus counts as zero cost.
 
 Means of pointwise ratios are dominated by points where the denominator is small, so the ratio of
-totals, Σ(W_MoTS − W_FL) / Σ|W_FL| and Σ(IC_MoTS − IC_FL) / Σ IC_FL, is reported beside them.
+totals, Σ(W_MoTS − W_FL) / Σ|W_FL| and Σ(IC_MoTS − IC_FL) / Σ IC_FL, and the median of the
+pointwise ratios are reported beside them.
 """
 
 from __future__ import annotations
@@ -36,12 +37,15 @@ class Improvement:
     """Sweep points that entered the mean."""
     points_total: int
     """Sweep points offered (including infeasible ones)."""
+    median_pct: float = math.nan
+    """Median of the same pointwise relative changes, in % (robust to a near-zero denominator)."""
 
     def to_dict(self) -> dict[str, float | int | None]:
         """JSON-ready form (NaN becomes None)."""
         return {
             "mean_pct": _finite_or_none(self.mean_pct),
             "totals_pct": _finite_or_none(self.totals_pct),
+            "median_pct": _finite_or_none(self.median_pct),
             "points_used": self.points_used,
             "points_total": self.points_total,
         }
@@ -67,14 +71,16 @@ def welfare_improvement(w_mots: Sequence[float], w_fl: Sequence[float]) -> Impro
     feasible = np.isfinite(m) & np.isfinite(f)
     scale = float(np.max(np.abs(np.concatenate([m[feasible], f[feasible]])), initial=0.0))
     use = feasible & (np.abs(f) > ZERO_TOL * max(scale, 1e-300))
-    mean = float(np.mean((m[use] - f[use]) / np.abs(f[use]))) * 100.0 if use.any() else math.nan
+    ratios = (m[use] - f[use]) / np.abs(f[use]) * 100.0
+    mean = float(np.mean(ratios)) if use.any() else math.nan
     denom = float(np.sum(np.abs(f[feasible])))
     totals = (
         float(np.sum(m[feasible] - f[feasible])) / denom * 100.0
         if denom > ZERO_TOL * max(scale, 1e-300)
         else math.nan
     )
-    return Improvement(mean, totals, int(use.sum()), len(m))
+    median = float(np.median(ratios)) if use.any() else math.nan
+    return Improvement(mean, totals, int(use.sum()), len(m), median)
 
 
 def incentive_change(ic_mots: Sequence[float], ic_fl: Sequence[float]) -> Improvement:
@@ -88,7 +94,9 @@ def incentive_change(ic_mots: Sequence[float], ic_fl: Sequence[float]) -> Improv
     scale = float(np.max(np.abs(np.concatenate([m[feasible], f[feasible]])), initial=0.0))
     tol = ZERO_TOL * max(scale, 1e-300)
     use = feasible & (f > tol)
-    mean = float(np.mean((m[use] - f[use]) / f[use])) * 100.0 if use.any() else math.nan
+    ratios = (m[use] - f[use]) / f[use] * 100.0
+    mean = float(np.mean(ratios)) if use.any() else math.nan
     denom = float(np.sum(f[feasible]))
     totals = float(np.sum(m[feasible] - f[feasible])) / denom * 100.0 if denom > tol else math.nan
-    return Improvement(mean, totals, int(use.sum()), len(m))
+    median = float(np.median(ratios)) if use.any() else math.nan
+    return Improvement(mean, totals, int(use.sum()), len(m), median)

@@ -15,7 +15,15 @@ def test_welfare_improvement_is_the_mean_of_pointwise_ratios() -> None:
     imp = welfare_improvement([20.0, 5.0], [10.0, -5.0])
     assert_allclose(imp.mean_pct, 150.0)
     assert_allclose(imp.totals_pct, 100.0 * 20.0 / 15.0)
+    assert_allclose(imp.median_pct, 150.0)
     assert (imp.points_used, imp.points_total) == (2, 2)
+
+
+def test_median_resists_a_near_zero_denominator() -> None:
+    """One point with W_FL = 0.01 makes the mean explode; the median stays at the typical 100 %."""
+    imp = welfare_improvement([20.0, 20.0, 10.0], [10.0, 10.0, 0.01])
+    assert imp.mean_pct > 30_000
+    assert_allclose(imp.median_pct, 100.0)
 
 
 def test_infeasible_points_and_zero_denominators_are_left_out() -> None:
