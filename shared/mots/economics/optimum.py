@@ -130,12 +130,24 @@ class _Market:
         w = self.factor(k) * self.utility(eps) - np.asarray(c, dtype=np.float64)
         return np.asarray(np.where(self.feasible(eps), w, -np.inf), dtype=np.float64)
 
-    def s_max(self, k: npt.ArrayLike) -> FloatArray:
-        """Largest S with ε(K, S) ≤ ε_req at total K (the cut of ε_req, linear in S)."""
+    @property
+    def eps_cut(self) -> float:
+        """ε_req with the feasibility tolerance: the ε that the cut S ≤ S_max(K) stands for."""
+        return self.eps_req * (1.0 + FEASIBILITY_RTOL)
+
+    def s_max(self, k: npt.ArrayLike, side: float = 1.0) -> FloatArray:
+        """Largest S with ε(K, S) ≤ ε_req at total K (the cut of ε_req, linear in S).
+
+        Moved by side·10^−12 of its largest term: side = +1 gives a cut that no state accepted by
+        `feasible` exceeds (for bounds and pruning); side = −1 one that every state below it
+        passes `feasible` (for declaring a whole box feasible).
+        """
         kk = np.asarray(k, dtype=np.float64)
         em = self.scenario.error_model
-        smax = ((self.eps_req - em.eps0 - em.sigma2) * kk * kk + em.sigma2 * kk) / em.d_gamma2
-        return np.asarray(smax + np.abs(smax) * 4 * FEASIBILITY_RTOL, dtype=np.float64)
+        e = self.eps_cut
+        smax = ((e - em.eps0 - em.sigma2) * kk * kk + em.sigma2 * kk) / em.d_gamma2
+        pad = 1e-12 * (e * kk * kk + em.sigma2 * kk) / em.d_gamma2
+        return np.asarray(smax + side * pad, dtype=np.float64)
 
 
 @dataclass
@@ -394,7 +406,7 @@ def _cut_bound(
     Value at the cut ≤ factor·U(ε_req) − c_LP; c_LP ≥ m_ν(k1) − ν·max S_max (m_ν grows with K).
     """
     em = m.scenario.error_model
-    a = (m.eps_req - em.eps0 - em.sigma2) / em.d_gamma2
+    a = (m.eps_cut - em.eps0 - em.sigma2) / em.d_gamma2
     b = em.sigma2 / em.d_gamma2
     smax_hi = np.maximum(m.s_max(k1), m.s_max(k2))
     if a < 0:
@@ -518,6 +530,7 @@ class _CutSearch:
         m = self.m
         fac = float(m.factor(np.array([k]))[0])
         smax = float(m.s_max(np.array([k]))[0])
+        smax_sure = float(m.s_max(np.array([k]), side=-1.0)[0])
         use_dom = bool(self.dom.any())
         heap: list[tuple[float, int, IntArray, IntArray, int, int]] = []
         tickets = itertools.count()
@@ -539,7 +552,7 @@ class _CutSearch:
             if float(_take(caps[big_first], r) @ m.inv[big_first]) > s_cut:
                 return  # even the smallest S at this node breaks ε_req
             small_first = big_first[::-1]
-            fits = float(_take(caps[small_first], r) @ m.inv[small_first]) <= s_cut
+            fits = float(_take(caps[small_first], r) @ m.inv[small_first]) <= smax_sure - s_f
             # Every greedy state of the node: evaluated, and kept if near the best.
             take = _take(caps[self.orders], r)
             w = m.welfare(
@@ -554,7 +567,7 @@ class _CutSearch:
                     xs[n_row, self.orders[g]] += np.rint(take[g]).astype(np.int64)
                 inc.offer(w[rows], xs)
             if fits:
-                return  # the cut does not bind: the greedy states hold the relaxation's maximum
+                return  # every state of the box is feasible: its greedy states hold its maximum
             h = self.duals.min_key_cost_at(caps, r) - self.duals.nu * s_cut
             j = int(np.argmax(h))
             bound = fac * self.u_req - c_f - float(h[j])

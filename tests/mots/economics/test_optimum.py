@@ -95,7 +95,8 @@ def _random_scenario(rng: np.random.Generator, max_types: int = 4, max_count: in
 
 
 def _requirements(sc: Scenario, rng: np.random.Generator) -> list[float | None]:
-    """No ε_req; just above ε_min; binding between ε_min and the free optimum's ε; at a state's ε."""
+    """No ε_req; just above ε_min; binding between ε_min and the free optimum's ε; a hair below the
+    free optimum's ε; at a state's ε."""
     eps_min = exhaustive_min_error(sc)[1]
     free = exhaustive_optimum(sc, "mots")
     free_fl = exhaustive_optimum(sc, "fl")
@@ -110,6 +111,7 @@ def _requirements(sc: Scenario, rng: np.random.Generator) -> list[float | None]:
         eps_min + (free[2] - eps_min) * float(rng.uniform(0.0, 1.0)),
         eps_min + (free_fl[2] - eps_min) * float(rng.uniform(0.0, 1.0)),
         free[2] * (1.0 - 1e-9),
+        free[2] * (1.0 - 1e-12),  # within the padding of the cut: the free optimum just infeasible
         some_state_eps,
     ]
 
@@ -202,7 +204,7 @@ def test_example_files_match_enumeration(name: str) -> None:
 
 
 def test_equals_enumeration_on_thousands_of_seeded_instances() -> None:
-    """400 random markets × 6 requirements × 2 frameworks = 4800 solves equal enumeration."""
+    """400 random markets × 7 requirements × 2 frameworks = 5600 solves equal enumeration."""
     rng = np.random.default_rng(20240611)
     for _ in range(400):
         sc = _random_scenario(rng)
@@ -225,6 +227,21 @@ def test_equals_enumeration_on_larger_instances_with_binding_requirement() -> No
             for frac in (1e-6, float(rng.uniform(0.0, 0.2)), float(rng.uniform(0.2, 1.0))):
                 eps_req = eps_min + (free[2] - eps_min) * frac
                 _assert_matches_enumeration(sc.with_eps_req(eps_req), framework)
+
+
+def test_requirement_a_hair_below_the_free_optimum() -> None:
+    """Regression: ε_req = ε(free optimum)·(1 − 10^−12) makes the free optimum infeasible by less
+    than the cut's rounding pad; the best feasible state is then a non-greedy single participant."""
+    sc = _scenario(
+        [98.58497304194785, 143.2604673571623, 307.53598943451146], [8, 5, 4],
+        [0.04448985973126331, 0.1186035266337577, 0.12111693734444602],
+        d_gamma2=2753.5527779249633, sigma2=57.98454401430848, eps0=0.312131656268694,
+        utility=ExponentialUtility(scale=16.441748503231754, rate=2.479764574390326),
+        eps_req=28.242887155390697,
+    )
+    for framework in SOLVERS:
+        got = _assert_matches_enumeration(sc, framework)
+        assert got is not None and got.participants.tolist() == [0, 1, 0]
 
 
 @st.composite
