@@ -48,8 +48,11 @@ def test_quick_pipeline_trains_fits_plots_reports_and_reuses_its_cache(tmp_path:
     report = (tmp_path / "report.md").read_text()
     assert "Quick variant" in report and "R = 2" in report
 
+    cache = list((tmp_path / "measured").glob("iid_logistic-quick-*.json"))
+    assert len(cache) == 1
+    cache[0].write_text(cache[0].read_text().replace('"seed": 0', '"seed": 0, "marker": 1'))
     again = run_reproduction(options)
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["settings"][0]["measurement"]["points"] == points
-    assert again["seconds"] < doc["seconds"]
+    assert saved["settings"][0]["measurement"]["points"] == [{**p, "marker": 1} for p in points]
+    assert again["settings"][0]["measurement"]["seconds"] == setting["measurement"]["seconds"]
     assert "(cached)" in (tmp_path / "report.md").read_text()
