@@ -18,7 +18,8 @@ from mots.reproduce.settings import SETTINGS
         "  mots reproduce --full --seeds 30        # the paper's R = 500/600 and 30 runs (hours)\n\n"
         "  mots reproduce --quick --rounds 10 --settings iid_logistic --out /tmp/r\n\n"
         "Re-running with the same configuration re-uses OUT/measured/*.json and only redoes "
-        "the sweeps, figures and report (seconds); --retrain forces new training."
+        "the sweeps, figures and report (seconds); an interrupted run resumes from "
+        "OUT/measured/*.partial.jsonl; --retrain forces new training."
     ),
 )
 @click.option(
@@ -75,7 +76,16 @@ from mots.reproduce.settings import SETTINGS
     show_default=True,
     help="Fashion-MNIST IDX files (apt-get install dataset-fashion-mnist).",
 )
-@click.option("--retrain", is_flag=True, help="Ignore cached measurements and train again.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Training runs at once, each in its own process (use the cores of a big machine).",
+)
+@click.option(
+    "--retrain", is_flag=True, help="Ignore cached (and partial) measurements and train again."
+)
 def reproduce(
     quick: bool,
     out_dir: Path,
@@ -85,6 +95,7 @@ def reproduce(
     points: int,
     settings: str,
     data_dir: Path,
+    workers: int,
     retrain: bool,
 ) -> None:
     """Reproduce the paper's evaluation: Fig. 5 (network effects, measured vs Eq. 3), Figs. 6-7 (SWAN vs
@@ -120,6 +131,7 @@ def reproduce(
         settings=chosen,
         points=points,
         reuse=not retrain,
+        workers=workers,
         command=" ".join(parts),
     )
     doc = run_reproduction(options, progress=lambda msg: click.echo(msg, err=True))

@@ -115,6 +115,43 @@ def fit_points(points: list[dict[str, Any]], sizes: list[float]) -> dict[str, fl
     }
 
 
+def _train_point(config: dict[str, Any], seed: int, k: list[int], dataset: Any) -> dict[str, Any]:
+    """One federated training run of coalition ``k`` with ``seed``: its final test loss ε."""
+    from mots.training.config import TrainConfig
+    from mots.training.inprocess import run_inprocess
+
+    t0 = time.perf_counter()
+    rounds = run_inprocess(k, TrainConfig(**config, seed=seed), dataset=dataset)
+    eps = float(rounds[-1].epsilon)
+    if not math.isfinite(eps):
+        raise RuntimeError(f"training: coalition {k} seed {seed} gave a non-finite loss")
+    return {
+        "participants": list(k),
+        "seed": seed,
+        "epsilon": eps,
+        "accuracy": float(rounds[-1].accuracy),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+_WORKER: dict[str, Any] = {}
+"""Per-process state of a parallel measurement: the data set, loaded once per worker."""
+
+
+def _worker_init(dataset_name: str, data_dir: str, threads: int) -> None:
+    import torch
+
+    from mots.training.datasets import load_dataset
+
+    torch.set_num_threads(threads)
+    _WORKER["dataset"] = load_dataset(dataset_name, data_dir)
+
+
+def _worker_run(item: tuple[dict[str, Any], int, list[int]]) -> dict[str, Any]:
+    config, seed, k = item
+    return _train_point(config, seed, k, _WORKER["dataset"])
+
+
 def measure_setting(
     setting: Setting,
     profile: Profile,
@@ -124,19 +161,25 @@ def measure_setting(
     seeds: list[int] | None = None,
     coalitions: list[list[int]] | None = None,
     reuse: bool = True,
+    workers: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> Measurement:
     """Train every coalition for every seed and fit Eq. 3 + ε0.
 
     Training is real FedAvg on Fashion-MNIST by the training engine's in-process path
     (:func:`mots.training.inprocess.run_inprocess`, the arithmetic the Flower ClientApp runs), with
-    the data set loaded once for all coalitions.
+    the data set loaded once per process. ``workers`` > 1 trains that many runs at once in separate
+    processes (for many-core machines; each run is seeded, so the points do not depend on it). Every
+    finished run is appended to ``<cache>.partial.jsonl``; an interrupted measurement resumes from it.
     """
+    if workers < 1:
+        raise ValueError(f"workers: at least 1 process is needed, got {workers}")
     seeds = list(range(profile.seeds)) if seeds is None else seeds
     coalitions = fig5_coalitions() if coalitions is None else coalitions
     config = training_config(setting, profile, data_dir)
     key = config_key(config, seeds, coalitions)
     cache = out_dir / "measured" / f"{setting.key}-{profile.name}-{key}.json"
+    partial = cache.with_suffix(".partial.jsonl")
     if reuse and cache.exists():
         data = json.loads(cache.read_text())
         if data.get("config", {}).get("key") == key:
@@ -149,45 +192,54 @@ def measure_setting(
                 data["seconds"],
                 cached=True,
             )
-    from mots.training.config import TrainConfig
-    from mots.training.datasets import load_dataset
-    from mots.training.inprocess import run_inprocess
-
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    wanted = [(seed, list(k)) for seed in seeds for k in coalitions]
+    done: dict[tuple[int, tuple[int, ...]], dict[str, Any]] = {}
+    if reuse and partial.exists():
+        for line in partial.read_text().splitlines():
+            p = json.loads(line)
+            done[(int(p["seed"]), tuple(p["participants"]))] = p
+    else:
+        partial.write_text("")
+    resumed = sum((s, tuple(k)) in done for s, k in wanted)
+    todo = [(s, k) for s, k in wanted if (s, tuple(k)) not in done]
     started = time.perf_counter()
-    dataset = load_dataset(config["dataset"], data_dir)  # once, not per coalition
-    points: list[dict[str, Any]] = []
-    total = len(seeds) * len(coalitions)
-    for seed in seeds:
-        cfg = TrainConfig(**config, seed=seed)
-        for k in coalitions:
-            t0 = time.perf_counter()
-            rounds = run_inprocess(k, cfg, dataset=dataset)
-            eps = float(rounds[-1].epsilon)
-            if not math.isfinite(eps):
-                raise RuntimeError(f"training: coalition {k} seed {seed} gave a non-finite loss")
-            points.append(
-                {
-                    "participants": list(k),
-                    "seed": seed,
-                    "epsilon": eps,
-                    "accuracy": float(rounds[-1].accuracy),
-                    "seconds": time.perf_counter() - t0,
-                }
+
+    def record(p: dict[str, Any]) -> None:
+        done[(int(p["seed"]), tuple(p["participants"]))] = p
+        with partial.open("a") as f:
+            f.write(json.dumps(p) + "\n")
+        if progress is not None:
+            progress(
+                f"{setting.key}: {len(done)}/{len(wanted)} K={p['participants']} seed={p['seed']} "
+                f"ε={p['epsilon']:.4f} ({p['seconds']:.1f} s)"
             )
-            if progress is not None:
-                progress(
-                    f"{setting.key}: {len(points)}/{total} K={k} seed={seed} ε={eps:.4f} "
-                    f"({points[-1]['seconds']:.1f} s)"
-                )
+
+    if todo and workers == 1:
+        from mots.training.datasets import load_dataset
+
+        dataset = load_dataset(config["dataset"], data_dir)
+        for s, k in todo:
+            record(_train_point(config, s, k, dataset))
+    elif todo:
+        import multiprocessing as mp
+        import os
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        ctx = mp.get_context("spawn")  # no fork after torch has started its threads
+        with ctx.Pool(workers, _worker_init, (config["dataset"], str(data_dir), threads)) as pool:
+            for p in pool.imap(_worker_run, [(config, s, k) for s, k in todo]):
+                record(p)
+    points = [done[(s, tuple(k))] for s, k in wanted]
     fit = fit_points(points, list(setting.sizes))
     m = Measurement(
         setting.key,
-        {**config, "seeds": seeds, "key": key},
+        {**config, "seeds": seeds, "key": key, "workers": workers, "resumed_points": resumed},
         list(setting.sizes),
         points,
         fit,
         time.perf_counter() - started,
     )
-    cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(m.to_dict(), indent=1))
+    partial.unlink(missing_ok=True)
     return m

@@ -61,7 +61,9 @@ class ReproduceOptions:
     random_starts: int = 5
     """Random start states for the dynamics, on top of the three fixed ones."""
     reuse: bool = True
-    """Reuse cached measurements whose configuration matches."""
+    """Reuse cached measurements whose configuration matches (and resume interrupted ones)."""
+    workers: int = 1
+    """Training processes run at once (many-core machines)."""
     command: str = "mots reproduce"
 
     @staticmethod
@@ -203,6 +205,7 @@ def run_reproduction(
             out,
             data_dir=options.data_dir,
             reuse=options.reuse,
+            workers=options.workers,
             progress=progress,
         )
         if progress:
