@@ -20,11 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mots.economics.error import error_from_totals, generalization_error
-from mots.economics.exhaustive import (
-    MAX_ENUMERATED_STATES,
-    exhaustive_optimum,
-    state_count,
-)
+from mots.economics.exhaustive import MAX_ENUMERATED_STATES, all_states, state_count
 from mots.economics.scenario import Scenario
 from mots.economics.utility import ExponentialUtility, PowerUtility
 from mots.economics.welfare import welfare_all_served, welfare_fl
@@ -42,6 +38,9 @@ TIE_RTOL = 1e-12
 
 PICK_RTOL = 1e-14
 """States within PICK_RTOL·scale of the best welfare are equals when choosing the returned state."""
+
+_ENUMERATE_MAX = 4096
+"""Markets with at most this many states are enumerated: faster than the structured search there."""
 
 _LEAF = 48
 """Intervals of at most this many states along a segment are evaluated point by point."""
@@ -668,31 +667,36 @@ def _pick(m: _Market, inc: _Incumbent) -> IntArray:
     return np.asarray(states[int(best[0])], dtype=np.int64)
 
 
+def _enumerate(m: _Market, inc: _Incumbent) -> None:
+    """Offer every non-empty state (small markets, and utilities the structure does not cover)."""
+    states = all_states(m.counts)[1:]
+    w = m.welfare(states.sum(axis=1), states @ m.inv, states @ m.costs)
+    inc.offer(w, states)
+
+
 def _solve(scenario: Scenario, framework: Framework) -> SocialOptimum:
     m = _Market.of(scenario, framework)
     eps_min, _ = _min_error_state(m)
     if not m.feasible(eps_min):
         raise RequirementInfeasibleError(m.eps_req, eps_min)
+    scale = float(m.factor(m.n_total)) * float(m.utility(eps_min)) + float(m.counts @ m.costs)
+    if not math.isfinite(scale):
+        raise ValueError(
+            f"utility: N·U(eps_min) overflows float64 at eps_min = {eps_min:.6g}; welfare "
+            "cannot be compared (use a smaller scale or exponent, or an offset eps0 > 0)"
+        )
+    inc = _Incumbent(tol=TIE_RTOL * max(1.0, scale))
+    n_states = state_count(scenario.counts)
     if not _utility_is_convex(scenario):
-        if state_count(scenario.counts) > MAX_ENUMERATED_STATES:
+        if n_states > MAX_ENUMERATED_STATES:
             raise ValueError(
                 f"utility: {type(scenario.utility).__name__} is not known to be convex in ε; the "
                 "exact solver then enumerates, which this population is too large for"
             )
-        found = exhaustive_optimum(scenario, framework)
-        if found is None:  # pragma: no cover - excluded by the ε_min check above
-            raise RequirementInfeasibleError(m.eps_req, eps_min)
-        k = found[0]
+        _enumerate(m, inc)
+    elif n_states <= _ENUMERATE_MAX:
+        _enumerate(m, inc)  # cheaper than the structured search below this size
     else:
-        scale = float(m.factor(m.n_total)) * float(m.utility(eps_min)) + float(
-            m.counts @ m.costs
-        )
-        if not math.isfinite(scale):
-            raise ValueError(
-                f"utility: N·U(eps_min) overflows float64 at eps_min = {eps_min:.6g}; welfare "
-                "cannot be compared (use a smaller scale or exponent, or an offset eps0 > 0)"
-            )
-        inc = _Incumbent(tol=TIE_RTOL * max(1.0, scale))
         orders = _orderings(m)
         _search_segments(m, _segments(m, orders), inc)
         if math.isfinite(m.eps_req):
@@ -701,7 +705,7 @@ def _solve(scenario: Scenario, framework: Framework) -> SocialOptimum:
             search = _CutSearch.of(m, duals, orders, u_req)
             for kk in _candidate_totals(m, duals, inc, u_req):
                 search.solve(int(kk), inc)
-        k = _pick(m, inc)
+    k = _pick(m, inc)
     if framework == "mots":
         buyers = scenario.counts - k
         w = float(welfare_all_served(scenario, k))

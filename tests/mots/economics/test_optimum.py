@@ -15,7 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mots.economics import ClientType, ErrorModel, ExponentialUtility, PowerUtility, Scenario
+from mots.economics import (
+    ClientType,
+    ErrorModel,
+    ExponentialUtility,
+    PowerUtility,
+    Scenario,
+    optimum,
+)
 from mots.economics.error import generalization_error
 from mots.economics.exhaustive import all_states, exhaustive_min_error, exhaustive_optimum
 from mots.economics.optimum import (
@@ -31,6 +38,13 @@ from mots.scenario_file import load_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 SOLVERS = {"mots": solve_mots_optimum, "fl": solve_fl_optimum}
+ENUMERATE_MAX = optimum._ENUMERATE_MAX
+
+
+@pytest.fixture(autouse=True)
+def _structured_search_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The solver enumerates tiny markets itself; the tests here exercise its structured search."""
+    monkeypatch.setattr(optimum, "_ENUMERATE_MAX", 0)
 
 
 def _scenario(
@@ -211,6 +225,23 @@ def test_equals_enumeration_on_thousands_of_seeded_instances() -> None:
         for eps_req in _requirements(sc, rng):
             for framework in SOLVERS:
                 _assert_matches_enumeration(sc.with_eps_req(eps_req), framework)
+
+
+def test_small_markets_take_the_enumeration_path_and_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the size threshold the solver enumerates; both paths give the same welfare."""
+    rng = np.random.default_rng(4)
+    for _ in range(100):
+        sc = _random_scenario(rng, max_types=3, max_count=8)
+        for eps_req in _requirements(sc, rng):
+            s = sc.with_eps_req(eps_req)
+            for framework in SOLVERS:
+                monkeypatch.setattr(optimum, "_ENUMERATE_MAX", ENUMERATE_MAX)
+                small = _assert_matches_enumeration(s, framework)
+                monkeypatch.setattr(optimum, "_ENUMERATE_MAX", 0)
+                structured = _assert_matches_enumeration(s, framework)
+                if small is not None and structured is not None:
+                    scale = max(1.0, abs(small.welfare))
+                    assert small.welfare == pytest.approx(structured.welfare, abs=1e-9 * scale)
 
 
 def test_equals_enumeration_on_larger_instances_with_binding_requirement() -> None:
