@@ -1,11 +1,12 @@
 """Optimal social states (Problem 2, Lemma 1, Proposition 1) and the FL framework's best state (Eq. 15).
 
-Exact and fast for any population size. ε (Eq. 3) depends on a state only through K = Σ K_i and
+Exact for any population size. ε (Eq. 3) depends on a state only through K = Σ K_i and
 S = Σ K_i/D_i, and both shipped utilities are convex and decreasing, so for a fixed total K the
 objective is convex on the slice {Σ x_i = K, 0 ≤ x ≤ N}: its maximum sits at a greedy vertex
-("fill types in the order of C_i + μ/D_i", one partially filled type), and only O(I²) orders occur.
-A binding ε_req adds a knapsack-like cut, handled exactly by branch and bound with LP bounds.
-The argument and its proofs are in docs/economics.md, section "Solver".
+("fill types in the order of C_i + μ/D_i", one partially filled type), and only O(I²) orders occur;
+searching them takes milliseconds even for 10^9 clients. A binding ε_req adds a knapsack-like cut,
+handled exactly by branch and bound with LP bounds (usually milliseconds, its worst case is not
+bounded polynomially). The argument and its proofs are in docs/economics.md, section "Solver".
 """
 
 from __future__ import annotations
