@@ -16,7 +16,7 @@ from typing import Any
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from mots.training import flower_messages as fm
+import mots.training.flower_messages as fm
 
 
 def _num(value: Any) -> float:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from mots.training import flower_messages as fm
+import mots.training.flower_messages as fm
 
 
 def _num(value: Any) -> float:
@@ -42,8 +43,19 @@ def _write_json(path: Path | None, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def _append(path: Path | None, line: dict[str, Any]) -> None:
+    """One JSON line onto ``progress.jsonl`` (the launcher follows it)."""
+    if path is not None:
+        with path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
 def send_and_receive(
-    grid: Grid, messages: list[Message], timeout: float, interval: float = 0.1
+    grid: Grid,
+    messages: list[Message],
+    timeout: float,
+    interval: float = 0.1,
+    on_reply: Callable[[int], None] | None = None,
 ) -> list[Message]:
     """Push ``messages`` and pull their replies every ``interval`` s until all are in or ``timeout``.
 
@@ -57,6 +69,8 @@ def send_and_receive(
         got = list(grid.pull_messages(pending))
         replies.extend(got)
         pending -= {m.metadata.reply_to_message_id for m in got}
+        if got and pending and on_reply is not None:
+            on_reply(len(replies))
         if pending:
             time.sleep(interval)
     return replies
@@ -139,6 +153,17 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
     accuracy = float("nan")
     for r in range(cfg.rounds):
         start = time.perf_counter()
+        partial: dict[str, Any] = {
+            "round": r,
+            "rounds": cfg.rounds,
+            "clients": len(chosen),
+            "partial": True,
+        }
+        partial["epsilon"] = losses[-1] if losses else float("nan")
+
+        def on_reply(n: int, head: dict[str, Any] = partial, t0: float = start) -> None:
+            _append(progress, {**head, "clients_done": n, "seconds": time.perf_counter() - t0})
+
         msgs = [
             Message(
                 RecordDict({"arrays": ArrayRecord(weights), "config": ConfigRecord({"round": r})}),
@@ -150,7 +175,12 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
         ]
         replies = {
             m.metadata.src_node_id: m
-            for m in send_and_receive(grid, msgs, _num(rc.get(fm.RUN_ROUND_TIMEOUT, 900.0)))
+            for m in send_and_receive(
+                grid,
+                msgs,
+                _num(rc.get(fm.RUN_ROUND_TIMEOUT, 900.0)),
+                on_reply=on_reply,
+            )
         }
         missing = [node for node, _, _ in chosen if node not in replies]
         if missing:
@@ -192,8 +222,7 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
                 "train_seconds": [_num(m["train_seconds"]) for m in metrics],
                 "client_seconds": [_num(m["client_seconds"]) for m in metrics],
             }
-            with progress.open("a") as f:
-                f.write(json.dumps(line) + "\n")
+            _append(progress, line)
     return {
         "epsilon": losses[-1],
         "accuracy": accuracy,

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,13 +48,37 @@ def app_dir() -> Path:
     return path
 
 
+def _flwr_env(federation: LocalFederation) -> dict[str, str]:
+    env = dict(os.environ)
+    env["FLWR_HOME"] = str(federation.flwr_home)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_status(federation: LocalFederation, run_id: int) -> str:
+    """Flower's status text of a run ("running", "finished:completed", …; "" when unknown)."""
+    env = _flwr_env(federation)
+    flwr = shutil.which("flwr", path=env["PATH"]) or "flwr"
+    try:
+        proc = subprocess.run(
+            [flwr, "ls", CONNECTION, "--run-id", str(run_id), "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        found = re.search(r'"status":\s*"([^"]*)"', proc.stdout)
+    except subprocess.TimeoutExpired:
+        return ""
+    return found.group(1) if found else ""
+
+
 def submit(federation: LocalFederation, overrides: dict[str, Any], run_dir: Path) -> int:
     """``flwr run <app> mots-local --run-config FILE``; return the run id."""
     cfg_file = run_dir / "run-config.toml"
     cfg_file.write_text(fm.to_toml(overrides))
-    env = dict(os.environ)
-    env["FLWR_HOME"] = str(federation.flwr_home)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env = _flwr_env(federation)
     flwr = shutil.which("flwr", path=env["PATH"]) or "flwr"
     proc = subprocess.run(
         [
@@ -87,15 +112,19 @@ def follow(
     rounds: int,
     report: Callable[[RoundProgress], None] | None,
     timeout: float,
+    status: Callable[[], str] | None = None,
+    status_every: float = 15.0,
 ) -> dict[str, Any]:
-    """Wait for ``result.json``, reporting each ``progress.jsonl`` line as it appears."""
+    """Wait for ``result.json``, reporting each ``progress.jsonl`` line as it appears; a run that
+    Flower reports finished without a result (the ServerApp died) fails at once."""
     progress = run_dir / "progress.jsonl"
     result = run_dir / "result.json"
     seen = 0
     deadline = time.monotonic() + timeout
+    next_status = time.monotonic() + status_every
     while True:
         if progress.exists() and report is not None:
-            lines = progress.read_text().splitlines()
+            lines = progress.read_text().split("\n")[:-1]  # complete lines only
             for raw in lines[seen:]:
                 d = json.loads(raw)
                 report(
@@ -106,6 +135,7 @@ def follow(
                         int(d["clients"]),
                         float(d["epsilon"]),
                         float(d["seconds"]),
+                        partial=bool(d.get("partial", False)),
                     )
                 )
             seen = len(lines)
@@ -114,6 +144,15 @@ def follow(
             if "error" in data:
                 raise DeploymentError(f"ServerApp failed: {data['error']}")
             return data
+        if status is not None and time.monotonic() > next_status:
+            next_status = time.monotonic() + status_every
+            state = status()
+            if state.startswith("finished") and not result.exists():
+                time.sleep(1.0)
+                if not result.exists():
+                    raise DeploymentError(
+                        f"Flower run {state} without a result (see `flwr log` and {run_dir})"
+                    )
         if time.monotonic() > deadline:
             raise DeploymentError(
                 f"run did not finish within {timeout:.0f}s (see `flwr log` and {run_dir})"
@@ -145,7 +184,7 @@ def run_app(
     started = time.perf_counter()
     run_id = submit(federation, overrides, rd)
     limit = timeout if timeout is not None else 300.0 + 120.0 * config.rounds
-    data = follow(rd, config.rounds, report, limit)
+    data = follow(rd, config.rounds, report, limit, status=lambda: run_status(federation, run_id))
     data["wall_seconds"] = time.perf_counter() - started
     data["flwr_run_id"] = run_id
     data["run_dir"] = str(rd)

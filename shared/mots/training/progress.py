@@ -18,6 +18,8 @@ class RoundProgress:
     clients: int
     epsilon: float
     seconds: float
+    partial: bool = False
+    """True while the round is under way (clients_done < clients, ε of the previous round)."""
 
 
 class ProgressPrinter:
@@ -35,11 +37,13 @@ class ProgressPrinter:
     def __call__(self, p: RoundProgress) -> None:
         """Print ``p`` unless a line was printed less than ``min_interval`` ago."""
         now = time.perf_counter()
-        if p.round + 1 < p.rounds and now - self._last < self.min_interval:
+        final = p.round + 1 == p.rounds and not p.partial
+        if not final and now - self._last < self.min_interval:
             return
         self._last = now
         self.stream.write(
             f"[{self.label}] round {p.round + 1}/{p.rounds}  clients {p.clients_done}/{p.clients}  "
-            f"ε={p.epsilon:.4f}  round {p.seconds:.2f}s  elapsed {now - self._start:.1f}s\n"
+            f"ε={p.epsilon:.4f}{' (last round)' if p.partial else ''}  "
+            f"round {p.seconds:.2f}s  elapsed {now - self._start:.1f}s\n"
         )
         self.stream.flush()

@@ -1,0 +1,62 @@
+"""The launcher's side of a run: following progress.jsonl and reading result.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mots.training import flower_messages as fm
+from mots.training.config import TrainConfig
+from mots.training.deployment import DeploymentError, app_dir, follow
+from mots.training.progress import RoundProgress
+
+
+def test_follow_reports_complete_lines_then_returns(tmp_path: Path) -> None:
+    """Partial (clients done) and round lines are reported; a half-written line waits."""
+    lines = [
+        {
+            "round": 0,
+            "rounds": 2,
+            "clients": 2,
+            "clients_done": 1,
+            "epsilon": float("nan"),
+            "seconds": 1.0,
+            "partial": True,
+        },
+        {"round": 0, "rounds": 2, "clients": 2, "clients_done": 2, "epsilon": 0.9, "seconds": 2.0},
+    ]
+    (tmp_path / "progress.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in lines) + '{"round": 1, "ro'
+    )
+    (tmp_path / "result.json").write_text(json.dumps({"epsilon": 0.8}))
+    seen: list[RoundProgress] = []
+    assert follow(tmp_path, 2, seen.append, timeout=5)["epsilon"] == 0.8
+    assert [(p.round, p.clients_done, p.partial) for p in seen] == [(0, 1, True), (0, 2, False)]
+
+
+def test_follow_raises_server_error_and_finished_without_result(tmp_path: Path) -> None:
+    """A ServerApp error in result.json, or a run Flower calls finished with no result, fails."""
+    (tmp_path / "result.json").write_text(json.dumps({"error": "RunFailedError: nodes missing"}))
+    with pytest.raises(DeploymentError, match="nodes missing"):
+        follow(tmp_path, 1, None, timeout=5)
+    other = tmp_path / "b"
+    other.mkdir()
+    with pytest.raises(DeploymentError, match="finished:failed without a result"):
+        follow(other, 1, None, timeout=30, status=lambda: "finished:failed", status_every=0.1)
+    with pytest.raises(DeploymentError, match="did not finish within"):
+        follow(other, 1, None, timeout=0.5)
+
+
+def test_run_config_roundtrip() -> None:
+    """What the launcher writes (TOML) is what the ServerApp reads back; the app is found."""
+    import tomllib
+
+    cfg = TrainConfig(rounds=7, lr=0.25, test_subset=100)
+    values = fm.run_config(cfg, [1, 0, 2], "/tmp/x", noop=True)
+    parsed = tomllib.loads(fm.to_toml(values))
+    assert fm.train_config_from_run(parsed) == cfg
+    assert fm.participants_from_run(parsed) == [1, 0, 2] and parsed["noop"] is True
+    app = tomllib.loads((app_dir() / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
+    assert set(values) <= set(app["config"]) and app["components"]["serverapp"] == "server_app:app"
