@@ -1,7 +1,8 @@
 """The ClientApp each edge node runs (Flower Message API): report identity, train locally.
 
 ``query`` answers with the node's type and index (the ServerApp cannot read node_config itself);
-``train`` runs E SGD steps from the received global model on this node's partition: through the
+``train`` runs E SGD steps from the received global model on this node's partition (read from the
+node config's ``data-dir`` when it names one, else the run's): through the
 node's resident trainer when its node config names a ``trainer-socket`` (torch stays loaded), else
 in this process. With the run's ``noop`` set it returns the weights untouched (Flower's floor).
 This module imports no torch, so a round pays no torch start-up when a trainer is resident.
@@ -55,7 +56,7 @@ def train(msg: Message, context: Context) -> Message:
         new = weights
     else:
         cfg = fm.train_config_from_run(context.run_config)
-        if fm.NODE_DATA_DIR in context.node_config and cfg.data_dir is None:
+        if context.node_config.get(fm.NODE_DATA_DIR):  # the device's own data directory wins
             cfg = cfg.model_copy(update={"data_dir": str(context.node_config[fm.NODE_DATA_DIR])})
         i, j = fm.node_identity(context.node_config)
         request = {

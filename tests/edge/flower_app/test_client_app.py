@@ -106,3 +106,11 @@ def test_node_identity_forms() -> None:
     assert fm.node_identity({"client-type": "0", "client-index": 4}) == (0, 4)
     with pytest.raises(ValueError, match="type-index"):
         fm.node_identity({"client-type": "big", "client-index": 0})
+
+
+def test_node_data_dir_wins(tmp_path: Path) -> None:
+    """A device's own data-dir (node config) is where its partition is read from."""
+    cfg = TrainConfig(data_dir=FASHION, rounds=1, local_steps=1)
+    run_config = {fm.RUN_TRAIN_CONFIG: json.dumps(cfg.model_dump(mode="json")), fm.RUN_NOOP: False}
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "device")):
+        client_app.app(_train_msg(), _context(run_config, **{"data-dir": str(tmp_path / "device")}))
