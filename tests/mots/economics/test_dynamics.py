@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import ClassVar
 
 import numpy as np
@@ -129,7 +128,8 @@ def test_block_moves_match_single_client_moves(stall: Scenario) -> None:
 
 
 def test_large_population_in_whole_type_blocks() -> None:
-    """3 × 10^5 clients in 5 types: robust SWAN reaches K* from the empty market in well under a minute."""
+    """3 × 10^5 clients in 5 types: robust SWAN reaches K* from the empty market (moved in whole-type
+    blocks; its speed is measured by the benchmarks, not here)."""
     sc = Scenario(
         types=[
             ClientType(name=f"t{i}", count=20_000 * (i + 1), data_size=50.0 * (i + 1), cost=0.5 * (i + 1))
@@ -139,9 +139,7 @@ def test_large_population_in_whole_type_blocks() -> None:
         utility=PowerUtility(scale=40.0, exponent=2.0),
     )
     mech = RobustSwanMechanism(sc)
-    start = time.process_time()  # CPU time: robust to a shared machine
     result = run_dynamics(sc, mech, np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64))
-    assert time.process_time() - start < 30.0
     np.testing.assert_array_equal(result.final_participants, mech.optimum.participants)
     # every abstainer moves once (to J or B); one type-0 client must first train alone, then leaves
     assert result.moves == sc.n_clients + 1
