@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import time
 import uuid
@@ -159,10 +160,9 @@ def main() -> None:
     if args.db == "postgresql":
         pg_name, url = _pg_database()
     else:
-        db = (workdir / "market.db").resolve()
-        db.parent.mkdir(parents=True, exist_ok=True)
-        db.unlink(missing_ok=True)
-        url = f"sqlite:///{db}"
+        shutil.rmtree(workdir, ignore_errors=True)  # a stale -wal/-shm beside a new file corrupts it
+        workdir.mkdir(parents=True)
+        url = f"sqlite:///{(workdir / 'market.db').resolve()}"
     stack = Stack(
         workdir=workdir, database_urls={"market": url}, api_workers={"market": args.api_workers}
     )

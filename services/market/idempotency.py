@@ -26,6 +26,25 @@ def request_hash(method: str, path: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(f"{method} {path} {canonical}".encode()).hexdigest()
 
 
+def _stored(
+    session: Session, principal: str, key: str, fingerprint: str
+) -> tuple[int, dict[str, Any]] | None:
+    """The stored outcome for (principal, key); 409 if the key was used with another body."""
+    stored = session.scalar(
+        select(IdempotencyKey).where(
+            IdempotencyKey.principal == principal, IdempotencyKey.key == key
+        )
+    )
+    if stored is None:
+        return None
+    if stored.request_hash != fingerprint:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            "Idempotency-Key: this key was used with a different request body",
+        )
+    return stored.status_code, json.loads(stored.response_json)
+
+
 def run_once(
     session: Session,
     principal: str,
@@ -35,19 +54,20 @@ def run_once(
     status_code: int = 201,
 ) -> tuple[int, dict[str, Any]]:
     """The stored outcome for (principal, key), or run ``action`` and store its JSON result."""
-    stored = session.scalar(
-        select(IdempotencyKey).where(
-            IdempotencyKey.principal == principal, IdempotencyKey.key == key
-        )
-    )
-    if stored is not None:
-        if stored.request_hash != fingerprint:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                "Idempotency-Key: this key was used with a different request body",
-            )
-        return stored.status_code, json.loads(stored.response_json)
-    result = action(session)
+    replay = _stored(session, principal, key, fingerprint)
+    if replay is not None:
+        return replay
+    try:
+        result = action(session)
+    except HTTPException as exc:
+        # A concurrent call with this key may have committed while we waited for a lock, and its
+        # effect (e.g. "already bought") is what refused us: answer with its stored result.
+        if exc.status_code != status.HTTP_409_CONFLICT:
+            raise
+        replay = _stored(session, principal, key, fingerprint)
+        if replay is None:
+            raise
+        return replay
     session.add(
         IdempotencyKey(
             principal=principal,

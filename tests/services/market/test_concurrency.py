@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,15 +15,25 @@ from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.launcher import Stack
 from mots.platform.transactions import in_transaction
 from services.market import rounds
+from tests.services.conftest import _create_pg_database, _drop_pg_database
 from tests.services.market.conftest import OPERATOR, open_round_payload
 
 pytestmark = pytest.mark.integration
 THREADS = 32
 
 
-@pytest.fixture
-def server(database_url: str, redis_url: str, tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    """A market API process (and its worker) on the database; yields its URL and a session factory."""
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Any]]:
+    """A market API process (and its worker) on each database, shared by this module's tests."""
+    tmp_path = tmp_path_factory.mktemp("market-server")
+    pg_name = None
+    if request.param == "sqlite":
+        database_url = f"sqlite:///{tmp_path / 'market.db'}"
+    else:
+        pg_name = _create_pg_database()
+        database_url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{pg_name}"
     stack = Stack(
         workdir=tmp_path / "stack", redis_url=redis_url, database_urls={"market": database_url}
     )
@@ -35,6 +44,8 @@ def server(database_url: str, redis_url: str, tmp_path: Path) -> Iterator[tuple[
     finally:
         stack.stop()
         engine.dispose()
+        if pg_name is not None:
+            _drop_pg_database(pg_name)
 
 
 def _register(http: httpx.Client, n: int) -> list[dict[str, Any]]:
@@ -122,7 +133,7 @@ def test_concurrent_purchases_never_double_spend(server: tuple[str, Any]) -> Non
                 for _ in range(16)
             ],
         )
-        assert {r.status_code for r in same} == {201}
+        assert {r.status_code for r in same} == {201}, [r.text for r in same if r.status_code != 201]
         assert len({r.text for r in same}) == 1
 
         check = _check(http)
