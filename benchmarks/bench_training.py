@@ -10,7 +10,7 @@ one run on this machine:
    evaluation: the deployment's arithmetic without Flower) and batched (vectorised logistic);
 3. on Flower's deployment engine, a local federation of 20 SuperNodes (10/5/5 by type) with their
    resident trainers: the memory of an idle edge node; Flower's floor (the same rounds with a
-   ClientApp that does no work, ``noop``); the real rounds, the slowest participant's training time
+   ClientApp that does no work, ``noop``, run before and after the real rounds); the real rounds, the slowest participant's training time
    in each, and the target: round ≤ 1.1 × (floor + slowest training). Ratios come from this run.
 
 Writes ``out/bench/training.json``.
@@ -90,7 +90,12 @@ def inprocess_round(cfg: TrainConfig, participants: list[int], rounds: int) -> d
 
 
 def deployment(
-    cfg: TrainConfig, participants: list[int], rounds: int, nodes: list[int], workdir: Path
+    cfg: TrainConfig,
+    participants: list[int],
+    rounds: int,
+    nodes: list[int],
+    workdir: Path,
+    no_trainer: bool = False,
 ) -> dict[str, Any]:
     """Idle node memory, Flower floor (noop) and real rounds on a 20-node local federation."""
     port = free_port_block(len(nodes) + 1, start=9700)
@@ -109,14 +114,29 @@ def deployment(
         )
         out["idle_trainer_mb"] = statistics.mean(p["rss_mb"] for p in st if p["role"] == "trainer")
         out["superlink_mb"] = sum(p["rss_mb"] for p in st if p["role"] == "superlink")
+        # floor, real, floor again: the floor brackets the real run (load drifts on a shared host)
         floor = run_app(fed, tuple(participants), c, noop=True)
         real = run_app(fed, tuple(participants), c)
+        floor_after = run_app(fed, tuple(participants), c, noop=True)
         out["floor_round_s"] = floor["round_seconds"]
+        out["floor_after_round_s"] = floor_after["round_seconds"]
         out["real_round_s"] = real["round_seconds"]
         out["train_max_s"] = real["train_seconds_max"]
         out["discover_s"] = [floor["discover_seconds"], real["discover_seconds"]]
         out["epsilon"] = real["epsilon"]
         pids = fed.all_pids()
+    if no_trainer:
+        with LocalFederation(
+            n_nodes=len(nodes),
+            node_types=nodes,
+            superlink_port=port,
+            workdir=workdir / "no-trainer",
+            trainer=False,
+        ) as fed:
+            plain = run_app(fed, tuple(participants), c)
+            out["no_trainer_round_s"] = plain["round_seconds"]
+            out["no_trainer_train_max_s"] = plain["train_seconds_max"]
+            pids |= fed.all_pids()
     out["left_running"] = len(
         [
             p
@@ -143,6 +163,11 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--skip-deployment", action="store_true")
+    ap.add_argument(
+        "--compare-no-trainer",
+        action="store_true",
+        help="also run the rounds with torch imported in every ClientApp process (no resident trainer)",
+    )
     ap.add_argument("--out", type=Path, default=Path("out/bench/training.json"))
     args = ap.parse_args()
     per_type = [int(x) for x in args.nodes.split(",")]
@@ -169,9 +194,9 @@ def main() -> None:
     )
     if not args.skip_deployment:
         wd = Path("out/bench/federation")
-        d = deployment(cfg, participants, args.rounds, nodes, wd)
+        d = deployment(cfg, participants, args.rounds, nodes, wd, args.compare_no_trainer)
         steady = slice(1, None) if args.rounds > 1 else slice(0, None)
-        floor = statistics.mean(d["floor_round_s"][steady])
+        floor = statistics.mean(d["floor_round_s"][steady] + d["floor_after_round_s"][steady])
         real = statistics.mean(d["real_round_s"][steady])
         train = statistics.mean(d["train_max_s"][steady])
         d["summary"] = {
@@ -202,7 +227,12 @@ def main() -> None:
                 f"{d['idle_supernode_mb']:.0f} / {d['idle_trainer_mb']:.0f} MiB",
             ),
             ("SuperLink (+ SuperExec)", f"{d['superlink_mb']:.0f} MiB"),
-            ("Flower floor: round with a no-work ClientApp", f"{floor:.2f} s"),
+            ("Flower floor: round with a no-work ClientApp (before and after)", f"{floor:.2f} s"),
+            (
+                "  floor before / after the real rounds",
+                f"{statistics.mean(d['floor_round_s'][steady]):.2f} / "
+                f"{statistics.mean(d['floor_after_round_s'][steady]):.2f} s",
+            ),
             ("slowest participant's training", f"{train:.3f} s"),
             ("real round", f"{real:.2f} s"),
             (
@@ -220,6 +250,12 @@ def main() -> None:
             ),
             ("processes left after stop", str(d["left_running"])),
         ]
+        if "no_trainer_round_s" in d:
+            nt = statistics.mean(d["no_trainer_round_s"][steady])
+            s["no_trainer_round_s"] = nt
+            rows.append(
+                ("real round without resident trainers (torch per ClientApp)", f"{nt:.2f} s")
+            )
         for a, b in rows:
             t.add_row(a, b)
         console.print(t)
