@@ -6,7 +6,6 @@ Also checks Proposition 1 (all-or-none) against enumeration and pins the counter
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -445,22 +444,17 @@ def _no_single_move_improves(sc: Scenario, opt: SocialOptimum, framework: str) -
     ],
 )
 def test_million_clients_twenty_types_solve_fast(kw: dict[str, Any]) -> None:
-    """10^6 clients in 20 types: both frameworks solve in well under a few seconds, free and under
-    a binding ε_req, and no single-client change improves the returned state."""
+    """10^6 clients in 20 types: both frameworks solve, free and under a binding ε_req, and no
+    single-client change improves the returned state (speed: `make bench-solver`)."""
     rng = np.random.default_rng(99)
     sc = _large(rng, 20, 10**6, **kw)
     eps_min, _ = min_error(sc)
     for framework, solve in SOLVERS.items():
-        start = time.process_time()  # CPU time: robust to other jobs on the machine
         free = solve(sc)
-        elapsed = time.process_time() - start
-        assert elapsed < 3.0, elapsed
         _no_single_move_improves(sc, free, framework)
         if free.epsilon > eps_min * (1 + 1e-9):
             bound = sc.with_eps_req(eps_min + 0.01 * (free.epsilon - eps_min))
-            start = time.process_time()
             tight = solve(bound)
-            assert time.process_time() - start < 5.0
             assert tight.epsilon <= bound.eps_req_value * (1 + 1e-12)
             assert tight.welfare <= free.welfare + 1e-9 * abs(free.welfare)
             _no_single_move_improves(bound, tight, framework)
