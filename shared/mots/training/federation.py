@@ -155,7 +155,6 @@ class LocalFederation:
             else [f"type-{i + 1}" for i in range(n_types)]
         )
         self.superlink_port = superlink_port
-        self._own_workdir = workdir is None
         self.workdir = (
             Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="mots-fed-"))
         )
