@@ -193,7 +193,14 @@ def frameworks_figure(sweeps: Sequence[FrameworkSweep], title: str, path: Path) 
         ax.set_title(f"varying {AXIS_LABEL[sw.axis]} ({fixed})", fontsize=9)
         lines = ax.get_legend_handles_labels()
         more = right.get_legend_handles_labels()
-        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="best")
+        ax.legend(
+            lines[0] + more[0],
+            lines[1] + more[1],
+            fontsize=7,
+            ncol=2,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+        )
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
