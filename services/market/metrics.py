@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 
@@ -11,6 +12,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.market import ledger
+
+log = logging.getLogger(__name__)
 
 
 class LedgerCollector(Collector):
@@ -27,8 +30,12 @@ class LedgerCollector(Collector):
             "Sum of ledger balances by account category, in currency units (Σ over all is 0).",
             labels=["account"],
         )
-        with self.factory() as session:
-            totals = ledger.totals_by_category(session)
+        try:
+            with self.factory() as session:
+                totals = ledger.totals_by_category(session)
+        except Exception:  # a scrape must not fail because the database is briefly unreachable
+            log.warning("mots_ledger_total: the ledger could not be read", exc_info=True)
+            return
         for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
             totals.setdefault(category, 0)
         totals.setdefault("external_deposits", 0)

@@ -57,7 +57,10 @@ def mechanism_for(name: str, scenario: Scenario) -> Mechanism:
 
 
 def _state(values: list[int] | None, scenario: Scenario, field: str) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.int64)
+    try:
+        arr = np.asarray(values, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise PricingInputError(f"{field}: needs one integer count per type") from exc
     if arr.shape != (scenario.n_types,):
         raise PricingInputError(f"{field}: needs one count per type ({scenario.n_types})")
     if (arr < 0).any() or (arr > scenario.counts).any():
@@ -69,6 +72,20 @@ def _state(values: list[int] | None, scenario: Scenario, field: str) -> np.ndarr
 
 def price(scenario: Scenario, mechanism_name: str, request: PricingRequest) -> PricingResult:
     """The mechanism's terms at K* (no ``participants``) or at a realised state."""
+    try:
+        with np.errstate(all="ignore"):
+            result = _price(scenario, mechanism_name, request)
+    except (OverflowError, ZeroDivisionError, FloatingPointError) as exc:
+        raise PricingInputError(f"scenario: the numbers overflow ({exc})") from exc
+    numbers = [result.price, result.welfare, result.epsilon, result.incentive_cost, *result.rewards]
+    if not all(math.isfinite(x) for x in numbers):
+        raise PricingInputError(
+            "scenario: the utility, costs or error model give non-finite prices or welfare"
+        )
+    return result
+
+
+def _price(scenario: Scenario, mechanism_name: str, request: PricingRequest) -> PricingResult:
     mech = mechanism_for(mechanism_name, scenario)
     try:
         opt = solve_mots_optimum(scenario)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from celery import Celery
-from fastapi import Depends, Header, HTTPException, Request, status
+from fastapi import Depends, Header, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform.schemas import MAX_ID
 from services.market.auth import hash_token, is_operator
 from services.market.core.config import Settings
 from services.market.models import Client
@@ -80,3 +81,4 @@ IdempotencyKeyHeader = Annotated[
         description="unique per intended operation; a retry with the same key is not booked twice",
     ),
 ]
+RoundId = Annotated[int, Path(ge=1, le=MAX_ID, description="the round's id")]

@@ -14,7 +14,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Money = Annotated[Decimal, Field(max_digits=18, decimal_places=6)]
-PositiveMoney = Annotated[Decimal, Field(gt=0, max_digits=18, decimal_places=6)]
+MAX_AMOUNT = Decimal(10**9)
+"""Largest amount one call may move or declare (keeps every balance far inside BIGINT micro-units)."""
+PositiveMoney = Annotated[Decimal, Field(gt=0, le=MAX_AMOUNT, max_digits=18, decimal_places=6)]
+MAX_ID = 2**31 - 1
+Id = Annotated[int, Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier")]
 TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
@@ -55,7 +59,7 @@ class ClientRegistration(_Schema):
     name: str = Field(..., min_length=1, max_length=128, description="display name of the client")
     type_name: TypeName = Field(..., description="the client's type i; one (D_i, C_i) per type")
     data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
-    cost: Money = Field(..., ge=0, description="C_i, participation cost")
+    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i, participation cost")
 
 
 class RegisteredClient(_Schema):
@@ -119,7 +123,7 @@ class DecisionOut(_Schema):
 class PurchaseIn(_Schema):
     """Buy the model of a round at the round's quoted price."""
 
-    round_id: int = Field(..., ge=1)
+    round_id: Id
 
 
 class PurchaseOut(_Schema):
@@ -136,7 +140,7 @@ class PurchaseOut(_Schema):
 class DepositIn(_Schema):
     """Operator credit of a client's wallet (money received outside the platform)."""
 
-    client_id: int = Field(..., ge=1)
+    client_id: Id
     amount: PositiveMoney
 
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from mots.platform.celery_app import send
 from mots.platform.schemas import DecisionIn, DecisionOut
 from mots.platform.transactions import in_transaction
-from services.market.api.deps import CeleryDep, CurrentClient, SessionFactoryDep
+from services.market.api.deps import CeleryDep, CurrentClient, RoundId, SessionFactoryDep
 from services.market.decisions import all_declared, record_decision
 from services.market.models import Decision, MarketRound, Purchase
 
@@ -18,7 +18,7 @@ router = APIRouter(tags=["decisions"])
 
 @router.put("/v1/rounds/{round_id}/decision", response_model=DecisionOut)
 def declare(
-    round_id: int,
+    round_id: RoundId,
     body: DecisionIn,
     client: CurrentClient,
     factory: SessionFactoryDep,
@@ -50,7 +50,9 @@ def declare(
 
 
 @router.get("/v1/rounds/{round_id}/decision", response_model=DecisionOut)
-def my_decision(round_id: int, client: CurrentClient, factory: SessionFactoryDep) -> DecisionOut:
+def my_decision(
+    round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep
+) -> DecisionOut:
     """The caller's recorded strategy in a round."""
     with factory() as session:
         d = session.scalar(

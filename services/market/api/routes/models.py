@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, status
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
-from services.market.api.deps import CurrentClient, SessionFactoryDep, SettingsDep
+from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep, SettingsDep
 from services.market.models import Decision, MarketRound, Purchase
 
 router = APIRouter(tags=["models"])
@@ -20,7 +20,7 @@ router = APIRouter(tags=["models"])
     responses={403: {"description": "not entitled"}, 409: {"description": "not published yet"}},
 )
 def download(
-    round_id: int, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
+    round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
 ) -> FileResponse:
     """The round's model artifact, if the caller trained it (and did not drop out) or bought it."""
     with factory() as session:

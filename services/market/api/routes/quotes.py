@@ -6,7 +6,7 @@ from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
 from mots.platform.schemas import QuoteOut, RoundState, TypeQuote
-from services.market.api.deps import CurrentClient, SessionFactoryDep
+from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
 from services.market.models import MarketRound
 from services.market.rounds import stored_quote
 
@@ -54,7 +54,7 @@ def current_quote(_: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
 
 
 @router.get("/v1/rounds/{round_id}/quote", response_model=QuoteOut)
-def round_quote(round_id: int, _: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
+def round_quote(round_id: RoundId, _: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
     """A given round's quote."""
     with factory() as session:
         rnd = session.get(MarketRound, round_id)

@@ -6,12 +6,12 @@ import hmac
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.celery_app import send
-from mots.platform.schemas import RoundState
+from mots.platform.schemas import MAX_ID, RoundState
 from services.orchestration.machine import RoundFailure, create_round
 from services.orchestration.models import Round, Transition
 
@@ -85,7 +85,9 @@ def list_rounds(request: Request) -> list[dict[str, Any]]:
 
 
 @router.get("/v1/rounds/{round_id}")
-def get_round(round_id: int, request: Request) -> dict[str, Any]:
+def get_round(
+    round_id: Annotated[int, Path(ge=1, le=MAX_ID, description="the round's id")], request: Request
+) -> dict[str, Any]:
     """A round's state, figures and transitions."""
     with _sessions(request)() as session:
         rnd = session.get(Round, round_id)
