@@ -16,9 +16,13 @@ from mots.platform.agents import act, choose, register_population, wait_for_quot
 from mots.platform.demo import wait_round
 from mots.platform.launcher import PROMETHEUS_BINARY, Stack
 from mots.platform.settings import DEV_OPERATOR_TOKEN
-from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
+from tests.services.orchestration.conftest import OPERATOR, UTILITY, stack_env
 
 pytestmark = pytest.mark.integration
+TYPES = [  # three clients, so the federation starts three SuperNodes
+    {"name": "type-1", "count": 2, "data_size": 50, "cost": "0.5"},
+    {"name": "type-3", "count": 1, "data_size": 300, "cost": "3.0"},
+]
 DASHBOARD = Path(__file__).parents[2] / "monitoring" / "grafana" / "dashboards" / "mots.json"
 
 
