@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.launcher import Stack
+from mots.platform.launcher import Stack, exit_on_sigterm
 from mots.platform.money import to_micros
 from mots.platform.schemas import OpenRoundPayload
 from services.market import ledger, rounds
@@ -153,6 +153,7 @@ def main() -> None:
     parser.add_argument("--api-workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args()
+    exit_on_sigterm()
 
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = args.out / "market-run"
@@ -160,7 +161,9 @@ def main() -> None:
     if args.db == "postgresql":
         pg_name, url = _pg_database()
     else:
-        shutil.rmtree(workdir, ignore_errors=True)  # a stale -wal/-shm beside a new file corrupts it
+        shutil.rmtree(
+            workdir, ignore_errors=True
+        )  # a stale -wal/-shm beside a new file corrupts it
         workdir.mkdir(parents=True)
         url = f"sqlite:///{(workdir / 'market.db').resolve()}"
     stack = Stack(

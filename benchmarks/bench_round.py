@@ -21,7 +21,7 @@ import httpx
 from mots.economics.utility import PowerUtility
 from mots.platform.agents import act, choose, register_population, wait_for_quote
 from mots.platform.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
-from mots.platform.launcher import Stack
+from mots.platform.launcher import Stack, exit_on_sigterm
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--trainer", choices=["deployment", "inprocess"], default="deployment")
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args()
+    exit_on_sigterm()
     args.out.mkdir(parents=True, exist_ok=True)
     stack = Stack(
         workdir=args.out / "round-run",

@@ -74,8 +74,9 @@ def platform() -> None:
 def up(workdir: Path, prometheus: bool) -> None:
     """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all."""
     from mots.platform.demo import start_redis
-    from mots.platform.launcher import PROMETHEUS_BINARY, Stack
+    from mots.platform.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm
 
+    exit_on_sigterm()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     redis_url, redis_proc = start_redis(workdir)
     stack = Stack(workdir=workdir, redis_url=redis_url, ports=dict(FIXED_PORTS))

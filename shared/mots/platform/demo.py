@@ -22,7 +22,7 @@ import httpx
 
 from mots.economics.utility import PowerUtility
 from mots.platform.agents import act, choose, register_population, wait_for_quote
-from mots.platform.launcher import PROMETHEUS_BINARY, Stack, free_port
+from mots.platform.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm, free_port
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 DEMO_TYPES: list[dict[str, Any]] = [
@@ -126,6 +126,7 @@ def run_demo(
     timeout_s: float = 900,
 ) -> dict[str, Any]:
     """Run one market cycle end to end and return the summary written to ``summary.json``."""
+    exit_on_sigterm()
     out_dir.mkdir(parents=True, exist_ok=True)
     workdir = out_dir / "run"
     if workdir.exists():

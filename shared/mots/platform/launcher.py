@@ -23,6 +23,15 @@ PROMETHEUS_BINARY = "/usr/bin/prometheus"
 WORKERS = ("market", "pricing", "orchestration", "evaluation")
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so a terminated caller still runs ``Stack.stop`` (finally)."""
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
