@@ -190,23 +190,32 @@ class _Handler(socketserver.BaseRequestHandler):
 
 
 def serve(socket_path: str | Path, preload: bool = True) -> None:
-    """Serve requests on ``socket_path`` until SIGTERM/SIGINT; one request at a time (one client)."""
+    """Serve requests on ``socket_path`` until SIGTERM/SIGINT; one request at a time (one client).
+
+    The socket is bound under a temporary name and renamed into place once listening, so the
+    path existing means the trainer accepts connections.
+    """
     path = Path(socket_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    if preload:
-        import torch  # noqa: F401 - pay the import once, before the first round
-
-        from mots.training import local, models  # noqa: F401
-    server = socketserver.UnixStreamServer(str(path), _Handler)
+    server: socketserver.UnixStreamServer | None = None
 
     def _stop(_sig: int, _frame: Any) -> None:
-        server.server_close()
+        if server is not None:
+            server.server_close()
         path.unlink(missing_ok=True)
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    path.unlink(missing_ok=True)
+    if preload:
+        import torch  # noqa: F401 - pay the import once, before the first round
+
+        from mots.training import local, models  # noqa: F401
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    staging.unlink(missing_ok=True)
+    server = socketserver.UnixStreamServer(str(staging), _Handler)
+    staging.rename(path)
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

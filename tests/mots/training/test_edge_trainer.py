@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,7 @@ def test_handle_train_is_the_inprocess_update(tiny: TrainConfig) -> None:
 
 def test_trainer_process_over_socket(tiny: TrainConfig, tmp_path: Path) -> None:
     """A real trainer process: ping, train (same update as in process), errors reported, SIGTERM exits."""
-    sock = Path("/tmp") / f"mots-test-{tmp_path.name[-12:]}.sock"
+    sock = Path("/tmp") / f"mots-test-{uuid.uuid4().hex[:12]}.sock"
     proc = subprocess.Popen(
         [sys.executable, "-m", "mots.training.edge_trainer", "--socket", str(sock)]
     )
