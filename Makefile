@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -48,7 +48,10 @@ bench-round: install system ## a market round on Flower: the platform's own time
 bench-training: install system ## Flower rounds with 20 nodes vs floor and in-process FedAvg; client throughput vs plain PyTorch
 	$(PY) -m benchmarks.bench_training
 
-bench: bench-solver bench-market bench-round bench-training ## every benchmark
+bench-theorem3: install ## Theorem 3 census: paper SWAN vs robust SWAN reaching K* on random markets
+	$(PY) -m benchmarks.theorem3_census
+
+bench: bench-solver bench-theorem3 bench-market bench-round bench-training ## every benchmark
 
 DATASET := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 
