@@ -270,6 +270,28 @@ class RoundMachine:
         names = [t["name"] for t in scenario["types"]]
         k = [len(final.participants.get(n, [])) for n in names]
         b = [len(final.paid_buyers.get(n, [])) for n in names]
+        if sum(k) == 0:  # no coalition: no model, so no schedule to price (ε is +∞ at K = 0)
+            rule = "no participant joined: no model is trained; buyers are refunded"
+            empty = {
+                "type_names": names,
+                "participants": k,
+                "buyers": b,
+                "price": None,
+                "rewards": [0.0] * len(names),
+                "welfare": 0.0,
+                "epsilon": None,
+                "incentive_cost": 0.0,
+            }
+            self._move(
+                rnd.id,
+                S.COLLECTING,
+                S.FAILED,
+                rule,
+                rule=rule,
+                decisions_json=final.model_dump_json(),
+                terms_json=json.dumps(empty),
+            )
+            return Step(S.FAILED)
         mech = rnd.mechanism
         eq = self._call(
             "pricing.equilibrium",
@@ -285,10 +307,6 @@ class RoundMachine:
             "decisions_json": final.model_dump_json(),
             "terms_json": json.dumps({**terms.model_dump(mode="json"), "equilibrium": eq}),
         }
-        if sum(k) == 0:
-            rule = "no participant joined: no model is trained; buyers are refunded"
-            self._move(rnd.id, S.COLLECTING, S.FAILED, rule, rule=rule, **fields)
-            return Step(S.FAILED)
         self._move(rnd.id, S.COLLECTING, S.TRAINING, f"K={k} B={b}", **fields)
         return Step(S.TRAINING)
 

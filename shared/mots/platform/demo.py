@@ -104,12 +104,16 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"  {name:<8} {summary['participants'][name]:>9} {summary['buyers'][name]:>8} "
             f"{summary['rewards'][name]:>11.4f}"
         )
-    eps = summary.get("epsilon")
-    print(f"  price p           {summary['price']:.4f}")
-    print(f"  social welfare    {summary['welfare']:.4f}  (Eq. 5 at the realised state)")
-    print(f"  incentive cost    {summary['incentive_cost']:.6f}  (platform subsidy booked)")
+
+    def num(value: Any, digits: int = 4) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    print(f"  price p           {num(summary['price'])}")
+    print(f"  social welfare    {num(summary['welfare'])}  (Eq. 5 at the realised state)")
+    print(f"  incentive cost    {num(summary['incentive_cost'], 6)}  (platform subsidy booked)")
     print(
-        f"  test loss ε       {eps if eps is None else round(eps, 4)}  (predicted {summary.get('epsilon_predicted'):.4f})"
+        f"  test loss ε       {num(summary.get('epsilon'))}  "
+        f"(predicted {num(summary.get('epsilon_predicted'))})"
     )
     print(
         f"  round latency     {summary['round_seconds']:.2f} s, platform share {summary['platform_share']:.2%}"
