@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from mots.economics.dynamics import run_dynamics
 from mots.economics.error import generalization_error
 from mots.economics.mechanisms.base import Mechanism
 from mots.economics.mechanisms.registry import MECHANISMS, get_mechanism
@@ -147,8 +148,6 @@ def equilibrium(
     scenario: Scenario, mechanism_name: str, k: list[int], b: list[int]
 ) -> dict[str, Any]:
     """Whether no client gains by a unilateral move at (K, B) under the mechanism's schedule."""
-    from mots.economics.dynamics import run_dynamics  # after the registry: avoids an import cycle
-
     mech = mechanism_for(mechanism_name, scenario)
     kk, bb = _state(k, scenario, "participants"), _state(b, scenario, "buyers")
     result = run_dynamics(scenario, mech, kk, bb, max_moves=1)

@@ -14,12 +14,12 @@ from rich.console import Console
 from rich.table import Table
 
 from mots.economics.assumptions import curvature_warnings
+from mots.economics.comparison import compare_mechanisms
 from mots.economics.dynamics import run_dynamics
 from mots.economics.error import generalization_error
 from mots.economics.mechanisms.registry import (
     DEFAULT_MECHANISM,
     MECHANISMS,
-    compare_mechanisms,
     get_mechanism,
 )
 from mots.economics.network_effects import eta, type_effect

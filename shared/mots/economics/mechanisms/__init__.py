@@ -1,11 +1,13 @@
-"""Mechanisms behind one interface: SWAN (paper and robust variants) and the baselines."""
+"""Mechanisms behind one interface: SWAN (paper and robust variants) and the baselines.
+
+Nothing here imports :mod:`mots.economics.dynamics` (which builds on :mod:`.base`), so either can be
+imported first; the side-by-side run lives in :mod:`mots.economics.comparison`.
+"""
 
 from mots.economics.mechanisms.base import Mechanism, PotentialMechanism, Quote
 from mots.economics.mechanisms.registry import (
     DEFAULT_MECHANISM,
     MECHANISMS,
-    ComparisonRow,
-    compare_mechanisms,
     get_mechanism,
 )
 from mots.economics.mechanisms.swan import SwanMechanism, SwanSummary, swan_summary
@@ -14,14 +16,12 @@ from mots.economics.mechanisms.swan_robust import RobustSwanMechanism
 __all__ = [
     "DEFAULT_MECHANISM",
     "MECHANISMS",
-    "ComparisonRow",
     "Mechanism",
     "PotentialMechanism",
     "Quote",
     "RobustSwanMechanism",
     "SwanMechanism",
     "SwanSummary",
-    "compare_mechanisms",
     "get_mechanism",
     "swan_summary",
 ]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mots.economics.comparison import compare_mechanisms
 from mots.economics.mechanisms import (
     DEFAULT_MECHANISM,
     MECHANISMS,
     RobustSwanMechanism,
-    compare_mechanisms,
     get_mechanism,
 )
 from mots.economics.optimum import solve_fl_optimum, solve_mots_optimum
