@@ -37,7 +37,7 @@ sessions = make_sessionmaker(make_engine(settings.database_url))
 
 def _on_ready(**_: Any) -> None:
     upgrade(settings.database_url)
-    serve_worker_metrics(settings.metrics_port)
+    serve_worker_metrics(settings.metrics_port, settings.metrics_host)
 
 
 signals.worker_ready.connect(_on_ready, weak=False)

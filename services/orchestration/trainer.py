@@ -1,8 +1,10 @@
 """Training a round's coalition with Flower, through the training package's runner.
 
-The orchestration worker keeps one local federation (a Flower SuperLink and one SuperNode per
-registered client, tagged with its type) and hands it the market's social state K per type;
-``mots.training.runner.train_coalition`` trains exactly those participants.
+With ``MOTS_SUPERLINK_ADDRESS`` set, training runs on that external SuperLink (the deployed one,
+whose SuperNodes are the edge devices). Otherwise the orchestration worker keeps one local
+federation (a Flower SuperLink and one SuperNode per registered client, tagged with its type).
+Either way it hands the market's social state K per type to
+``mots.training.runner.train_coalition``, which trains exactly those participants.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class TrainingOutcome:
 
 
 class Trainer:
-    """Runs ``train_coalition`` on the deployment engine (a live local federation) or in process."""
+    """Runs ``train_coalition`` on the deployment engine (an external SuperLink or a live local
+    federation) or in process."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -58,9 +61,18 @@ class Trainer:
         )
 
     def _ensure_federation(self, node_types: list[int]) -> Any:
-        """A running federation whose nodes match the population's types (restarted if not)."""
-        from mots.training.federation import LocalFederation
+        """The external SuperLink if one is configured; else a running local federation whose
+        nodes match the population's types (restarted if not)."""
+        from mots.training.federation import ExternalSuperLink, LocalFederation
 
+        address = self.settings.superlink_address
+        if address:
+            if not isinstance(self._federation, ExternalSuperLink):
+                self.stop()
+                self._federation = ExternalSuperLink(
+                    address, Path(self.settings.work_dir)
+                ).connect()
+            return self._federation
         if self._federation is not None and self._node_types == node_types:
             return self._federation
         self.stop()
@@ -111,7 +123,7 @@ class Trainer:
         )
 
     def stop(self) -> None:
-        """Stop the local federation, if one runs."""
+        """Stop the local federation, if one runs (an external SuperLink is left alone)."""
         if self._federation is not None:
             self._federation.stop()
         self._federation, self._node_types = None, None

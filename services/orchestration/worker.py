@@ -51,7 +51,7 @@ def recover() -> list[int]:
 
 def _on_ready(**_: Any) -> None:
     upgrade(settings.database_url)
-    serve_worker_metrics(settings.metrics_port)
+    serve_worker_metrics(settings.metrics_port, settings.metrics_host)
     recover()
 
 

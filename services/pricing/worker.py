@@ -21,7 +21,7 @@ app = make_celery("pricing", settings.redis_url, settings.redis_key_prefix)
 
 
 def _on_ready(**_: Any) -> None:
-    serve_worker_metrics(settings.metrics_port)
+    serve_worker_metrics(settings.metrics_port, settings.metrics_host)
 
 
 signals.worker_ready.connect(_on_ready, weak=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mots.platform.settings import PlatformSettings
 
@@ -41,6 +41,11 @@ class Settings(PlatformSettings):
         "deployment",
         description="Flower deployment engine (SuperLink + SuperNodes) or the in-process engine",
     )
+    superlink_address: str | None = Field(
+        None,
+        description="host:port of an external SuperLink's Control API (the deployed one with the "
+        "edge devices' SuperNodes) that training runs on; unset or empty: start a local federation",
+    )
     n_nodes: int = Field(20, ge=1, description="SuperNodes the local federation starts")
     superlink_port: int = Field(9500, ge=1024, le=65000, description="local SuperLink's port")
     train_rounds: int = Field(5, ge=1, description="FedAvg rounds R per market round")
@@ -59,6 +64,17 @@ class Settings(PlatformSettings):
     work_dir: str = Field(
         "out/platform/federation", description="working directory of the local Flower federation"
     )
+
+    @field_validator("superlink_address")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        """Empty means unset; anything else must be host:port."""
+        from mots.training.federation import parse_address
+
+        if value is None or not value.strip():
+            return None
+        parse_address(value, "MOTS_SUPERLINK_ADDRESS")
+        return value.strip()
 
 
 @lru_cache(maxsize=1)

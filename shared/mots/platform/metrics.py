@@ -1,7 +1,7 @@
 """Prometheus metrics of the platform (names follow Prometheus conventions: unit suffixes, _total).
 
 One registry per process. The HTTP middleware counts and times every request by route template;
-:func:`serve_worker_metrics` exposes a worker's registry on ``MOTS_METRICS_PORT``.
+:func:`serve_worker_metrics` exposes a worker's registry on ``MOTS_METRICS_HOST:MOTS_METRICS_PORT``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -133,7 +134,17 @@ def install_http_metrics(app: object, service: str) -> None:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
-def serve_worker_metrics(port: int) -> None:
-    """Expose this process's registry on ``port`` (0: do nothing)."""
-    if port:
-        start_http_server(port, addr="127.0.0.1")
+def serve_worker_metrics(port: int, host: str | None = None) -> WSGIServer | None:
+    """Expose this process's registry on ``host:port`` (port 0: do nothing); the server started.
+
+    ``host`` None reads ``MOTS_METRICS_HOST`` through :class:`PlatformSettings` (default 127.0.0.1);
+    a deployment sets 0.0.0.0 so that Prometheus can scrape the worker from another container.
+    """
+    if not port:
+        return None
+    if host is None:
+        from mots.platform.settings import PlatformSettings
+
+        host = PlatformSettings().metrics_host
+    server, _ = start_http_server(port, addr=host)
+    return server

@@ -42,6 +42,11 @@ class PlatformSettings(BaseSettings):
     metrics_port: int = Field(
         0, ge=0, le=65535, description="port of a worker's Prometheus /metrics endpoint; 0 = off"
     )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="interface a worker's /metrics endpoint binds: 127.0.0.1 (one machine) or "
+        "0.0.0.0 (scraped by Prometheus from another container or pod)",
+    )
     log_level: str = Field("INFO", description="log level of the service process")
 
     @model_validator(mode="after")

@@ -1,4 +1,7 @@
-"""The deployment-engine launcher: ``flwr run`` the MoTS Flower app on a local federation.
+"""The deployment-engine launcher: ``flwr run`` the MoTS Flower app on a federation.
+
+The federation is a :class:`LocalFederation` this process started, or an
+:class:`ExternalSuperLink` (the deployed SuperLink with the edge devices' SuperNodes).
 
 Writes the run config (TrainConfig, participants, output directory), submits the app to the
 SuperLink's Control API with ``flwr run``, follows ``progress.jsonl`` that the ServerApp appends
@@ -24,7 +27,7 @@ from typing import Any
 
 from mots.training import flower_messages as fm
 from mots.training.config import TrainConfig
-from mots.training.federation import CONNECTION, LocalFederation, free_port_block
+from mots.training.federation import CONNECTION, Federation, LocalFederation, free_port_block
 from mots.training.progress import RoundProgress
 
 
@@ -48,14 +51,14 @@ def app_dir() -> Path:
     return path
 
 
-def _flwr_env(federation: LocalFederation) -> dict[str, str]:
+def _flwr_env(federation: Federation) -> dict[str, str]:
     env = dict(os.environ)
     env["FLWR_HOME"] = str(federation.flwr_home)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
-def run_status(federation: LocalFederation, run_id: int) -> str:
+def run_status(federation: Federation, run_id: int) -> str:
     """Flower's status text of a run ("running", "finished:completed", …; "" when unknown)."""
     env = _flwr_env(federation)
     flwr = shutil.which("flwr", path=env["PATH"]) or "flwr"
@@ -74,7 +77,7 @@ def run_status(federation: LocalFederation, run_id: int) -> str:
     return found.group(1) if found else ""
 
 
-def submit(federation: LocalFederation, overrides: dict[str, Any], run_dir: Path) -> int:
+def submit(federation: Federation, overrides: dict[str, Any], run_dir: Path) -> int:
     """``flwr run <app> mots-local --run-config FILE``; return the run id."""
     cfg_file = run_dir / "run-config.toml"
     cfg_file.write_text(fm.to_toml(overrides))
@@ -161,7 +164,7 @@ def follow(
 
 
 def run_app(
-    federation: LocalFederation,
+    federation: Federation,
     participants: tuple[int, ...],
     config: TrainConfig,
     *,
@@ -195,7 +198,7 @@ def train_on_federation(
     participants: tuple[int, ...],
     config: TrainConfig,
     *,
-    federation: LocalFederation | None,
+    federation: Federation | None,
     report: Callable[[RoundProgress], None] | None,
     artifact_dir: Path | None,
 ) -> Any:

@@ -6,6 +6,8 @@ gets a resident trainer (:mod:`mots.training.edge_trainer`) on a Unix socket. Ev
 starts in its own session; :meth:`LocalFederation.stop` signals whole process groups and every
 descendant found (SuperExec, ServerApp and ClientApp children included), so nothing strays.
 The state file ``<workdir>/federation.json`` lets another process (``mots federation down``) stop it.
+:class:`ExternalSuperLink` stands for a SuperLink started elsewhere (the deployed one, with the
+edge devices' SuperNodes): the launcher only submits runs to its Control API.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 STATE_FILE = "federation.json"
 CONNECTION = "mots-local"
@@ -42,6 +44,80 @@ class ProcessInfo:
     name: str
     pid: int
     log: str
+
+
+class Federation(Protocol):
+    """What the launcher (``flwr run``) needs of a federation: its address and directories."""
+
+    @property
+    def address(self) -> str:
+        """host:port of the SuperLink's Control API."""
+        ...
+
+    @property
+    def flwr_home(self) -> Path:
+        """FLWR_HOME of ``flwr run``: holds the connection to the SuperLink."""
+        ...
+
+    @property
+    def workdir(self) -> Path:
+        """Where run directories (progress.jsonl, result.json) are created."""
+        ...
+
+
+def write_connection(flwr_home: Path, address: str) -> None:
+    """Write the ``flwr`` connection ``mots-local`` (insecure) to ``address`` into FLWR_HOME."""
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    (flwr_home / "config.toml").write_text(
+        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+        f'address = "{address}"\ninsecure = true\n'
+    )
+
+
+def parse_address(address: str, field: str = "address") -> tuple[str, int]:
+    """(host, port) of a ``host:port`` address; ValueError naming ``field`` and the rule."""
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{field}: expected host:port with a port in 1..65535, got {address!r}")
+    return host, int(port)
+
+
+class ExternalSuperLink:
+    """A SuperLink this process did not start (e.g. the deployed one with the Pis' SuperNodes).
+
+    The ServerApp runs next to that SuperLink and writes the run's ``progress.jsonl``,
+    ``result.json`` and artifacts to the paths the launcher passes, so ``workdir`` and the
+    artifact directory must be shared with it at the same paths (a volume in compose and k8s).
+    """
+
+    def __init__(self, address: str, workdir: str | Path) -> None:
+        parse_address(address)
+        self._address = address.strip()
+        self._workdir = Path(workdir)
+
+    @property
+    def address(self) -> str:
+        """host:port of the SuperLink's Control API."""
+        return self._address
+
+    @property
+    def workdir(self) -> Path:
+        """Where run directories are created (shared with the SuperLink's ServerApp)."""
+        return self._workdir
+
+    @property
+    def flwr_home(self) -> Path:
+        """FLWR_HOME of the launcher: holds the connection to the external SuperLink."""
+        return self._workdir / "flwr-home"
+
+    def connect(self) -> ExternalSuperLink:
+        """Write the connection for ``flwr run``; nothing is started."""
+        write_connection(self.flwr_home, self.address)
+        return self
+
+    def stop(self) -> list[int]:
+        """Nothing to stop: the SuperLink and its SuperNodes belong to the deployment."""
+        return []
 
 
 def _bin_dir() -> Path:
@@ -329,11 +405,7 @@ class LocalFederation:
         return True
 
     def _write_connection(self) -> None:
-        self.flwr_home.mkdir(parents=True, exist_ok=True)
-        (self.flwr_home / "config.toml").write_text(
-            f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-            f'address = "{self.address}"\ninsecure = true\n'
-        )
+        write_connection(self.flwr_home, self.address)
 
     def stop(self, timeout: float = 15.0) -> list[int]:
         """SIGTERM every process group and descendant, SIGKILL what remains; return survivors."""

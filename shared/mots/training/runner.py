@@ -21,7 +21,7 @@ from mots.training.config import TrainConfig
 from mots.training.progress import ProgressPrinter, RoundProgress
 
 if TYPE_CHECKING:
-    from mots.training.federation import LocalFederation
+    from mots.training.federation import Federation
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -149,15 +149,15 @@ def train_coalition(
     config: TrainConfig,
     *,
     engine: Literal["inprocess", "deployment"] = "inprocess",
-    federation: LocalFederation | None = None,
+    federation: Federation | None = None,
     progress: bool | Callable[[RoundProgress], None] = False,
     artifact_dir: Path | None = None,
 ) -> TrainingResult:
     """Train coalition K = ``participants`` (K_i per type) with FedAvg; ε is the final test loss.
 
-    ``engine="deployment"`` runs on Flower's deployment engine: on ``federation`` if given (its
-    nodes must include the coalition's types), else on a temporary local federation holding exactly
-    the coalition's clients, stopped afterwards.
+    ``engine="deployment"`` runs on Flower's deployment engine: on ``federation`` if given (a
+    local one or an external SuperLink; its nodes must include the coalition's types), else on a
+    temporary local federation holding exactly the coalition's clients, stopped afterwards.
     """
     k = config.check_participants(list(participants))
     report: Callable[[RoundProgress], None] | None

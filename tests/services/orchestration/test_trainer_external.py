@@ -1,0 +1,89 @@
+"""The orchestration trainer on an external SuperLink (MOTS_SUPERLINK_ADDRESS), as in compose/k3s.
+
+A real SuperLink and two SuperNodes are started apart from the trainer (standing in for the deployed
+SuperLink and the Pis); the trainer, given only that address, must train on them through
+`flwr run` and start no federation of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from mots.training import artifacts
+from mots.training.federation import (
+    ExternalSuperLink,
+    LocalFederation,
+    descendants,
+    free_port_block,
+)
+from services.orchestration.core.config import Settings
+from services.orchestration.trainer import Trainer
+
+FASHION = Path("/usr/share/datasets/fashion-mnist")
+
+
+def _settings(tmp_path: Path, **extra: object) -> Settings:
+    base: dict[str, object] = {
+        "trainer": "deployment",
+        "train_rounds": 2,
+        "train_local_steps": 2,
+        "train_test_subset": 500,
+        "work_dir": str(tmp_path / "orchestration"),
+        "artifact_dir": str(tmp_path / "artifacts"),
+    }
+    return Settings(**{**base, **extra})  # type: ignore[arg-type]
+
+
+def test_superlink_address_empty_means_local_and_bad_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Empty or unset: a local federation; not host:port: an error naming the variable."""
+    monkeypatch.setenv("MOTS_SUPERLINK_ADDRESS", "")
+    assert Settings().superlink_address is None
+    monkeypatch.setenv("MOTS_SUPERLINK_ADDRESS", " superlink:9092 ")
+    assert Settings().superlink_address == "superlink:9092"
+    for bad in ("superlink", "superlink:", "superlink:http", ":9092", "superlink:70000"):
+        monkeypatch.setenv("MOTS_SUPERLINK_ADDRESS", bad)
+        with pytest.raises(ValidationError, match="MOTS_SUPERLINK_ADDRESS: expected host:port"):
+            Settings()
+
+
+@pytest.mark.integration
+def test_trainer_trains_on_an_external_superlink(tmp_path: Path) -> None:
+    """K = (1, 1) on an externally started SuperLink + 2 SuperNodes; no local federation started."""
+    if not (FASHION / "t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST missing: apt-get install -y dataset-fashion-mnist")
+    port = free_port_block(3)
+    with LocalFederation(
+        n_nodes=2, node_types=[0, 1], superlink_port=port, workdir=tmp_path / "deployed"
+    ) as deployed:
+        own_port = free_port_block(3, start=port + 3)
+        settings = _settings(tmp_path, superlink_address=deployed.address, superlink_port=own_port)
+        trainer = Trainer(settings)
+        before = descendants([os.getpid()])
+        try:
+            outcome = trainer.train([1, 1], [50.0, 300.0], [0, 0, 0, 1, 1], round_id=7)
+            assert isinstance(trainer._federation, ExternalSuperLink)
+            spawned = descendants([os.getpid()]) - before - deployed.all_pids()
+        finally:
+            trainer.stop()
+        assert deployed.all_pids(), "stopping the trainer must leave the external SuperLink alone"
+    # trained on the deployed nodes: one node of each type, two FedAvg rounds, a verified artifact
+    assert len(outcome.losses) == 2 and outcome.epsilon == outcome.losses[-1]
+    nodes = sorted((n["type_index"], n["client_index"]) for n in outcome.metadata["nodes"])
+    assert nodes == [(0, 0), (1, 0)]
+    assert outcome.completed == [1, 1]
+    assert Path(outcome.artifact_path).is_relative_to(tmp_path / "artifacts" / "round-7")
+    assert artifacts.verify(Path(outcome.artifact_path), outcome.artifact_sha256)
+    # the run went through the worker's own connection to that address, and nothing else started
+    run_dir = Path(outcome.metadata["run_dir"])
+    assert run_dir.is_relative_to(tmp_path / "orchestration" / "runs")
+    config = (tmp_path / "orchestration" / "flwr-home" / "config.toml").read_text()
+    assert f'address = "{deployed.address}"' in config
+    assert not (tmp_path / "orchestration" / "federation.json").exists()
+    assert not (tmp_path / "orchestration" / "logs").exists()
+    assert spawned == set(), f"the trainer left processes running: {spawned}"
