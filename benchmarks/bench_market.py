@@ -2,9 +2,9 @@
 
 Run with ``make bench-market`` (``.venv/bin/python -m benchmarks.bench_market``). A real market API
 process (uvicorn, on PostgreSQL by default or SQLite) serves ``POST /v1/purchases`` on loopback; the
-load generator (asyncio + httpx, in this process, on the same cores) keeps 32 purchases in flight,
-each by a different funded client with its own token and Idempotency-Key. The run is bounded in
-count (``--purchases``) and time (``--seconds``). Afterwards the ledger is checked: every transaction
+load generator (asyncio, plain HTTP/1.1 keep-alive sockets, in this process, on the same cores)
+keeps 32 purchases in flight, each by a different funded client with its own token and
+Idempotency-Key. The run is bounded in count (``--purchases``) and time (``--seconds``). Afterwards the ledger is checked: every transaction
 sums to zero, every balance equals its entries, and the round's pool holds exactly purchases × price.
 Writes ``out/bench/market.json``.
 """
@@ -93,38 +93,70 @@ def prepare(url: str, n_clients: int) -> list[str]:
     return tokens
 
 
+def _request(host: str, token: str) -> bytes:
+    """One ``POST /v1/purchases`` as HTTP/1.1 bytes (keep-alive), built before the clock starts."""
+    body = b'{"round_id":1}'
+    return (
+        f"POST /v1/purchases HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {token}\r\nIdempotency-Key: bench-{token[-16:]}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> int:
+    """Send one request on a kept-alive connection and read its whole response; the status."""
+    writer.write(req)
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    if length:
+        await reader.readexactly(length)
+    return int(head[9:12])
+
+
 async def load(url: str, tokens: list[str], concurrency: int, seconds: float) -> dict[str, Any]:
-    """Keep ``concurrency`` purchases in flight until the tokens or the time run out."""
-    queue: asyncio.Queue[str] = asyncio.Queue()
+    """Keep ``concurrency`` purchases in flight until the tokens or the time run out.
+
+    Each of the ``concurrency`` connections is a plain HTTP/1.1 keep-alive socket writing
+    pre-built request bytes: the generator shares the API's cores, so it must cost little CPU per
+    request (httpx costs about as much as the purchase itself). A dropped connection is reopened
+    and the request resent under its Idempotency-Key, so it is never booked twice.
+    """
+    parsed = httpx.URL(url)
+    host, port = parsed.host, parsed.port or 80
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
     for t in tokens:
-        queue.put_nowait(t)
+        queue.put_nowait(_request(f"{host}:{port}", t))
     latencies: list[float] = []
     codes: dict[int, int] = {}
     deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as http:
 
-        async def worker() -> None:
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
             while time.perf_counter() < deadline:
                 try:
-                    token = queue.get_nowait()
+                    req = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
                 start = time.perf_counter()
-                r = await http.post(
-                    "/v1/purchases",
-                    json={"round_id": 1},
-                    headers={
-                        "Authorization": f"Bearer {token}",
-                        "Idempotency-Key": f"bench-{token[-16:]}",
-                    },
-                )
+                try:
+                    code = await _exchange(reader, writer, req)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, port)
+                    code = await _exchange(reader, writer, req)
                 latencies.append(time.perf_counter() - start)
-                codes[r.status_code] = codes.get(r.status_code, 0) + 1
+                codes[code] = codes.get(code, 0) + 1
+        finally:
+            writer.close()
 
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        wall = time.perf_counter() - start
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = time.perf_counter() - start
     latencies.sort()
 
     def q(p: float) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from fastapi import HTTPException, status
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from mots.platform.schemas import Strategy
@@ -51,13 +51,18 @@ def record_decision(
     return decision
 
 
-def all_declared(session: Session, round_id: int) -> bool:
-    """Whether every registered client has a decision in the round (one query)."""
-    registered = select(func.count()).select_from(Client).scalar_subquery()
-    declared = (
+_ALL_DECLARED = select(
+    (select(func.count()).select_from(Client).scalar_subquery() > 0)
+    & (
         select(func.count())
         .select_from(Decision)
-        .where(Decision.round_id == round_id)
+        .where(Decision.round_id == bindparam("round_id"))
         .scalar_subquery()
+        >= select(func.count()).select_from(Client).scalar_subquery()
     )
-    return bool(session.scalar(select((registered > 0) & (declared >= registered))))
+)
+
+
+def all_declared(session: Session, round_id: int) -> bool:
+    """Whether every registered client has a decision in the round (one prebuilt query)."""
+    return bool(session.connection().execute(_ALL_DECLARED, {"round_id": round_id}).scalar())

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import HTTPException, status
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
-from services.market.models import IdempotencyKey
+from services.market.models import Base, IdempotencyKey
 
 
 def request_hash(method: str, path: str, body: dict[str, Any]) -> str:
@@ -26,15 +26,18 @@ def request_hash(method: str, path: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(f"{method} {path} {canonical}".encode()).hexdigest()
 
 
+_KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
+_LOOKUP = select(_KEYS.c.request_hash, _KEYS.c.status_code, _KEYS.c.response_json).where(
+    _KEYS.c.principal == bindparam("principal"), _KEYS.c.key == bindparam("key")
+)
+_STORE = insert(_KEYS)
+
+
 def _stored(
     session: Session, principal: str, key: str, fingerprint: str
 ) -> tuple[int, dict[str, Any]] | None:
     """The stored outcome for (principal, key); 409 if the key was used with another body."""
-    stored = session.scalar(
-        select(IdempotencyKey).where(
-            IdempotencyKey.principal == principal, IdempotencyKey.key == key
-        )
-    )
+    stored = session.connection().execute(_LOOKUP, {"principal": principal, "key": key}).first()
     if stored is None:
         return None
     if stored.request_hash != fingerprint:
@@ -68,14 +71,14 @@ def run_once(
         if replay is None:
             raise
         return replay
-    session.add(
-        IdempotencyKey(
-            principal=principal,
-            key=key,
-            request_hash=fingerprint,
-            status_code=status_code,
-            response_json=json.dumps(result, default=str),
-        )
+    session.connection().execute(
+        _STORE,
+        {
+            "principal": principal,
+            "key": key,
+            "request_hash": fingerprint,
+            "status_code": status_code,
+            "response_json": json.dumps(result, default=str),
+        },
     )
-    session.flush()
     return status_code, result

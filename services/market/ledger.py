@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros
 from mots.platform.schemas import LedgerCheck
-from services.market.models import Account, Entry, LedgerTransaction
+from services.market.models import Account, Base, Entry, LedgerTransaction
 
 EXTERNAL = "external:deposits"
 SUBSIDY = "platform:subsidy"
@@ -95,18 +95,37 @@ def lock_accounts(session: Session, account_ids: Sequence[int]) -> dict[int, int
     return {r[0]: r[1] for r in rows}
 
 
+_TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
+_ENTRIES = Base.metadata.tables[Entry.__tablename__]
+_ACCOUNTS = Base.metadata.tables[Account.__tablename__]
+_INSERT_TRANSACTION = (
+    insert(_TRANSACTIONS)
+    .values(
+        kind=bindparam("kind"), round_id=bindparam("round_id"), client_id=bindparam("client_id")
+    )
+    .returning(_TRANSACTIONS.c.id)
+)
+_INSERT_ENTRY = insert(_ENTRIES)
+_MOVE_BALANCE = (
+    update(_ACCOUNTS)
+    .where(_ACCOUNTS.c.id == bindparam("acc"))
+    .values(balance_micros=_ACCOUNTS.c.balance_micros + bindparam("amount"))
+)
+
+
 def post(
     session: Session,
     kind: str,
     legs: Sequence[tuple[int, int]],
     round_id: int | None = None,
     client_id: int | None = None,
-) -> LedgerTransaction:
-    """Book one transaction of (account id, signed micro-units) legs that sum to zero.
+) -> int:
+    """Book one transaction of (account id, signed micro-units) legs that sum to zero; its id.
 
     The caller holds the locks it needs (:func:`lock_accounts`) and commits; the balance updates
     themselves lock any row not yet locked, credits last, so a hot account (a round's pool) is
-    held only from its update to the commit.
+    held only from its update to the commit. Core statements (three round trips), not the ORM:
+    this is the purchase path's hot spot.
     """
     if not legs:
         raise LedgerError("legs: a transaction needs at least two legs")
@@ -114,19 +133,17 @@ def post(
         raise LedgerError(f"legs: entries of a {kind} transaction must sum to zero, got {legs}")
     if any(amount == 0 for _, amount in legs):
         raise LedgerError("legs: zero-amount entries are not booked")
-    txn = LedgerTransaction(kind=kind, round_id=round_id, client_id=client_id)
-    session.add(txn)
-    session.flush()
-    session.add_all(
-        Entry(transaction_id=txn.id, account_id=acc, amount_micros=amount) for acc, amount in legs
+    conn = session.connection()
+    txn_id: int = conn.execute(
+        _INSERT_TRANSACTION, {"kind": kind, "round_id": round_id, "client_id": client_id}
+    ).scalar_one()
+    conn.execute(
+        _INSERT_ENTRY,
+        [{"transaction_id": txn_id, "account_id": acc, "amount_micros": amt} for acc, amt in legs],
     )
-    for acc, amount in sorted(legs, key=lambda leg: (leg[1] > 0, leg[0])):  # credits last
-        session.execute(
-            update(Account)
-            .where(Account.id == acc)
-            .values(balance_micros=Account.balance_micros + amount)
-        )
-    return txn
+    ordered = sorted(legs, key=lambda leg: (leg[1] > 0, leg[0]))  # credits last
+    conn.execute(_MOVE_BALANCE, [{"acc": acc, "amount": amount} for acc, amount in ordered])
+    return txn_id
 
 
 def transfer(
@@ -137,8 +154,8 @@ def transfer(
     micros: int,
     round_id: int | None = None,
     client_id: int | None = None,
-) -> LedgerTransaction | None:
-    """Move ``micros`` > 0 from ``source`` to ``destination`` (nothing for a zero amount)."""
+) -> int | None:
+    """Move ``micros`` > 0 from ``source`` to ``destination``; the transaction's id (None for 0)."""
     if micros == 0:
         return None
     if micros < 0:

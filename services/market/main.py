@@ -42,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.sessions = sessions
+    app.state.clients_by_token = {}  # token verifier → client, see api.deps.current_client
     app.state.celery = make_celery("market", settings.redis_url, settings.redis_key_prefix)
     for module in (clients, quotes, decisions, purchases, ledger, models):
         app.include_router(module.router)

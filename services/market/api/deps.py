@@ -6,8 +6,9 @@ from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Header, HTTPException, Path, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.schemas import MAX_ID
@@ -18,19 +19,19 @@ from services.market.models import Client
 bearer = HTTPBearer(auto_error=False, description="the token returned at registration")
 
 
-def get_factory(request: Request) -> sessionmaker[Session]:
+async def get_factory(request: Request) -> sessionmaker[Session]:
     """The app's session factory."""
     factory: sessionmaker[Session] = request.app.state.sessions
     return factory
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     """The app's settings."""
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_celery(request: Request) -> Celery:
+async def get_celery(request: Request) -> Celery:
     """The app's Celery client (to emit events to other services)."""
     app: Celery = request.app.state.celery
     return app
@@ -48,20 +49,41 @@ def _unauthorized(detail: str) -> HTTPException:
     )
 
 
-def current_client(credentials: Credentials, factory: SessionFactoryDep) -> Client:
-    """The client whose bearer token the request carries (401 otherwise)."""
+_BY_TOKEN = select(Client).where(Client.token_hash == bindparam("verifier"))
+CLIENT_CACHE_SIZE = 100_000
+"""Verified tokens remembered per API process; a client's token and record never change after
+registration (there is no rotation or deletion), so a remembered client is never stale."""
+
+
+async def current_client(
+    request: Request, credentials: Credentials, factory: SessionFactoryDep
+) -> Client:
+    """The client whose bearer token the request carries (401 otherwise).
+
+    Async, so a remembered token costs no thread hop; a new one is looked up in the thread pool.
+    """
     if credentials is None:
         raise _unauthorized("Authorization: a bearer token is required")
-    with factory() as session:
-        client = session.scalar(
-            select(Client).where(Client.token_hash == hash_token(credentials.credentials))
-        )
-    if client is None:
+    verifier = hash_token(credentials.credentials)
+    known: dict[str, Client] = request.app.state.clients_by_token
+    client = known.get(verifier)
+    if client is not None:
+        return client
+
+    def lookup() -> Client | None:
+        with factory() as session:
+            return session.scalar(_BY_TOKEN, {"verifier": verifier})
+
+    client = await run_in_threadpool(lookup)
+    if client is None:  # unknown tokens are not remembered: a later registration may match
         raise _unauthorized("Authorization: the token is not a registered client's")
+    if len(known) >= CLIENT_CACHE_SIZE:
+        known.clear()
+    known[verifier] = client
     return client
 
 
-def operator(credentials: Credentials, settings: SettingsDep) -> None:
+async def operator(credentials: Credentials, settings: SettingsDep) -> None:
     """Admit only the platform operator (401 otherwise)."""
     if credentials is None or not is_operator(
         credentials.credentials, settings.operator_token.get_secret_value()

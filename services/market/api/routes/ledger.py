@@ -86,7 +86,7 @@ def deposit(
         )
         assert txn is not None
         return DepositOut(
-            transaction_id=txn.id,
+            transaction_id=txn,
             client_id=body.client_id,
             amount=from_micros(amount),
             balance=from_micros(balances[wallet] + amount),

@@ -51,7 +51,7 @@ def purchase(
             principal,
             idempotency_key,
             fingerprint,
-            lambda s: buy(s, client, body.round_id).model_dump(mode="json"),
+            lambda s: buy(s, client.id, body.round_id).model_dump(mode="json"),
         )
         return code, result, all_declared(session, body.round_id)
 
