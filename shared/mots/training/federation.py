@@ -30,6 +30,9 @@ from typing import Any, Protocol
 
 STATE_FILE = "federation.json"
 CONNECTION = "mots-local"
+SUPERNODE_START_ATTEMPTS = 3
+"""A SuperNode that exits before registering is started again, up to this many attempts in all:
+under load Flower 1.42's SuperNode gives up activation after a refused attempt (exit code 305)."""
 
 
 class FederationError(RuntimeError):
@@ -238,6 +241,8 @@ class LocalFederation:
         self.start_timeout = start_timeout
         self.processes: list[ProcessInfo] = []
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
+        self._launch: dict[str, tuple[str, list[str], Path]] = {}
+        self._attempts: dict[str, int] = {}
         counters: dict[int, int] = {}
         self.nodes: list[dict[str, Any]] = []
         for n, t in enumerate(node_types):
@@ -287,6 +292,8 @@ class LocalFederation:
     def _spawn(self, role: str, name: str, argv: list[str], flwr_home: Path) -> ProcessInfo:
         log = self.workdir / "logs" / f"{name}.log"
         flwr_home.mkdir(parents=True, exist_ok=True)
+        self._launch[name] = (role, argv, flwr_home)
+        self._attempts[name] = self._attempts.get(name, 0) + 1
         with log.open("ab") as f:
             proc = subprocess.Popen(
                 argv,
@@ -385,6 +392,19 @@ class LocalFederation:
         deadline = time.monotonic() + self.start_timeout
         while not ready():
             dead = [p for p in self.processes if not alive(p.pid)]
+            retry = [
+                p
+                for p in dead
+                if p.role == "supernode"
+                and self._attempts.get(p.name, 0) < SUPERNODE_START_ATTEMPTS
+                and "SuperNode ID" not in Path(p.log).read_text(errors="replace")
+            ]
+            for p in retry:
+                self.processes.remove(p)
+                self._popen.pop(p.pid, None)
+                role, argv, home = self._launch[p.name]
+                self._spawn(role, p.name, argv, home)
+            dead = [p for p in dead if p not in retry]
             if dead:
                 tail = Path(dead[0].log).read_text(errors="replace")[-1500:]
                 raise FederationError(

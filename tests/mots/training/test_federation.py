@@ -17,7 +17,13 @@ import pytest
 
 from mots.training import artifacts
 from mots.training.config import TrainConfig
-from mots.training.federation import FederationError, LocalFederation, alive, free_port_block
+from mots.training.federation import (
+    SUPERNODE_START_ATTEMPTS,
+    FederationError,
+    LocalFederation,
+    alive,
+    free_port_block,
+)
 from mots.training.runner import train_coalition
 
 MOTS = str(Path(sys.executable).parent / "mots")
@@ -102,3 +108,45 @@ def test_port_in_use_refused(tmp_path: Path) -> None:
         port = s.getsockname()[1]
         with pytest.raises(FederationError, match="superlink_port"):
             LocalFederation(n_nodes=1, superlink_port=port, workdir=tmp_path).start()
+
+
+def _fake_supernode(tmp_path: Path, failures: int) -> list[str]:
+    """A stand-in process that exits before registering ``failures`` times, then registers."""
+    marker = tmp_path / "attempts"
+    script = (
+        "import pathlib, sys, time\n"
+        f"m = pathlib.Path({str(marker)!r})\n"
+        "n = int(m.read_text()) if m.exists() else 0\n"
+        "m.write_text(str(n + 1))\n"
+        f"if n < {failures}:\n"
+        "    print('Exit Code: 305', flush=True); sys.exit(1)\n"
+        "print('SuperNode ID 7', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    return [sys.executable, "-c", script]
+
+
+def test_supernode_that_fails_to_activate_is_started_again(tmp_path: Path) -> None:
+    """A SuperNode exiting before it registers is restarted (up to SUPERNODE_START_ATTEMPTS)."""
+    fed = LocalFederation(n_nodes=1, workdir=tmp_path / "fed", start_timeout=30)
+    (tmp_path / "fed" / "logs").mkdir(parents=True)
+    try:
+        fed._spawn("supernode", "supernode-00", _fake_supernode(tmp_path, 1), tmp_path / "home")
+        fed._wait(fed._all_registered, "1 SuperNode to register")
+        assert fed._attempts["supernode-00"] == 2
+        assert len([p for p in fed.processes if p.role == "supernode"]) == 1
+    finally:
+        assert fed.stop() == []
+
+
+def test_supernode_that_keeps_failing_is_reported(tmp_path: Path) -> None:
+    """After SUPERNODE_START_ATTEMPTS failures the start fails, naming the node and its log."""
+    fed = LocalFederation(n_nodes=1, workdir=tmp_path / "fed", start_timeout=30)
+    (tmp_path / "fed" / "logs").mkdir(parents=True)
+    try:
+        fed._spawn("supernode", "supernode-00", _fake_supernode(tmp_path, 99), tmp_path / "home")
+        with pytest.raises(FederationError, match=r"(?s)supernode-00 .* exited .*Exit Code: 305"):
+            fed._wait(fed._all_registered, "1 SuperNode to register")
+        assert fed._attempts["supernode-00"] == SUPERNODE_START_ATTEMPTS
+    finally:
+        fed.stop()
