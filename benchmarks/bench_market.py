@@ -174,6 +174,29 @@ async def load(url: str, tokens: list[str], concurrency: int, seconds: float) ->
     }
 
 
+def batch_stats(exposition: str) -> dict[str, dict[str, float]]:
+    """Mean batch size and duration per batcher, from the API's ``/metrics`` (one process)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(exposition):
+        if family.name in ("mots_batch_size", "mots_batch_duration_seconds"):
+            for sample in family.samples:
+                if sample.name.endswith(("_sum", "_count")):
+                    key = (sample.labels["batcher"], sample.name)
+                    sums[key] = sums.get(key, 0.0) + sample.value
+    out: dict[str, dict[str, float]] = {}
+    for (batcher, name), value in sums.items():
+        if name == "mots_batch_size_count":
+            n = max(value, 1.0)
+            out[batcher] = {
+                "batches": value,
+                "mean_size": sums.get((batcher, "mots_batch_size_sum"), 0.0) / n,
+                "mean_ms": 1000 * sums.get((batcher, "mots_batch_duration_seconds_sum"), 0.0) / n,
+            }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -209,6 +232,7 @@ def main() -> None:
         result = asyncio.run(load(base, tokens[200:], args.concurrency, args.seconds))
         with httpx.Client(base_url=base, timeout=120) as http:
             check = http.get("/v1/ledger/check", headers=OPERATOR).json()
+            batching = batch_stats(http.get("/metrics").text)
         booked = warm["status_codes"].get(201, 0) + result["status_codes"].get(201, 0)
         pool = Decimal(check["accounts"]["round_pools"])
         balanced = (
@@ -223,6 +247,7 @@ def main() -> None:
             "concurrency": args.concurrency,
             "warmup_requests": warm["requests"],
             **result,
+            "batching": batching,
             "ledger": {**check, "pool_expected": str(PRICE * booked), "balanced_exactly": balanced},
             "targets": {"purchases_per_second": 1000, "p99_ms": 50},
         }
@@ -237,6 +262,11 @@ def main() -> None:
             f"ledger: {check['transactions']} transactions, pool {pool} = {booked} × {PRICE}: "
             f"{'balanced exactly' if balanced else 'NOT BALANCED'}"
         )
+        for name, b in batching.items():
+            print(
+                f"batcher {name}: {b['batches']:.0f} batches, mean size {b['mean_size']:.1f}, "
+                f"mean {b['mean_ms']:.1f} ms per batch"
+            )
         print("targets: ≥ 1000 purchases/s, p99 ≤ 50 ms")
         if not balanced:
             raise SystemExit(1)

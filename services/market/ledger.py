@@ -7,12 +7,14 @@ Accounts are locked in ascending id order (``SELECT … FOR UPDATE`` on PostgreS
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from mots.platform.bulk import add_to_column, insert_rows
 from mots.platform.money import from_micros
 from mots.platform.schemas import LedgerCheck
 from services.market.models import Account, Base, Entry, LedgerTransaction
@@ -32,8 +34,8 @@ def wallet_name(client_id: int) -> str:
 
 
 POOL_SHARDS = 16
-"""Buyer payments land in one of this many shard accounts per round, so concurrent purchases do
-not queue on one hot row; settlement consolidates the shards into the round's pool."""
+"""Buyer payments land in one of this many shard accounts per round, so concurrent batches of
+purchases do not queue on one hot row; settlement consolidates the shards into the round's pool."""
 
 
 def pool_name(round_id: int) -> str:
@@ -41,9 +43,9 @@ def pool_name(round_id: int) -> str:
     return f"round:{round_id}:pool"
 
 
-def pool_shard_name(round_id: int, client_id: int) -> str:
-    """The shard of the round's pool that a client's payment goes to."""
-    return f"round:{round_id}:pool:{client_id % POOL_SHARDS}"
+def pool_shard_name(round_id: int, key: int) -> str:
+    """Shard ``key`` (mod :data:`POOL_SHARDS`) of the round's pool, where payments land."""
+    return f"round:{round_id}:pool:{key % POOL_SHARDS}"
 
 
 def pool_shard_names(round_id: int) -> list[str]:
@@ -144,6 +146,50 @@ def post(
     ordered = sorted(legs, key=lambda leg: (leg[1] > 0, leg[0]))  # credits last
     conn.execute(_MOVE_BALANCE, [{"acc": acc, "amount": amount} for acc, amount in ordered])
     return txn_id
+
+
+def post_many(
+    session: Session,
+    kind: str,
+    transfers: Sequence[tuple[int, int, int, int | None, int | None]],
+) -> list[int]:
+    """Book many two-leg transfers (source, destination, micros > 0, round, client); their ids.
+
+    One statement each for the transactions, their entries and the balances (summed per
+    account), whatever the count (:mod:`mots.platform.bulk`): the batched purchase path's
+    postings. The caller holds the source accounts' locks and commits.
+    """
+    if not transfers:
+        return []
+    if any(micros <= 0 for _, _, micros, _, _ in transfers):
+        raise LedgerError("micros: every transfer moves a positive amount")
+    if any(src == dst for src, dst, _, _, _ in transfers):
+        raise LedgerError("accounts: a transfer needs two distinct accounts")
+    conn = session.connection()
+    now = datetime.now(UTC)
+    # Ids come from a sequence in the order of the rows: sorted, they line up with ``transfers``.
+    txn_ids = sorted(
+        row[0]
+        for row in insert_rows(
+            conn,
+            _TRANSACTIONS,
+            [
+                {"kind": kind, "round_id": r, "client_id": c, "created_at": now}
+                for _, _, _, r, c in transfers
+            ],
+            returning=("id",),
+        )
+    )
+    entries = []
+    delta: dict[int, int] = {}
+    for txn, (src, dst, micros, _, _) in zip(txn_ids, transfers, strict=True):
+        entries.append({"transaction_id": txn, "account_id": src, "amount_micros": -micros})
+        entries.append({"transaction_id": txn, "account_id": dst, "amount_micros": micros})
+        delta[src] = delta.get(src, 0) - micros
+        delta[dst] = delta.get(dst, 0) + micros
+    insert_rows(conn, _ENTRIES, entries)
+    add_to_column(conn, _ACCOUNTS, "id", "balance_micros", {a: d for a, d in delta.items() if d})
+    return txn_ids
 
 
 def transfer(

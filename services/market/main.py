@@ -10,13 +10,22 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from mots.platform.celery_app import make_celery
-from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform import metrics
+from mots.platform.celery_app import make_celery, send
+from mots.platform.db import (
+    make_async_engine,
+    make_async_sessionmaker,
+    make_engine,
+    make_sessionmaker,
+)
 from mots.platform.metrics import install_http_metrics
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
+from services.market.auth import client_lookup
 from services.market.core.config import Settings, get_settings
 from services.market.metrics import watch_ledger
 from services.market.migrations import upgrade
+from services.market.purchase_batcher import purchase_batcher
+from services.market.purchases import BookedBatch
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -24,6 +33,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     engine = make_engine(settings.database_url, settings.db_pool_size)
     sessions = make_sessionmaker(engine)
+    celery = make_celery("market", settings.redis_url, settings.redis_key_prefix)
+
+    def booked(batch: BookedBatch) -> None:
+        """After a batch commits: count its purchases, tell orchestration of complete rounds."""
+        if batch.booked:
+            metrics.PURCHASES.inc(batch.booked)
+        for round_id in batch.rounds_complete:
+            send(celery, "orchestration.decisions_complete", {"round_id": round_id})
+
+    async_engine = make_async_engine(settings.database_url, settings.db_pool_size)
+    async_sessions = make_async_sessionmaker(async_engine) if async_engine is not None else None
+    batcher = purchase_batcher(sessions, async_sessions, on_booked=booked)
+    lookup = client_lookup(sessions, async_sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -32,7 +54,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            batcher.close()
+            lookup.close()
             engine.dispose()
+            if async_engine is not None:
+                await async_engine.dispose()
 
     app = FastAPI(
         title="MoTS market",
@@ -43,7 +69,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.sessions = sessions
     app.state.clients_by_token = {}  # token verifier → client, see api.deps.current_client
-    app.state.celery = make_celery("market", settings.redis_url, settings.redis_key_prefix)
+    app.state.celery = celery
+    app.state.purchases = batcher
+    app.state.client_lookup = lookup
     for module in (clients, quotes, decisions, purchases, ledger, models):
         app.include_router(module.router)
     install_http_metrics(app, "market")

@@ -1,146 +1,365 @@
 """Buying a round's model: the buyer's wallet pays the quoted price into the round's pool.
 
-Follow one purchase: ``api/routes/purchases.py`` → :func:`buy` (here) → :func:`ledger.post`
-(two entries, wallet −p and a shard of the round's pool +p) → ``purchases`` row → buy decision →
-idempotency row, one DB transaction. The path runs SQLAlchemy Core statements on the session's
-connection (no ORM objects): it is the market's hottest call.
+Purchases are booked in batches (:mod:`services.market.purchase_batcher` collects the requests in
+flight): :func:`book_purchases` decides and books a whole batch in one database transaction with
+a fixed number of statements, whatever the batch's size. Each request gets the outcome it would
+have had alone, in the batch's order: the stored result of its Idempotency-Key (replay), 404, 409
+(round not collecting, already bought, key reused with another body), 402, or 201 with two ledger
+entries (wallet −p, a shard of the round's pool +p), a ``purchases`` row, a buy decision and the
+key's stored result. Core statements, no ORM objects: this is the market's hottest path.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import HTTPException, status
-from sqlalchemy import bindparam, insert, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import bindparam, select, tuple_
 from sqlalchemy.orm import Session
 
+from mots.platform.bulk import insert_rows
 from mots.platform.money import from_micros
 from mots.platform.schemas import PurchaseOut, Strategy
 from services.market import ledger
-from services.market.models import Account, Base, Decision, MarketRound, Purchase
+from services.market.decisions import all_declared
+from services.market.models import (
+    Account,
+    Base,
+    Client,
+    Decision,
+    IdempotencyKey,
+    MarketRound,
+    Purchase,
+)
 
 OPEN_FOR_PURCHASE = {"collecting"}
+PATH = "/v1/purchases"
 
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
 _ACCOUNTS = Base.metadata.tables[Account.__tablename__]
 _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
 _DECISIONS = Base.metadata.tables[Decision.__tablename__]
+_KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
+_CLIENTS = Base.metadata.tables[Client.__tablename__]
+
+
+@dataclass(frozen=True, slots=True)
+class PurchaseRequest:
+    """One ``POST /v1/purchases``: who buys which round, under which Idempotency-Key."""
+
+    client_id: int | None  # None: not yet known, resolved from ``verifier`` in the batch
+    round_id: int
+    key: str
+    fingerprint: str  # idempotency.request_hash of the request
+    verifier: str = ""  # the bearer token's stored verifier (auth.hash_token)
+
+
+@dataclass(frozen=True, slots=True)
+class _Buy:
+    """A purchase request whose caller is known (client id resolved from the token)."""
+
+    client_id: int
+    round_id: int
+    key: str
+    fingerprint: str
+
+    @property
+    def principal(self) -> str:
+        """The idempotency principal of the buyer."""
+        return f"client:{self.client_id}"
+
+
+Outcome = tuple[int, dict[str, Any]] | HTTPException
+"""A request's answer: (status code, JSON body), or the HTTPException that refuses it."""
+
+
+@dataclass
+class BookedBatch:
+    """What one batch did: an outcome per request, and the rounds now fully declared."""
+
+    outcomes: list[Outcome]
+    booked: int
+    rounds_complete: list[int]
+
 
 # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and they for
 # it), so no purchase lands in a round after it closed. (SQLite: BEGIN IMMEDIATE serialises.)
-_ROUND = (
-    select(_ROUNDS.c.state, _ROUNDS.c.price_micros)
-    .where(_ROUNDS.c.id == bindparam("round_id"))
+_ROUND_STATES = (
+    select(_ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros)
+    .where(_ROUNDS.c.id.in_(bindparam("round_ids", expanding=True)))
     .with_for_update(read=True)
 )
-# The buyer's wallet, locked, with the pool shard's id and whether the buyer already bought, in one
-# round trip. The "already bought" subquery reads the statement's snapshot: if the buyer's own
-# concurrent twin commits while we wait for the wallet lock, either the wallet is now too poor
-# (buy() reads again) or the purchases row's unique (round_id, client_id) refuses our insert and
-# in_transaction's retry reads the twin's row. Either way the twin's money moves once.
-_BOUGHT = (
-    select(_PURCHASES.c.id)
-    .where(
-        _PURCHASES.c.round_id == bindparam("round_id"),
-        _PURCHASES.c.client_id == bindparam("client_id"),
-    )
-    .limit(1)
+# The buyers' wallets, locked in ascending id order so that two batches never deadlock on them.
+# Everything read after this lock (keys, purchases) sees any twin request that committed first.
+_LOCK_WALLETS = (
+    select(_ACCOUNTS.c.client_id, _ACCOUNTS.c.id, _ACCOUNTS.c.balance_micros)
+    .where(_ACCOUNTS.c.name.in_(bindparam("names", expanding=True)))
+    .order_by(_ACCOUNTS.c.id)
+    .with_for_update()
 )
-_WALLET = (
-    select(
-        _ACCOUNTS.c.id,
-        _ACCOUNTS.c.balance_micros,
-        select(_ACCOUNTS.c.id)
-        .where(_ACCOUNTS.c.name == bindparam("shard"))
-        .scalar_subquery()
-        .label("shard_id"),
-        _BOUGHT.scalar_subquery().label("bought"),
-    )
-    .where(_ACCOUNTS.c.name == bindparam("wallet"))
-    .with_for_update(of=_ACCOUNTS)
+_STORED_KEYS = select(
+    _KEYS.c.principal,
+    _KEYS.c.key,
+    _KEYS.c.request_hash,
+    _KEYS.c.status_code,
+    _KEYS.c.response_json,
+).where(tuple_(_KEYS.c.principal, _KEYS.c.key).in_(bindparam("pairs", expanding=True)))
+_CLIENT_IDS = select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
+    _CLIENTS.c.token_hash.in_(bindparam("verifiers", expanding=True))
 )
-_INSERT_PURCHASE = insert(_PURCHASES).returning(_PURCHASES.c.id)
+_BOUGHT = select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
+    _PURCHASES.c.round_id.in_(bindparam("round_ids", expanding=True)),
+    _PURCHASES.c.client_id.in_(bindparam("client_ids", expanding=True)),
+)
 
 
-def _buy_decision(dialect: str) -> Any:
-    """Insert or switch the buyer's decision to buy (one upsert on the (round, client) key)."""
-    ins = pg_insert(_DECISIONS) if dialect == "postgresql" else sqlite_insert(_DECISIONS)
-    return ins.on_conflict_do_update(
-        index_elements=["round_id", "client_id"],
-        set_={"strategy": ins.excluded.strategy, "updated_at": ins.excluded.updated_at},
+def _key_reused() -> HTTPException:
+    return HTTPException(
+        status.HTTP_409_CONFLICT,
+        "Idempotency-Key: this key was used with a different request body",
     )
 
 
-_UPSERT_DECISION = {d: _buy_decision(d) for d in ("postgresql", "sqlite")}
-
-
-def buy(session: Session, client_id: int, round_id: int) -> PurchaseOut:
-    """Charge the client the round's price, record the purchase and its buy decision."""
+def _lock_wallets(session: Session, client_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """client id → (wallet account id, balance) with the wallets locked; made when missing."""
     conn = session.connection()
-    rnd = conn.execute(_ROUND, {"round_id": round_id}).one_or_none()
-    if rnd is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist")
-    state, price = rnd
-    if state not in OPEN_FOR_PURCHASE:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"round_id: round {round_id} is {state}; purchases are taken while it is collecting",
-        )
-    wallet_name = ledger.wallet_name(client_id)
-    shard_name = ledger.pool_shard_name(round_id, client_id)
-    params = {"wallet": wallet_name, "shard": shard_name, "round_id": round_id}
-    params["client_id"] = client_id
-    row = conn.execute(_WALLET, params).one_or_none()
-    if row is None or row.shard_id is None:  # accounts made at registration and round opening
-        ledger.ensure_account(session, wallet_name, client_id)
-        ledger.ensure_account(session, shard_name)
-        row = conn.execute(_WALLET, params).one()
-    wallet, balance, pool, bought = row
-    # Lock only the buyer's wallet now; the pool shard's row is updated last (ledger.post), so it
-    # is held for one statement and the commit, and 16 shards spread concurrent buyers.
-    if balance < price and bought is None:
-        # The lock may have waited for the buyer's own twin purchase, which our statement's
-        # snapshot did not see; a fresh read tells "already bought" (409) from "too poor" (402).
-        bought = conn.execute(_BOUGHT, params).scalar()
-    if bought is not None:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"round_id: client {client_id} already bought round {round_id}",
-        )
-    if balance < price:
-        raise HTTPException(
-            status.HTTP_402_PAYMENT_REQUIRED,
-            f"balance: {from_micros(balance)} is below the price {from_micros(price)}",
-        )
-    txn = ledger.transfer(session, "purchase", wallet, pool, price, round_id, client_id)
-    purchase_id: int = conn.execute(
-        _INSERT_PURCHASE,
-        {
-            "round_id": round_id,
-            "client_id": client_id,
-            "price_micros": price,
-            "transaction_id": txn,  # a free model moves no money: None
-            "refunded": False,
-        },
-    ).scalar_one()
-    conn.execute(
-        _UPSERT_DECISION[conn.dialect.name],
-        {
-            "round_id": round_id,
-            "client_id": client_id,
-            "strategy": Strategy.BUY.value,
-            "dropped": False,
-            "updated_at": datetime.now(UTC),
-        },
+    names = [ledger.wallet_name(c) for c in client_ids]
+    wallets = {r[0]: (r[1], r[2]) for r in conn.execute(_LOCK_WALLETS, {"names": names})}
+    missing = [c for c in client_ids if c not in wallets]
+    if missing:  # wallets are made at registration; a client made another way gets one now
+        for c in missing:
+            ledger.ensure_account(session, ledger.wallet_name(c), c)
+        names = [ledger.wallet_name(c) for c in missing]
+        wallets.update({r[0]: (r[1], r[2]) for r in conn.execute(_LOCK_WALLETS, {"names": names})})
+    return wallets
+
+
+def _resolve_callers(
+    session: Session, requests: Sequence[PurchaseRequest], outcomes: list[Outcome | None]
+) -> list[_Buy]:
+    """The requests with every caller's client id filled in; 401 outcomes for unknown tokens.
+
+    A refused request stays in the list (as client 0, which no client is) so indices match.
+    """
+    unknown = sorted({r.verifier for r in requests if r.client_id is None})
+    ids: dict[str, int] = {}
+    if unknown:
+        rows = session.connection().execute(_CLIENT_IDS, {"verifiers": unknown})
+        ids = {verifier: client_id for verifier, client_id in rows}
+    out = []
+    for i, r in enumerate(requests):
+        client_id = r.client_id if r.client_id is not None else ids.get(r.verifier)
+        if client_id is None:
+            outcomes[i] = HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "Authorization: the token is not a registered client's",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        out.append(_Buy(client_id or 0, r.round_id, r.key, r.fingerprint))
+    return out
+
+
+def book_purchases(
+    session: Session, requests: Sequence[PurchaseRequest], shard: int = 0
+) -> BookedBatch:
+    """Decide and book ``requests`` in the caller's transaction, as if one after another.
+
+    The batch's payments land in pool shard ``shard`` (batches in flight together pass different
+    shards, so they do not wait on one another's pool row).
+
+    Statements per batch: rounds, wallet locks, stored keys, past purchases, then (if anything is
+    bought) ledger postings (:func:`ledger.post_many`), purchases, decisions, keys, and one
+    "every client declared?" query per round touched. The caller commits.
+    """
+    conn = session.connection()
+    outcomes: list[Outcome | None] = [None] * len(requests)
+    todo = _resolve_callers(session, requests, outcomes)
+    round_ids = sorted({r.round_id for r, o in zip(todo, outcomes, strict=True) if o is None})
+    client_ids = sorted({r.client_id for r, o in zip(todo, outcomes, strict=True) if o is None})
+    if not client_ids:
+        return BookedBatch([o for o in outcomes if o is not None], 0, [])
+    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(_ROUND_STATES, {"round_ids": round_ids})}
+    wallets = _lock_wallets(session, client_ids)
+    stored = {
+        (r[0], r[1]): (r[2], r[3], r[4])
+        for r in conn.execute(_STORED_KEYS, {"pairs": list({(r.principal, r.key) for r in todo})})
+    }
+    bought = {
+        (r[0], r[1])
+        for r in conn.execute(_BOUGHT, {"round_ids": round_ids, "client_ids": client_ids})
+    }
+    balances = {c: wallet[1] for c, wallet in wallets.items()}
+
+    accepted: list[int] = []
+    booked_keys: dict[tuple[str, str], int] = {}  # (principal, key) → index of its booking
+    aliases: dict[int, int] = {}  # index → index whose outcome it repeats (same key, same body)
+    for i, req in enumerate(todo):
+        if outcomes[i] is not None:  # refused already (unknown token)
+            continue
+        pair = (req.principal, req.key)
+        if pair in stored:
+            fingerprint, code, body = stored[pair]
+            outcomes[i] = (
+                (code, json.loads(body)) if fingerprint == req.fingerprint else (_key_reused())
+            )
+            continue
+        if pair in booked_keys:
+            first = booked_keys[pair]
+            if todo[first].fingerprint == req.fingerprint:
+                aliases[i] = first
+            else:
+                outcomes[i] = _key_reused()
+            continue
+        found = rounds.get(req.round_id)
+        if found is None:
+            outcomes[i] = HTTPException(
+                status.HTTP_404_NOT_FOUND, f"round_id: round {req.round_id} does not exist"
+            )
+            continue
+        state, price = found
+        if state not in OPEN_FOR_PURCHASE:
+            outcomes[i] = HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"round_id: round {req.round_id} is {state}; "
+                "purchases are taken while it is collecting",
+            )
+        elif (req.round_id, req.client_id) in bought:
+            outcomes[i] = HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"round_id: client {req.client_id} already bought round {req.round_id}",
+            )
+        elif balances[req.client_id] < price:
+            outcomes[i] = HTTPException(
+                status.HTTP_402_PAYMENT_REQUIRED,
+                f"balance: {from_micros(balances[req.client_id])} is below the price "
+                f"{from_micros(price)}",
+            )
+        else:
+            balances[req.client_id] -= price
+            bought.add((req.round_id, req.client_id))
+            booked_keys[pair] = i
+            accepted.append(i)
+
+    if accepted:
+        buys = [todo[i] for i in accepted]
+        _book(session, buys, rounds, wallets, balances, shard, outcomes, accepted)
+    for i, first in aliases.items():
+        outcomes[i] = outcomes[first]
+    complete = (
+        [r for r in sorted({todo[i].round_id for i in accepted}) if all_declared(session, r)]
+        if accepted
+        else []
     )
-    return PurchaseOut(
-        purchase_id=purchase_id,
-        round_id=round_id,
-        client_id=client_id,
-        price=from_micros(price),
-        transaction_id=txn,
-        balance=from_micros(balance - price),
+    assert all(o is not None for o in outcomes)
+    return BookedBatch([o for o in outcomes if o is not None], len(accepted), complete)
+
+
+def _book(
+    session: Session,
+    buys: Sequence[_Buy],
+    rounds: dict[int, tuple[str, int]],
+    wallets: dict[int, tuple[int, int]],
+    balances: dict[int, int],
+    shard: int,
+    outcomes: list[Outcome | None],
+    at: Sequence[int],
+) -> None:
+    """Post the accepted purchases' money, rows, decisions and stored keys (fills ``outcomes``)."""
+    conn = session.connection()
+    shard_names = sorted({ledger.pool_shard_name(r.round_id, shard) for r in buys})
+    shards = ledger.account_ids(session, shard_names)
+    for name in shard_names:  # made when the round opened; made here if it was not
+        if name not in shards:
+            shards[name] = ledger.ensure_account(session, name)
+    paid = [r for r in buys if rounds[r.round_id][1] > 0]  # a free model moves no money
+    txns = ledger.post_many(
+        session,
+        "purchase",
+        [
+            (
+                wallets[r.client_id][0],
+                shards[ledger.pool_shard_name(r.round_id, shard)],
+                rounds[r.round_id][1],
+                r.round_id,
+                r.client_id,
+            )
+            for r in paid
+        ],
     )
+    txn_of: dict[tuple[int, int], int | None] = {
+        (r.round_id, r.client_id): t for r, t in zip(paid, txns, strict=True)
+    }
+    now = datetime.now(UTC)
+    purchase_of = {
+        (r, c): pid
+        for pid, r, c in insert_rows(
+            conn,
+            _PURCHASES,
+            [
+                {
+                    "round_id": r.round_id,
+                    "client_id": r.client_id,
+                    "price_micros": rounds[r.round_id][1],
+                    "transaction_id": txn_of.get((r.round_id, r.client_id)),
+                    "refunded": False,
+                }
+                for r in buys
+            ],
+            returning=("id", "round_id", "client_id"),
+        )
+    }
+    purchase_ids = [purchase_of[(r.round_id, r.client_id)] for r in buys]
+    insert_rows(
+        conn,
+        _DECISIONS,
+        [
+            {
+                "round_id": r.round_id,
+                "client_id": r.client_id,
+                "strategy": Strategy.BUY.value,
+                "dropped": False,
+                "updated_at": now,
+            }
+            for r in buys
+        ],
+        conflict=("round_id", "client_id"),
+        conflict_update=("strategy", "updated_at"),
+    )
+    # The balance each buyer is left with after its own purchase, in the batch's order.
+    running = {c: wallets[c][1] for c in wallets}
+    results = []
+    for r, purchase_id in zip(buys, purchase_ids, strict=True):
+        price = rounds[r.round_id][1]
+        running[r.client_id] -= price
+        results.append(
+            PurchaseOut(
+                purchase_id=purchase_id,
+                round_id=r.round_id,
+                client_id=r.client_id,
+                price=from_micros(price),
+                transaction_id=txn_of.get((r.round_id, r.client_id)),
+                balance=from_micros(running[r.client_id]),
+            ).model_dump(mode="json")
+        )
+    assert running == balances
+    insert_rows(
+        conn,
+        _KEYS,
+        [
+            {
+                "principal": r.principal,
+                "key": r.key,
+                "request_hash": r.fingerprint,
+                "status_code": status.HTTP_201_CREATED,
+                "response_json": json.dumps(body, default=str),
+                "created_at": now,
+            }
+            for r, body in zip(buys, results, strict=True)
+        ],
+    )
+    for i, body in zip(at, results, strict=True):
+        outcomes[i] = (status.HTTP_201_CREATED, body)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Header, HTTPException, Path, Request, status
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform.batching import MicroBatcher
 from mots.platform.schemas import MAX_ID
 from services.market.auth import hash_token, is_operator
 from services.market.core.config import Settings
 from services.market.models import Client
+from services.market.purchase_batcher import PurchaseBatcher
 
 bearer = HTTPBearer(auto_error=False, description="the token returned at registration")
 
@@ -31,6 +32,12 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
+async def get_purchases(request: Request) -> PurchaseBatcher:
+    """The app's purchase batcher (group commit of the purchases in flight)."""
+    batcher: PurchaseBatcher = request.app.state.purchases
+    return batcher
+
+
 async def get_celery(request: Request) -> Celery:
     """The app's Celery client (to emit events to other services)."""
     app: Celery = request.app.state.celery
@@ -40,6 +47,7 @@ async def get_celery(request: Request) -> Celery:
 SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_factory)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
+PurchasesDep = Annotated[PurchaseBatcher, Depends(get_purchases)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
@@ -49,18 +57,15 @@ def _unauthorized(detail: str) -> HTTPException:
     )
 
 
-_BY_TOKEN = select(Client).where(Client.token_hash == bindparam("verifier"))
 CLIENT_CACHE_SIZE = 100_000
 """Verified tokens remembered per API process; a client's token and record never change after
 registration (there is no rotation or deletion), so a remembered client is never stale."""
 
 
-async def current_client(
-    request: Request, credentials: Credentials, factory: SessionFactoryDep
-) -> Client:
+async def current_client(request: Request, credentials: Credentials) -> Client:
     """The client whose bearer token the request carries (401 otherwise).
 
-    Async, so a remembered token costs no thread hop; a new one is looked up in the thread pool.
+    A remembered token costs a dict lookup; a new one waits for the next batched query.
     """
     if credentials is None:
         raise _unauthorized("Authorization: a bearer token is required")
@@ -69,18 +74,36 @@ async def current_client(
     client = known.get(verifier)
     if client is not None:
         return client
-
-    def lookup() -> Client | None:
-        with factory() as session:
-            return session.scalar(_BY_TOKEN, {"verifier": verifier})
-
-    client = await run_in_threadpool(lookup)
+    lookup: MicroBatcher[str, Client | None] = request.app.state.client_lookup
+    client = await lookup.submit(verifier)
     if client is None:  # unknown tokens are not remembered: a later registration may match
         raise _unauthorized("Authorization: the token is not a registered client's")
     if len(known) >= CLIENT_CACHE_SIZE:
         known.clear()
     known[verifier] = client
     return client
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """A request's bearer-token verifier, with its client's id when this process knows it."""
+
+    verifier: str
+    client_id: int | None
+
+
+async def caller(request: Request, credentials: Credentials) -> Caller:
+    """The caller's token verifier, not yet checked unless remembered (401 without a token).
+
+    For the batched purchase path: an unknown verifier is resolved inside the batch's own
+    transaction (one query for the whole batch), which answers 401 if no client has it.
+    """
+    if credentials is None:
+        raise _unauthorized("Authorization: a bearer token is required")
+    verifier = hash_token(credentials.credentials)
+    known: dict[str, Client] = request.app.state.clients_by_token
+    client = known.get(verifier)
+    return Caller(verifier, client.id if client is not None else None)
 
 
 async def operator(credentials: Credentials, settings: SettingsDep) -> None:
@@ -92,6 +115,7 @@ async def operator(credentials: Credentials, settings: SettingsDep) -> None:
 
 
 CurrentClient = Annotated[Client, Depends(current_client)]
+CallerDep = Annotated[Caller, Depends(caller)]
 Operator = Annotated[None, Depends(operator)]
 IdempotencyKeyHeader = Annotated[
     str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -20,7 +20,6 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
-from starlette.requests import Request
 from starlette.responses import Response
 
 HTTP_REQUESTS = Counter(
@@ -33,6 +32,18 @@ HTTP_DURATION = Histogram(
     "HTTP request latency, by service, method and route template.",
     ["service", "method", "route"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+BATCH_SIZE = Histogram(
+    "mots_batch_size",
+    "Requests handled together in one batch (one database transaction), by batcher.",
+    ["batcher"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+)
+BATCH_DURATION = Histogram(
+    "mots_batch_duration_seconds",
+    "Time to handle one batch (its transaction, commit included), by batcher.",
+    ["batcher"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
 
 # Labelled families export nothing until a label set is used, so every process may define them.
@@ -105,29 +116,47 @@ def __getattr__(name: str) -> Any:
     return globals()[name]
 
 
+class HttpMetricsMiddleware:
+    """Plain ASGI middleware counting and timing each HTTP request by route template.
+
+    Not Starlette's ``BaseHTTPMiddleware``: that one runs the app in a task group and re-streams
+    the response, which cost as much as a whole request of the market's hot path.
+    """
+
+    def __init__(self, app: Any, service: str) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_and_note(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            template = getattr(scope.get("route"), "path", "unmatched")
+            method = scope.get("method", "")
+            HTTP_REQUESTS.labels(self.service, method, template, str(status)).inc()
+            HTTP_DURATION.labels(self.service, method, template).observe(
+                time.perf_counter() - start
+            )
+
+
 def install_http_metrics(app: object, service: str) -> None:
     """Add request counting and timing middleware and a ``/metrics`` route to a FastAPI app."""
     from fastapi import FastAPI
 
     assert isinstance(app, FastAPI)
-
-    @app.middleware("http")
-    async def _measure(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        start = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            route = request.scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            HTTP_REQUESTS.labels(service, request.method, template, str(status)).inc()
-            HTTP_DURATION.labels(service, request.method, template).observe(
-                time.perf_counter() - start
-            )
+    app.add_middleware(HttpMetricsMiddleware, service=service)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

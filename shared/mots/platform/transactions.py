@@ -6,11 +6,13 @@ concurrent insert may violate a unique constraint that the retry then reads as "
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
 T = TypeVar("T")
@@ -36,4 +38,19 @@ def in_transaction(
             if attempt == tries - 1 or not _retryable(exc):
                 raise
             time.sleep(0.002 * (2**attempt))
+    raise AssertionError("unreachable")
+
+
+async def in_transaction_async(
+    factory: async_sessionmaker[AsyncSession], work: Callable[[Session], T], tries: int = 8
+) -> T:
+    """:func:`in_transaction` on an async engine: ``work`` runs on the event loop (greenlet)."""
+    for attempt in range(tries):
+        try:
+            async with factory() as session, session.begin():
+                return await session.run_sync(work)
+        except DBAPIError as exc:
+            if attempt == tries - 1 or not _retryable(exc):
+                raise
+            await asyncio.sleep(0.002 * (2**attempt))
     raise AssertionError("unreachable")

@@ -5,27 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response
-from sqlalchemy.orm import Session
 
-from mots.platform.celery_app import send
-from mots.platform.metrics import PURCHASES
 from mots.platform.schemas import PurchaseIn, PurchaseOut
-from mots.platform.transactions import in_transaction
-from services.market.api.deps import (
-    CeleryDep,
-    CurrentClient,
-    IdempotencyKeyHeader,
-    SessionFactoryDep,
-)
-from services.market.decisions import all_declared
-from services.market.idempotency import request_hash, run_once
-from services.market.purchases import buy
+from services.market.api.deps import CallerDep, IdempotencyKeyHeader, PurchasesDep
+from services.market.idempotency import request_hash
+from services.market.purchases import PATH, PurchaseRequest
 
 router = APIRouter(tags=["purchases"])
 
 
 @router.post(
-    "/v1/purchases",
+    PATH,
     status_code=201,
     response_model=PurchaseOut,
     responses={
@@ -33,31 +23,23 @@ router = APIRouter(tags=["purchases"])
         409: {"description": "round not collecting, already bought, or key reused"},
     },
 )
-def purchase(
+async def purchase(
     body: PurchaseIn,
     response: Response,
-    client: CurrentClient,
+    caller: CallerDep,
     idempotency_key: IdempotencyKeyHeader,
-    factory: SessionFactoryDep,
-    celery: CeleryDep,
+    purchases: PurchasesDep,
 ) -> Any:
-    """Pay the round's price from the caller's wallet; a retried key returns the first result."""
-    fingerprint = request_hash("POST", "/v1/purchases", body.model_dump(mode="json"))
-    principal = f"client:{client.id}"
+    """Pay the round's price from the caller's wallet; a retried key returns the first result.
 
-    def work(session: Session) -> tuple[int, dict[str, Any], bool]:
-        code, result = run_once(
-            session,
-            principal,
-            idempotency_key,
-            fingerprint,
-            lambda s: buy(s, client.id, body.round_id).model_dump(mode="json"),
+    Booked together with the other purchases in flight (one database transaction per batch,
+    which also checks the callers' tokens).
+    """
+    fingerprint = request_hash("POST", PATH, body.model_dump(mode="json"))
+    code, result = await purchases.submit(
+        PurchaseRequest(
+            caller.client_id, body.round_id, idempotency_key, fingerprint, caller.verifier
         )
-        return code, result, all_declared(session, body.round_id)
-
-    code, result, complete = in_transaction(factory, work)
+    )
     response.status_code = code
-    PURCHASES.inc()
-    if complete:
-        send(celery, "orchestration.decisions_complete", {"round_id": body.round_id})
     return result

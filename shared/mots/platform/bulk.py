@@ -1,0 +1,125 @@
+"""Many rows in one statement: PostgreSQL takes each column as one array parameter (``unnest``).
+
+A batch of n rows costs one round trip and one prepared statement whatever n is: the SQL text
+depends only on the table and the column names, so it is built once and psycopg prepares it
+once per connection. SQLite (in-process, no round trips) takes the same rows by ``executemany``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Connection, Table, insert, text, update
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+_PG = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
+def _q(name: str) -> str:
+    return str(_PG.identifier_preparer.quote(name))
+
+
+@lru_cache(maxsize=256)
+def _array_type(table: Table, column: str) -> str:
+    return str(table.c[column].type.compile(dialect=_PG)) + "[]"
+
+
+@lru_cache(maxsize=256)
+def _pg_insert(
+    table: Table,
+    columns: tuple[str, ...],
+    returning: tuple[str, ...],
+    conflict: tuple[str, ...],
+    conflict_update: tuple[str, ...],
+) -> Any:
+    arrays = ", ".join(f"CAST(:{c} AS {_array_type(table, c)})" for c in columns)
+    names = ", ".join(_q(c) for c in columns)
+    sql = f"INSERT INTO {_q(table.name)} ({names}) SELECT * FROM unnest({arrays})"
+    if conflict:
+        sql += f" ON CONFLICT ({', '.join(_q(c) for c in conflict)}) DO "
+        sql += (
+            "UPDATE SET " + ", ".join(f"{_q(c)} = excluded.{_q(c)}" for c in conflict_update)
+            if conflict_update
+            else "NOTHING"
+        )
+    if returning:
+        sql += f" RETURNING {', '.join(_q(c) for c in returning)}"
+    return text(sql)
+
+
+def insert_rows(
+    conn: Connection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    returning: Sequence[str] = (),
+    conflict: Sequence[str] = (),
+    conflict_update: Sequence[str] = (),
+) -> list[tuple[Any, ...]]:
+    """Insert ``rows`` (all with the same keys) in one statement; the ``returning`` columns.
+
+    ``conflict`` names a unique key: a row that collides with an existing one updates its
+    ``conflict_update`` columns (or is skipped when there are none). Returned rows come in no
+    guaranteed order (return a key to match them with ``rows``), but ids drawn from a sequence
+    ascend in the order of ``rows``, which are inserted in order. Every column without a value in
+    ``rows`` takes its server default or NULL: SQLAlchemy's Python-side defaults do not run.
+    """
+    if not rows:
+        return []
+    columns = tuple(rows[0])
+    if conn.dialect.name == "postgresql":
+        stmt = _pg_insert(table, columns, tuple(returning), tuple(conflict), tuple(conflict_update))
+        params = {c: [row[c] for row in rows] for c in columns}
+        result = conn.execute(stmt, params)
+        return [tuple(r) for r in result] if returning else []
+    ins: Any = insert(table)
+    if conflict:
+        ins = sqlite_insert(table)
+        ins = (
+            ins.on_conflict_do_update(
+                index_elements=list(conflict),
+                set_={c: ins.excluded[c] for c in conflict_update},
+            )
+            if conflict_update
+            else ins.on_conflict_do_nothing(index_elements=list(conflict))
+        )
+    if not returning:
+        conn.execute(ins, [dict(r) for r in rows])
+        return []
+    ins = ins.returning(*(table.c[c] for c in returning), sort_by_parameter_order=True)
+    return [tuple(r) for r in conn.execute(ins, [dict(r) for r in rows])]
+
+
+@lru_cache(maxsize=64)
+def _pg_add(table: Table, key: str, column: str) -> Any:
+    key_type, value_type = _array_type(table, key), _array_type(table, column)
+    t, k, c = _q(table.name), _q(key), _q(column)
+    return text(
+        f"UPDATE {t} SET {c} = {t}.{c} + d.amount "
+        f"FROM unnest(CAST(:keys AS {key_type}), CAST(:amounts AS {value_type})) AS d(k, amount) "
+        f"WHERE {t}.{k} = d.k"
+    )
+
+
+def add_to_column(
+    conn: Connection, table: Table, key: str, column: str, amounts: Mapping[Any, int]
+) -> None:
+    """``column += amounts[k]`` for the row whose ``key`` is k, every row in one statement."""
+    if not amounts:
+        return
+    keys = sorted(amounts)  # rows are locked in this order (ascending key)
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            _pg_add(table, key, column), {"keys": keys, "amounts": [amounts[k] for k in keys]}
+        )
+        return
+    from sqlalchemy import bindparam
+
+    stmt = (
+        update(table)
+        .where(table.c[key] == bindparam("k"))
+        .values({column: table.c[column] + bindparam("amount")})
+    )
+    conn.execute(stmt, [{"k": k, "amount": amounts[k]} for k in keys])
