@@ -5,6 +5,7 @@ Run with ``uvicorn services.market.main:app``; ``MOTS_DATABASE_URL`` picks the l
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -51,6 +52,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upgrade(settings.database_url)
         watch_ledger(sessions)
+        # Start-up objects (modules, app, compiled statements) never die: keep them out of the
+        # collector's way, so a request does not pay for scanning them (p99 latency).
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
