@@ -1,0 +1,330 @@
+"""book_purchases on a migrated market database: a batch decided as if one request after another."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import HTTPException
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.money import to_micros
+from mots.platform.transactions import in_transaction
+from services.market import ledger, migrations, rounds
+from services.market.auth import hash_token
+from services.market.idempotency import request_hash
+from services.market.models import Account, Client, Purchase
+from services.market.purchases import (
+    PATH,
+    BookedBatch,
+    Outcome,
+    PurchaseRequest,
+    book_purchases,
+)
+from tests.services.market.conftest import open_round_payload
+
+CLOSED, OPEN, MISSING = 1, 2, 99
+PRICE = to_micros("2.5")
+
+
+@dataclass
+class Market:
+    """A migrated market: engine, sessions and the seeded clients (name → id)."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+    clients: dict[str, int]
+
+
+def _seed(url: str, balances: dict[str, str | None]) -> dict[str, int]:
+    """Migrate; clients with tokens ``token-<name>`` and funded wallets (None: no wallet at all);
+    round 1 opened then closed, round 2 collecting at 2.5."""
+    migrations.upgrade(url)
+    engine = make_engine(url, pool_size=2)
+    factory = make_sessionmaker(engine)
+    try:
+
+        def seed(session: Session) -> dict[str, int]:
+            external = ledger.ensure_account(session, ledger.EXTERNAL)
+            ids = {}
+            for name, balance in balances.items():
+                client = Client(
+                    name=name,
+                    type_name="small",
+                    data_size=50,
+                    cost_micros=500_000,
+                    token_hash=hash_token(f"token-{name}"),
+                )
+                session.add(client)
+                session.flush()
+                ids[name] = client.id
+                if balance is None:
+                    continue
+                wallet = ledger.ensure_account(session, ledger.wallet_name(client.id), client.id)
+                ledger.lock_accounts(session, [wallet, external])
+                ledger.transfer(
+                    session, "deposit", external, wallet, to_micros(balance), client_id=client.id
+                )
+            return ids
+
+        ids: dict[str, int] = in_transaction(factory, seed)
+        in_transaction(factory, lambda s: rounds.open_round(s, open_round_payload(CLOSED)))
+        in_transaction(factory, lambda s: rounds.close_round(s, CLOSED))
+        in_transaction(factory, lambda s: rounds.open_round(s, open_round_payload(OPEN, "2.5")))
+        return ids
+    finally:
+        engine.dispose()
+
+
+def _market(url: str, clients: dict[str, int]) -> Market:
+    engine = make_engine(url, pool_size=2)
+    return Market(engine, make_sessionmaker(engine), clients)
+
+
+def _fingerprint(round_id: int) -> str:
+    return request_hash("POST", PATH, {"round_id": round_id})
+
+
+def _req(
+    client_id: int | None,
+    round_id: int,
+    key: str,
+    fingerprint: str | None = None,
+    verifier: str = "",
+) -> PurchaseRequest:
+    return PurchaseRequest(
+        client_id,
+        round_id,
+        key,
+        _fingerprint(round_id) if fingerprint is None else fingerprint,
+        verifier,
+    )
+
+
+def _book(market: Market, requests: list[PurchaseRequest], shard: int = 0) -> BookedBatch:
+    done: BookedBatch = in_transaction(
+        market.sessions, lambda s: book_purchases(s, requests, shard)
+    )
+    return done
+
+
+def _code(outcome: Outcome) -> int:
+    return outcome.status_code if isinstance(outcome, HTTPException) else outcome[0]
+
+
+def _refusal(outcome: Outcome) -> HTTPException:
+    assert isinstance(outcome, HTTPException), outcome
+    return outcome
+
+
+def _body(outcome: Outcome) -> dict[str, Any]:
+    assert not isinstance(outcome, HTTPException), outcome
+    return outcome[1]
+
+
+def _balance(market: Market, name: str) -> int:
+    with market.sessions() as s:
+        value = s.scalar(select(Account.balance_micros).where(Account.name == name))
+    assert value is not None, name
+    return value
+
+
+MIXED_BALANCES: dict[str, str | None] = {
+    "rich": "10",
+    "buyer": "10",
+    "other": "10",
+    "exact": "2.5",  # balance == price: buys
+    "poor": "1",
+    "nowallet": None,  # a client made without a wallet: one is made, empty
+    "bytoken": "10",
+}
+
+
+@pytest.fixture
+def mixed(database_url: str) -> Iterator[Market]:
+    """The market of the mixed-batch test on each database."""
+    market = _market(database_url, _seed(database_url, MIXED_BALANCES))
+    try:
+        yield market
+    finally:
+        market.engine.dispose()
+
+
+def test_one_mixed_batch_applies_every_rule_in_order(mixed: Market) -> None:
+    """One call decides each request as if alone, in order; money, rows and keys add up."""
+    c = mixed.clients
+    # Before the batch: "rich" bought round 2 under key k-rich (its stored result).
+    first = _book(mixed, [_req(c["rich"], OPEN, "k-rich")])
+    assert [_code(o) for o in first.outcomes] == [201]
+    stored_body = first.outcomes[0]
+    assert not isinstance(stored_body, HTTPException)
+
+    batch = [
+        _req(c["rich"], OPEN, "k-rich"),  # 0 stored key, same body: the stored result
+        _req(c["rich"], OPEN, "k-rich", "another-body"),  # 1 stored key, other body: 409
+        _req(c["rich"], OPEN, "k-rich-2"),  # 2 new key, but rich already bought: 409
+        _req(c["buyer"], OPEN, "k-b"),  # 3 books: 201
+        _req(c["buyer"], OPEN, "k-b"),  # 4 same key, same body in the batch: repeats 3
+        _req(c["buyer"], OPEN, "k-b", "another-body"),  # 5 same key, other body: 409
+        _req(c["buyer"], OPEN, "k-b-2"),  # 6 bought by 3 in this very batch: 409
+        _req(c["other"], MISSING, "k-o1"),  # 7 unknown round: 404
+        _req(c["other"], CLOSED, "k-o2"),  # 8 round not collecting: 409
+        _req(c["poor"], OPEN, "k-p"),  # 9 balance below price: 402
+        _req(c["nowallet"], OPEN, "k-n"),  # 10 wallet made now, empty: 402
+        _req(None, OPEN, "k-t", verifier=hash_token("no-such-token")),  # 11 unknown token: 401
+        _req(None, OPEN, "k-t", verifier=hash_token("token-bytoken")),  # 12 token resolved: 201
+        _req(c["exact"], OPEN, "k-e"),  # 13 balance == price: 201
+        _req(c["other"], OPEN, "k-o1"),  # 14 key refused at 7 (not stored), new body: 201
+    ]
+    done = _book(mixed, batch, shard=5)
+    codes = [_code(o) for o in done.outcomes]
+    assert codes == [201, 409, 409, 201, 201, 409, 409, 404, 409, 402, 402, 401, 201, 201, 201]
+    out = done.outcomes
+    assert out[0] == stored_body
+    assert out[4] == out[3]
+    assert done.booked == 4  # 3, 12, 13, 14
+    assert done.rounds_complete == []  # "poor" and "nowallet" have not declared
+    for i in (1, 5):
+        assert "Idempotency-Key" in str(_refusal(out[i]).detail)
+    assert "already bought" in str(_refusal(out[2]).detail)
+    assert "already bought" in str(_refusal(out[6]).detail)
+    assert "closed" in str(_refusal(out[8]).detail)
+    assert _refusal(out[11]).headers == {"WWW-Authenticate": "Bearer"}
+
+    bodies = {i: _body(out[i]) for i in (3, 12, 13, 14)}
+    assert bodies[12]["client_id"] == c["bytoken"]
+    balances = [Decimal(bodies[i]["balance"]) for i in (3, 12, 13, 14)]
+    assert balances == [Decimal("7.5"), Decimal("7.5"), 0, Decimal("7.5")]
+    assert all(b["round_id"] == OPEN and Decimal(b["price"]) == 2.5 for b in bodies.values())
+    assert len({b["transaction_id"] for b in bodies.values()}) == 4
+
+    # Money: the batch's payments, and only those, sit in shard 5; the ledger balances.
+    assert _balance(mixed, ledger.pool_shard_name(OPEN, 5)) == PRICE * done.booked
+    assert _balance(mixed, ledger.pool_shard_name(OPEN, 0)) == PRICE  # the earlier single buy
+    for name, left in [("rich", "7.5"), ("buyer", "7.5"), ("exact", "0"), ("poor", "1")]:
+        assert _balance(mixed, ledger.wallet_name(c[name])) == to_micros(left)
+    assert _balance(mixed, ledger.wallet_name(c["nowallet"])) == 0
+    with mixed.sessions() as s:
+        check = ledger.check(s)
+        buyers = sorted(s.scalars(select(Purchase.client_id).where(Purchase.round_id == OPEN)))
+    assert check.unbalanced_transactions == 0
+    assert check.mismatched_accounts == 0
+    assert check.total == 0
+    assert buyers == sorted(c[n] for n in ("rich", "buyer", "bytoken", "exact", "other"))
+
+    # Replaying the whole batch: every booked key answers with its stored result, nothing moves.
+    again = _book(mixed, batch, shard=6)
+    assert again.booked == 0
+    for i in (3, 4, 12, 13, 14):
+        assert again.outcomes[i] == out[i]
+    assert _balance(mixed, ledger.pool_shard_name(OPEN, 6)) == 0
+
+
+def test_a_batch_of_only_unknown_tokens_books_nothing(mixed: Market) -> None:
+    """Every caller unknown: 401 each, nothing read or written."""
+    done = _book(mixed, [_req(None, OPEN, f"k{i}", verifier=f"v{i}") for i in range(3)])
+    assert [_code(o) for o in done.outcomes] == [401, 401, 401]
+    assert done.booked == 0 and done.rounds_complete == []
+
+
+def test_the_round_is_complete_when_every_client_declared(database_url: str) -> None:
+    """rounds_complete names the round once the batch's buys make every client declared."""
+    market = _market(database_url, _seed(database_url, {"a": "5", "b": "5"}))
+    try:
+        a, b = market.clients["a"], market.clients["b"]
+        done = _book(market, [_req(a, OPEN, "x"), _req(b, OPEN, "y")])
+        assert [_code(o) for o in done.outcomes] == [201, 201]
+        assert done.rounds_complete == [OPEN]
+    finally:
+        market.engine.dispose()
+
+
+# --- property: a batch answers as the same requests booked one at a time -----------------------
+
+PROPERTY_BALANCES: dict[str, str | None] = {
+    "c0": "10",
+    "c1": "2.5",
+    "c2": "1",  # poor
+    "c3": None,  # no wallet
+}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """A migrated, seeded SQLite file that each example copies twice."""
+    path = tmp_path_factory.mktemp("purchases") / "template.db"
+    clients = _seed(f"sqlite:///{path}", PROPERTY_BALANCES)
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+    return path, clients
+
+
+@st.composite
+def _requests(draw: st.DrawFn, clients: list[int]) -> PurchaseRequest:
+    client = draw(st.sampled_from([*clients, -1]))  # -1: an unknown token
+    by_token = client == -1 or draw(st.booleans())
+    round_id = draw(st.sampled_from([OPEN, OPEN, OPEN, CLOSED, MISSING]))
+    fingerprint = draw(st.sampled_from([_fingerprint(round_id), "tampered"]))
+    key = draw(st.sampled_from(["k0", "k1", "k2"]))
+    if not by_token:
+        return PurchaseRequest(client, round_id, key, fingerprint)
+    name = {v: k for k, v in zip(PROPERTY_BALANCES, clients, strict=True)}.get(client, "nobody")
+    return PurchaseRequest(None, round_id, key, fingerprint, hash_token(f"token-{name}"))
+
+
+def _view(outcome: Outcome) -> tuple[int, Any]:
+    """What a caller sees: the status and, for a booking, its body; refusals by their detail."""
+    if isinstance(outcome, HTTPException):
+        return outcome.status_code, outcome.detail
+    return outcome
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_batch_answers_as_its_requests_one_at_a_time(
+    template: tuple[Path, dict[str, int]], data: st.DataObject
+) -> None:
+    """Two batches on one database; the same requests singly on a copy: same answers, same money."""
+    path, clients = template
+    ids = list(clients.values())
+    batches = [
+        data.draw(st.lists(_requests(ids), min_size=1, max_size=12), label=f"batch {i}")
+        for i in range(2)
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        urls = []
+        for name in ("batched", "single"):
+            shutil.copy(path, Path(tmp) / f"{name}.db")
+            urls.append(f"sqlite:///{Path(tmp) / name}.db")
+        batched, single = _market(urls[0], clients), _market(urls[1], clients)
+        try:
+            got = [o for b in batches for o in _book(batched, b).outcomes]
+            want = [_book(single, [r]).outcomes[0] for b in batches for r in b]
+            assert [_code(o) for o in got] == [_code(o) for o in want]
+            assert [_view(o) for o in got] == [_view(o) for o in want]
+            for market in (batched, single):
+                with market.sessions() as s:
+                    check = ledger.check(s)
+                assert (check.unbalanced_transactions, check.mismatched_accounts) == (0, 0)
+                assert check.total == 0
+            for cid in ids:
+                name = ledger.wallet_name(cid)
+                with batched.sessions() as s1, single.sessions() as s2:
+                    q = select(Account.balance_micros).where(Account.name == name)
+                    assert s1.scalar(q) == s2.scalar(q)
+        finally:
+            batched.engine.dispose()
+            single.engine.dispose()
