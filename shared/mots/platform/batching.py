@@ -23,6 +23,13 @@ Req = TypeVar("Req")
 Out = TypeVar("Out")
 
 
+def _check_sizes(max_batch: int, writers: int) -> None:
+    if max_batch < 1:
+        raise ValueError(f"max_batch: must be ≥ 1, got {max_batch}")
+    if writers < 1:
+        raise ValueError(f"writers: must be ≥ 1, got {writers}")
+
+
 class MicroBatcher(Generic[Req, Out]):
     """Collects requests from the event loop and handles them in batches.
 
@@ -38,10 +45,7 @@ class MicroBatcher(Generic[Req, Out]):
         name: str = "batch",
         writers: int = 1,
     ) -> None:
-        if max_batch < 1:
-            raise ValueError(f"max_batch: must be ≥ 1, got {max_batch}")
-        if writers < 1:
-            raise ValueError(f"writers: must be ≥ 1, got {writers}")
+        _check_sizes(max_batch, writers)
         self._handle = handle
         self._max_batch = max_batch
         self._writers = writers
@@ -63,6 +67,7 @@ class MicroBatcher(Generic[Req, Out]):
         writers: int = 1,
     ) -> MicroBatcher[Req, Out]:
         """A batcher whose blocking ``handle`` runs in ``writers`` worker threads."""
+        _check_sizes(max_batch, writers)
         executor = ThreadPoolExecutor(writers, thread_name_prefix=name)
 
         async def in_thread(batch: Sequence[Req]) -> Sequence[Out | BaseException]:

@@ -224,12 +224,6 @@ def test_threaded_refuses_a_bad_max_batch_with_the_field() -> None:
         MicroBatcher.threaded(_blocking, max_batch=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="threaded() builds ThreadPoolExecutor(writers) before the constructor validates "
-    "writers, so writers=0 raises ValueError('max_workers must be greater than 0'), which "
-    "does not name the writers field",
-)
 def test_threaded_refuses_a_bad_writers_with_the_field() -> None:
     """threaded(writers=0): a ValueError naming ``writers``, like the constructor's."""
     with pytest.raises(ValueError, match="writers"):
