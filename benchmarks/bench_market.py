@@ -4,9 +4,14 @@ Run with ``make bench-market`` (``.venv/bin/python -m benchmarks.bench_market``)
 process (uvicorn, on PostgreSQL by default or SQLite) serves ``POST /v1/purchases`` on loopback; the
 load generator (asyncio, plain HTTP/1.1 keep-alive sockets, in this process, on the same cores)
 keeps 32 purchases in flight, each by a different funded client with its own token and
-Idempotency-Key. The run is bounded in count (``--purchases``) and time (``--seconds``). Afterwards the ledger is checked: every transaction
-sums to zero, every balance equals its entries, and the round's pool holds exactly purchases × price.
-Writes ``out/bench/market.json``.
+Idempotency-Key. Each run is bounded in count (``--purchases``) and time (``--seconds``).
+
+Two runs on fresh databases, back to back: the baseline books each purchase in its own
+transaction (``MOTS_PURCHASE_MAX_BATCH=1``), the platform's default books the purchases in flight
+together (group commit); the ratio is printed. After each run the ledger is checked: every
+transaction sums to zero, every balance equals its entries, and the round's pool holds exactly
+purchases × price. Writes ``out/bench/market-<db>.json``; exits 1 if a ledger is off or a purchase
+failed.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from services.market.migrations import upgrade
 from services.market.models import Client
 
 PRICE = Decimal("1.250000")
+WARMUP = 200
 OPERATOR = {"Authorization": "Bearer dev-operator-token"}
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -197,83 +203,155 @@ def batch_stats(exposition: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--purchases", type=int, default=4000, help="purchases to make (bound on count)"
-    )
-    parser.add_argument("--seconds", type=float, default=60.0, help="bound on the load's wall time")
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--db", choices=["postgresql", "sqlite"], default="postgresql")
-    parser.add_argument("--api-workers", type=int, default=1, help="uvicorn worker processes")
-    parser.add_argument("--out", type=Path, default=Path("out/bench"))
-    args = parser.parse_args()
-    exit_on_sigterm()
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    workdir = args.out / "market-run"
+def run_market(
+    db: str,
+    purchases: int,
+    concurrency: int,
+    seconds: float,
+    api_workers: int,
+    max_batch: int,
+    workdir: Path,
+) -> dict[str, Any]:
+    """One market API on a fresh database under load; its figures and the ledger's check."""
     pg_name = None
-    if args.db == "postgresql":
+    shutil.rmtree(workdir, ignore_errors=True)  # a stale -wal/-shm beside a new file corrupts it
+    workdir.mkdir(parents=True)
+    if db == "postgresql":
         pg_name, url = _pg_database()
     else:
-        shutil.rmtree(
-            workdir, ignore_errors=True
-        )  # a stale -wal/-shm beside a new file corrupts it
-        workdir.mkdir(parents=True)
         url = f"sqlite:///{(workdir / 'market.db').resolve()}"
     stack = Stack(
-        workdir=workdir, database_urls={"market": url}, api_workers={"market": args.api_workers}
+        workdir=workdir / "stack",
+        database_urls={"market": url},
+        api_workers={"market": api_workers},
+        extra_env={"MOTS_PURCHASE_MAX_BATCH": str(max_batch)},
     )
     try:
-        tokens = prepare(url, args.purchases)
+        tokens = prepare(url, purchases)
         stack.start(services=("market",), timeout_s=120)
         base = stack.url("market")
-        warm = asyncio.run(load(base, tokens[:200], args.concurrency, args.seconds))
-        result = asyncio.run(load(base, tokens[200:], args.concurrency, args.seconds))
+        warm = asyncio.run(load(base, tokens[:WARMUP], concurrency, seconds))
+        result = asyncio.run(load(base, tokens[WARMUP:], concurrency, seconds))
         with httpx.Client(base_url=base, timeout=120) as http:
             check = http.get("/v1/ledger/check", headers=OPERATOR).json()
             batching = batch_stats(http.get("/metrics").text)
-        booked = warm["status_codes"].get(201, 0) + result["status_codes"].get(201, 0)
-        pool = Decimal(check["accounts"]["round_pools"])
-        balanced = (
-            check["unbalanced_transactions"] == 0
-            and check["mismatched_accounts"] == 0
-            and Decimal(check["total"]) == 0
-            and pool == PRICE * booked
-        )
-        report = {
-            "db": args.db,
-            "api_workers": args.api_workers,
-            "concurrency": args.concurrency,
-            "warmup_requests": warm["requests"],
-            **result,
-            "batching": batching,
-            "ledger": {**check, "pool_expected": str(PRICE * booked), "balanced_exactly": balanced},
-            "targets": {"purchases_per_second": 1000, "p99_ms": 50},
-        }
-        (args.out / f"market-{args.db}.json").write_text(json.dumps(report, indent=2))
-        print(
-            f"market API on {args.db} ({args.api_workers} worker(s)), {args.concurrency} concurrent clients: "
-            f"{result['purchases_per_second']:.0f} purchases/s over {result['requests']} requests, "
-            f"p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms; "
-            f"status {result['status_codes']}"
-        )
-        print(
-            f"ledger: {check['transactions']} transactions, pool {pool} = {booked} × {PRICE}: "
-            f"{'balanced exactly' if balanced else 'NOT BALANCED'}"
-        )
-        for name, b in batching.items():
-            print(
-                f"batcher {name}: {b['batches']:.0f} batches, mean size {b['mean_size']:.1f}, "
-                f"mean {b['mean_ms']:.1f} ms per batch"
-            )
-        print("targets: ≥ 1000 purchases/s, p99 ≤ 50 ms")
-        if not balanced:
-            raise SystemExit(1)
     finally:
         stack.stop()
         if pg_name:
             _drop_pg(pg_name)
+    booked = warm["status_codes"].get(201, 0) + result["status_codes"].get(201, 0)
+    pool = Decimal(check["accounts"]["round_pools"])
+    balanced = (
+        check["unbalanced_transactions"] == 0
+        and check["mismatched_accounts"] == 0
+        and Decimal(check["total"]) == 0
+        and pool == PRICE * booked
+    )
+    return {
+        "db": db,
+        "api_workers": api_workers,
+        "max_batch": max_batch,
+        "concurrency": concurrency,
+        "warmup_requests": warm["requests"],
+        **result,
+        "batching": batching,
+        "booked": booked,
+        "ledger": {**check, "pool_expected": str(PRICE * booked), "balanced_exactly": balanced},
+    }
+
+
+def _line(name: str, r: dict[str, Any]) -> str:
+    return (
+        f"  {name:<34} {r['purchases_per_second']:>7.0f} /s  p50 {r['p50_ms']:>6.1f} ms  "
+        f"p95 {r['p95_ms']:>6.1f} ms  p99 {r['p99_ms']:>6.1f} ms  status {r['status_codes']}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Example: make bench-market, or python -m benchmarks.bench_market --db sqlite",
+    )
+    parser.add_argument(
+        "--purchases", type=int, default=4000, help="purchases per run (bound on count)"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=60.0, help="bound on each load's wall time"
+    )
+    parser.add_argument("--concurrency", type=int, default=32, help="purchases kept in flight")
+    parser.add_argument("--db", choices=["postgresql", "sqlite"], default="postgresql")
+    parser.add_argument("--api-workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=256,
+        help="purchases per transaction (MOTS_PURCHASE_MAX_BATCH)",
+    )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the baseline run (one transaction per purchase, --max-batch 1)",
+    )
+    parser.add_argument("--out", type=Path, default=Path("out/bench"))
+    args = parser.parse_args()
+    if args.purchases <= WARMUP:
+        parser.error(f"--purchases: must exceed the {WARMUP} warm-up purchases")
+    exit_on_sigterm()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def run(max_batch: int) -> dict[str, Any]:
+        return run_market(
+            args.db,
+            args.purchases,
+            args.concurrency,
+            args.seconds,
+            args.api_workers,
+            max_batch,
+            args.out / "market-run",
+        )
+
+    baseline = None if args.no_baseline else run(1)
+    result = run(args.max_batch)
+    report = {
+        **result,
+        "baseline": baseline,
+        "targets": {"purchases_per_second": 1000, "p99_ms": 50},
+    }
+    (args.out / f"market-{args.db}.json").write_text(json.dumps(report, indent=2))
+    print(
+        f"market API on {args.db}, {args.api_workers} worker(s), {args.concurrency} concurrent "
+        f"clients, {result['requests']} purchases measured after {WARMUP} warm-up:"
+    )
+    if baseline is not None:
+        print(_line("baseline: one transaction each", baseline))
+    print(_line(f"batched: up to {args.max_batch} per transaction", result))
+    if baseline is not None:
+        speedup = result["purchases_per_second"] / max(baseline["purchases_per_second"], 1e-9)
+        p99 = baseline["p99_ms"] / max(result["p99_ms"], 1e-9)
+        print(f"  ratio batched/baseline: {speedup:.2f}× purchases/s, p99 {p99:.2f}× lower")
+    for name, b in result["batching"].items():
+        print(
+            f"  batcher {name}: {b['batches']:.0f} batches, mean size {b['mean_size']:.1f}, "
+            f"mean {b['mean_ms']:.1f} ms per batch"
+        )
+    failed = False
+    for label, r in (("baseline", baseline), ("batched", result)):
+        if r is None:
+            continue
+        ok = r["ledger"]["balanced_exactly"]
+        print(
+            f"  ledger ({label}): {r['ledger']['transactions']} transactions, pool "
+            f"{r['ledger']['accounts'].get('round_pools')} = {r['booked']} × {PRICE}: "
+            f"{'balanced exactly' if ok else 'NOT BALANCED'}"
+        )
+        errors = {c: n for c, n in r["status_codes"].items() if c != 201}
+        if errors:
+            print(f"  {label}: {sum(errors.values())} purchases were not booked: {errors}")
+        failed |= not ok or bool(errors)
+    met = result["purchases_per_second"] >= 1000 and result["p99_ms"] <= 50
+    print(f"  targets: ≥ 1000 purchases/s, p99 ≤ 50 ms: {'met' if met else 'NOT met'}")
+    if failed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -37,15 +37,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     celery = make_celery("market", settings.redis_url, settings.redis_key_prefix)
 
     def booked(batch: BookedBatch) -> None:
-        """After a batch commits: count its purchases, tell orchestration of complete rounds."""
+        """After a batch commits: count its purchases."""
         if batch.booked:
             metrics.PURCHASES.inc(batch.booked)
-        for round_id in batch.rounds_complete:
-            send(celery, "orchestration.decisions_complete", {"round_id": round_id})
+
+    def complete(round_id: int) -> None:
+        """Every client declared (the last by buying): tell orchestration to close the round."""
+        send(celery, "orchestration.decisions_complete", {"round_id": round_id})
 
     async_engine = make_async_engine(settings.database_url, settings.db_pool_size)
     async_sessions = make_async_sessionmaker(async_engine) if async_engine is not None else None
-    batcher = purchase_batcher(sessions, async_sessions, on_booked=booked)
+    batcher = purchase_batcher(sessions, async_sessions, on_booked=booked, on_complete=complete)
     lookup = client_lookup(sessions, async_sessions)
 
     @asynccontextmanager

@@ -4,7 +4,8 @@
 :class:`~mots.platform.batching.MicroBatcher`: on PostgreSQL through an async engine, so the
 batch's round trips run on the event loop; on SQLite in a worker thread. A batch that fails for a
 reason other than a retryable conflict (which the transaction helpers retry) is booked again one
-request at a time, so one bad request cannot fail the others.
+request at a time, so one bad request cannot fail the others. After a batch commits, whether its
+rounds are now fully declared is checked off the purchases' path (one check per round at a time).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from fastapi import HTTPException, status
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,44 +22,89 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.batching import MicroBatcher
 from mots.platform.transactions import in_transaction, in_transaction_async
+from services.market.decisions import all_declared
 from services.market.purchases import BookedBatch, PurchaseRequest, book_purchases
 
 log = logging.getLogger(__name__)
 
 PurchaseResult: TypeAlias = tuple[int, dict[str, Any]]
 PurchaseBatcher: TypeAlias = MicroBatcher[PurchaseRequest, PurchaseResult]
+T = TypeVar("T")
+DECLARED_CHECK_INTERVAL_S = 0.25
+"""Least time between two "every client declared?" checks of one round by the purchase path."""
 
 
 def purchase_batcher(
     factory: sessionmaker[Session],
     async_factory: async_sessionmaker[AsyncSession] | None = None,
     on_booked: Callable[[BookedBatch], None] | None = None,
+    on_complete: Callable[[int], None] | None = None,
     max_batch: int = 256,
-    writers: int = 1,
+    writers: int = 2,
 ) -> PurchaseBatcher:
     """A batcher that books purchases, then calls ``on_booked`` (on the event loop) per batch.
 
     With ``async_factory`` (PostgreSQL) the batches run on the event loop, else in threads with
     ``factory``. ``writers`` batches are booked at once, each into its own pool shard.
+    ``on_complete(round_id)`` (blocking: run in a thread) hears of a round whose every client
+    has declared once a purchase made it so.
     """
     shards = itertools.count()
+    account_ids: dict[str, int] = {}  # pool shard accounts, kept once a transaction committed
+    checking: set[int] = set()  # rounds whose "all declared?" check is running
+    recheck: set[int] = set()  # rounds booked again while their check ran
+    background: set[asyncio.Task[None]] = set()
 
-    async def book(requests: Sequence[PurchaseRequest]) -> BookedBatch:
-        shard = next(shards)
-
-        def work(s: Session) -> BookedBatch:
-            return book_purchases(s, requests, shard)
-
+    async def run(work: Callable[[Session], T]) -> T:
         if async_factory is not None:
             return await in_transaction_async(async_factory, work)
         return await asyncio.get_running_loop().run_in_executor(None, in_transaction, factory, work)
+
+    async def book(requests: Sequence[PurchaseRequest]) -> BookedBatch:
+        shard = next(shards)
+        seen: dict[str, int] = {}
+
+        def work(s: Session) -> BookedBatch:
+            seen.clear()
+            seen.update(account_ids)
+            return book_purchases(s, requests, shard, seen)
+
+        done = await run(work)
+        account_ids.update(seen)
+        return done
+
+    async def check_declared(round_id: int) -> None:
+        try:
+            while True:
+                recheck.discard(round_id)
+                if await run(lambda s: all_declared(s, round_id)):
+                    if on_complete is not None:
+                        await asyncio.to_thread(on_complete, round_id)
+                    return
+                # Not yet: look again after purchases booked meanwhile, at most every interval
+                # (the query counts every client, so it is not run once per batch).
+                await asyncio.sleep(DECLARED_CHECK_INTERVAL_S)
+                if round_id not in recheck:
+                    return
+        except Exception:  # the purchases are booked; the orchestration also polls
+            log.exception("checking whether round %d is fully declared failed", round_id)
+        finally:
+            checking.discard(round_id)
 
     def booked(done: BookedBatch) -> None:
         if on_booked is not None:
             try:
                 on_booked(done)
-            except Exception:  # the money is booked; a lost event or metric is logged
+            except Exception:  # the money is booked; a lost metric is logged
                 log.exception("after-booking hook failed")
+        for round_id in done.rounds_booked:
+            if round_id in checking:
+                recheck.add(round_id)
+                continue
+            checking.add(round_id)
+            task = asyncio.get_running_loop().create_task(check_declared(round_id))
+            background.add(task)
+            task.add_done_callback(background.discard)
 
     async def alone(request: PurchaseRequest) -> PurchaseResult | BaseException:
         try:

@@ -25,7 +25,6 @@ from mots.platform.bulk import insert_rows
 from mots.platform.money import from_micros
 from mots.platform.schemas import PurchaseOut, Strategy
 from services.market import ledger
-from services.market.decisions import all_declared
 from services.market.models import (
     Account,
     Base,
@@ -79,11 +78,11 @@ Outcome = tuple[int, dict[str, Any]] | HTTPException
 
 @dataclass
 class BookedBatch:
-    """What one batch did: an outcome per request, and the rounds now fully declared."""
+    """What one batch did: an outcome per request, and the rounds it booked purchases in."""
 
     outcomes: list[Outcome]
     booked: int
-    rounds_complete: list[int]
+    rounds_booked: list[int]
 
 
 # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and they for
@@ -164,16 +163,20 @@ def _resolve_callers(
 
 
 def book_purchases(
-    session: Session, requests: Sequence[PurchaseRequest], shard: int = 0
+    session: Session,
+    requests: Sequence[PurchaseRequest],
+    shard: int = 0,
+    account_ids: dict[str, int] | None = None,
 ) -> BookedBatch:
     """Decide and book ``requests`` in the caller's transaction, as if one after another.
 
     The batch's payments land in pool shard ``shard`` (batches in flight together pass different
-    shards, so they do not wait on one another's pool row).
+    shards, so they do not wait on one another's pool row). ``account_ids`` remembers the pool
+    shards' account ids between batches on one database (accounts are never renamed or deleted).
 
-    Statements per batch: rounds, wallet locks, stored keys, past purchases, then (if anything is
-    bought) ledger postings (:func:`ledger.post_many`), purchases, decisions, keys, and one
-    "every client declared?" query per round touched. The caller commits.
+    Statements per batch: callers' ids (for tokens not yet known), rounds, wallet locks, stored
+    keys, past purchases, then (if anything is bought) ledger postings (:func:`ledger.post_many`),
+    purchases, decisions and keys. The caller commits.
     """
     conn = session.connection()
     outcomes: list[Outcome | None] = [None] * len(requests)
@@ -246,16 +249,12 @@ def book_purchases(
 
     if accepted:
         buys = [todo[i] for i in accepted]
-        _book(session, buys, rounds, wallets, balances, shard, outcomes, accepted)
+        known = account_ids if account_ids is not None else {}
+        _book(session, buys, rounds, wallets, balances, shard, known, outcomes, accepted)
     for i, first in aliases.items():
         outcomes[i] = outcomes[first]
-    complete = (
-        [r for r in sorted({todo[i].round_id for i in accepted}) if all_declared(session, r)]
-        if accepted
-        else []
-    )
-    assert all(o is not None for o in outcomes)
-    return BookedBatch([o for o in outcomes if o is not None], len(accepted), complete)
+    booked_rounds = sorted({todo[i].round_id for i in accepted})
+    return BookedBatch([o for o in outcomes if o is not None], len(accepted), booked_rounds)
 
 
 def _book(
@@ -265,16 +264,20 @@ def _book(
     wallets: dict[int, tuple[int, int]],
     balances: dict[int, int],
     shard: int,
+    known: dict[str, int],
     outcomes: list[Outcome | None],
     at: Sequence[int],
 ) -> None:
     """Post the accepted purchases' money, rows, decisions and stored keys (fills ``outcomes``)."""
     conn = session.connection()
     shard_names = sorted({ledger.pool_shard_name(r.round_id, shard) for r in buys})
-    shards = ledger.account_ids(session, shard_names)
-    for name in shard_names:  # made when the round opened; made here if it was not
-        if name not in shards:
-            shards[name] = ledger.ensure_account(session, name)
+    missing = [n for n in shard_names if n not in known]
+    if missing:
+        found = ledger.account_ids(session, missing)
+        for name in missing:  # made when the round opened; made here if it was not
+            found[name] = found.get(name) or ledger.ensure_account(session, name)
+        known.update(found)  # the caller keeps these only once the transaction commits
+    shards = {n: known[n] for n in shard_names}
     paid = [r for r in buys if rounds[r.round_id][1] > 0]  # a free model moves no money
     txns = ledger.post_many(
         session,

@@ -19,6 +19,15 @@ class Settings(PlatformSettings):
     db_pool_size: int = Field(
         20, ge=1, description="connections the market keeps open to a PostgreSQL ledger"
     )
+    purchase_max_batch: int = Field(
+        256,
+        ge=1,
+        le=4096,
+        description="most purchases booked in one database transaction (1: one transaction each)",
+    )
+    purchase_writers: int = Field(
+        2, ge=1, le=16, description="purchase batches booked at once (each its own transaction)"
+    )
     artifact_root: str = Field(
         "out/platform/artifacts",
         description="directory the published model artifacts must lie under to be downloadable",

@@ -56,7 +56,9 @@ def make_async_engine(url: str, pool_size: int = 20) -> AsyncEngine | None:
     """An asyncio engine for a PostgreSQL ``url`` (psycopg's async mode); None for SQLite.
 
     The market's batched hot paths run their transactions on the event loop with it, so a
-    round trip to the database costs no thread hand-off.
+    round trip to the database costs no thread hand-off. No pre-ping (a round trip per
+    transaction): a connection found dropped is discarded and the transaction retried
+    (:func:`~mots.platform.transactions.in_transaction_async`).
     """
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
@@ -65,7 +67,6 @@ def make_async_engine(url: str, pool_size: int = 20) -> AsyncEngine | None:
         parsed.set(drivername="postgresql+psycopg"),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
     )
 
 

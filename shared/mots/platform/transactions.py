@@ -20,7 +20,9 @@ RETRYABLE_SQLSTATES = {"40001", "40P01"}
 
 
 def _retryable(exc: DBAPIError) -> bool:
-    if isinstance(exc, IntegrityError):
+    if isinstance(exc, IntegrityError) or exc.connection_invalidated:
+        # A dropped connection (e.g. the database restarted): its transaction did not commit,
+        # or, if the drop hit the COMMIT, the retry reads what it booked (idempotency keys).
         return True
     code = getattr(exc.orig, "sqlstate", None)
     return code in RETRYABLE_SQLSTATES or "database is locked" in str(exc.orig)

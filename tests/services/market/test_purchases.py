@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from services.market import ledger, migrations, rounds
 from services.market.auth import hash_token
 from services.market.idempotency import request_hash
 from services.market.models import Account, Client, Purchase
+from services.market.purchase_batcher import purchase_batcher
 from services.market.purchases import (
     PATH,
     BookedBatch,
@@ -193,7 +195,7 @@ def test_one_mixed_batch_applies_every_rule_in_order(mixed: Market) -> None:
     assert out[0] == stored_body
     assert out[4] == out[3]
     assert done.booked == 4  # 3, 12, 13, 14
-    assert done.rounds_complete == []  # "poor" and "nowallet" have not declared
+    assert done.rounds_booked == [OPEN]
     for i in (1, 5):
         assert "Idempotency-Key" in str(_refusal(out[i]).detail)
     assert "already bought" in str(_refusal(out[2]).detail)
@@ -234,17 +236,32 @@ def test_a_batch_of_only_unknown_tokens_books_nothing(mixed: Market) -> None:
     """Every caller unknown: 401 each, nothing read or written."""
     done = _book(mixed, [_req(None, OPEN, f"k{i}", verifier=f"v{i}") for i in range(3)])
     assert [_code(o) for o in done.outcomes] == [401, 401, 401]
-    assert done.booked == 0 and done.rounds_complete == []
+    assert done.booked == 0 and done.rounds_booked == []
 
 
 def test_the_round_is_complete_when_every_client_declared(database_url: str) -> None:
-    """rounds_complete names the round once the batch's buys make every client declared."""
+    """After the batch that makes every client declared commits, on_complete hears of the round."""
     market = _market(database_url, _seed(database_url, {"a": "5", "b": "5"}))
-    try:
+    heard: list[int] = []
+
+    async def scenario() -> list[int]:
+        batcher = purchase_batcher(market.sessions, on_complete=heard.append)
         a, b = market.clients["a"], market.clients["b"]
-        done = _book(market, [_req(a, OPEN, "x"), _req(b, OPEN, "y")])
-        assert [_code(o) for o in done.outcomes] == [201, 201]
-        assert done.rounds_complete == [OPEN]
+        first = await batcher.submit(_req(a, OPEN, "x"))
+        assert first[0] == 201
+        await asyncio.sleep(0.3)
+        assert heard == []  # b has not declared yet
+        second = await batcher.submit(_req(b, OPEN, "y"))
+        assert second[0] == 201
+        for _ in range(100):
+            if heard:
+                break
+            await asyncio.sleep(0.05)
+        batcher.close()
+        return heard
+
+    try:
+        assert asyncio.run(scenario()) == [OPEN]
     finally:
         market.engine.dispose()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -25,7 +26,6 @@ router = APIRouter(tags=["purchases"])
 )
 async def purchase(
     body: PurchaseIn,
-    response: Response,
     caller: CallerDep,
     idempotency_key: IdempotencyKeyHeader,
     purchases: PurchasesDep,
@@ -41,5 +41,6 @@ async def purchase(
             caller.client_id, body.round_id, idempotency_key, fingerprint, caller.verifier
         )
     )
-    response.status_code = code
-    return result
+    # The body is PurchaseOut's JSON already (made and stored in the batch): sent as it is, not
+    # validated and encoded again through the response model (which only documents it here).
+    return Response(json.dumps(result), status_code=code, media_type="application/json")
