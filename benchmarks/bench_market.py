@@ -8,7 +8,9 @@ Idempotency-Key. Each run is bounded in count (``--purchases``) and time (``--se
 
 Two runs on fresh databases, back to back: the baseline books each purchase in its own
 transaction (``MOTS_PURCHASE_MAX_BATCH=1``), the platform's default books the purchases in flight
-together (group commit); the ratio is printed. After each run the ledger is checked: every
+together (group commit); the ratio is printed. In each run the same load on ``GET /healthz``
+measures the framework's floor on this machine at that moment (HTTP, routing, middleware, and
+the load generator itself), so a reader can tell the purchase's own cost from the machine's pace. After each run the ledger is checked: every
 transaction sums to zero, every balance equals its entries, and the round's pool holds exactly
 purchases × price. Writes ``out/bench/market-<db>.json``; exits 1 if a ledger is off or a purchase
 failed.
@@ -123,7 +125,14 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
     return int(head[9:12])
 
 
-async def load(url: str, tokens: list[str], concurrency: int, seconds: float) -> dict[str, Any]:
+def _probe(host: str) -> bytes:
+    """One ``GET /healthz`` (the app's cheapest route) as HTTP/1.1 bytes: the framework's floor."""
+    return f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+
+
+async def load(
+    url: str, tokens: list[str], concurrency: int, seconds: float, probe: bool = False
+) -> dict[str, Any]:
     """Keep ``concurrency`` purchases in flight until the tokens or the time run out.
 
     Each of the ``concurrency`` connections is a plain HTTP/1.1 keep-alive socket writing
@@ -135,7 +144,7 @@ async def load(url: str, tokens: list[str], concurrency: int, seconds: float) ->
     host, port = parsed.host, parsed.port or 80
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     for t in tokens:
-        queue.put_nowait(_request(f"{host}:{port}", t))
+        queue.put_nowait(_probe(f"{host}:{port}") if probe else _request(f"{host}:{port}", t))
     latencies: list[float] = []
     codes: dict[int, int] = {}
     deadline = time.perf_counter() + seconds
@@ -173,6 +182,7 @@ async def load(url: str, tokens: list[str], concurrency: int, seconds: float) ->
         "status_codes": codes,
         "seconds": wall,
         "purchases_per_second": codes.get(201, 0) / wall,
+        "requests_per_second": len(latencies) / wall,
         "p50_ms": q(0.50),
         "p95_ms": q(0.95),
         "p99_ms": q(0.99),
@@ -231,6 +241,7 @@ def run_market(
         stack.start(services=("market",), timeout_s=120)
         base = stack.url("market")
         warm = asyncio.run(load(base, tokens[:WARMUP], concurrency, seconds))
+        floor = asyncio.run(load(base, tokens[WARMUP:], concurrency, seconds, probe=True))
         result = asyncio.run(load(base, tokens[WARMUP:], concurrency, seconds))
         with httpx.Client(base_url=base, timeout=120) as http:
             check = http.get("/v1/ledger/check", headers=OPERATOR).json()
@@ -255,6 +266,7 @@ def run_market(
         "warmup_requests": warm["requests"],
         **result,
         "batching": batching,
+        "healthz_floor": floor,
         "booked": booked,
         "ledger": {**check, "pool_expected": str(PRICE * booked), "balanced_exactly": balanced},
     }
@@ -329,6 +341,12 @@ def main() -> None:
         speedup = result["purchases_per_second"] / max(baseline["purchases_per_second"], 1e-9)
         p99 = baseline["p99_ms"] / max(result["p99_ms"], 1e-9)
         print(f"  ratio batched/baseline: {speedup:.2f}× purchases/s, p99 {p99:.2f}× lower")
+    floor = result["healthz_floor"]
+    print(
+        f"  {'floor: GET /healthz, same app':<34} {floor['requests_per_second']:>7.0f} /s  "
+        f"p50 {floor['p50_ms']:>6.1f} ms  p99 {floor['p99_ms']:>6.1f} ms  (purchases run at "
+        f"{result['purchases_per_second'] / max(floor['requests_per_second'], 1e-9):.2f}× its rate)"
+    )
     for name, b in result["batching"].items():
         print(
             f"  batcher {name}: {b['batches']:.0f} batches, mean size {b['mean_size']:.1f}, "

@@ -84,8 +84,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_http_metrics(app, "market")
 
     @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
-        """Liveness probe."""
+    async def healthz() -> dict[str, str]:
+        """Liveness probe (async: answered on the event loop, no thread hop)."""
         return {"status": "ok"}
 
     return app

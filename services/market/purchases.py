@@ -15,13 +15,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from fastapi import HTTPException, status
-from sqlalchemy import bindparam, select, tuple_
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import insert_rows
+from mots.platform.bulk import insert_rows, one_of
 from mots.platform.money import from_micros
 from mots.platform.schemas import PurchaseOut, Strategy
 from services.market import ledger
@@ -85,35 +86,53 @@ class BookedBatch:
     rounds_booked: list[int]
 
 
-# FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and they for
-# it), so no purchase lands in a round after it closed. (SQLite: BEGIN IMMEDIATE serialises.)
-_ROUND_STATES = (
-    select(_ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros)
-    .where(_ROUNDS.c.id.in_(bindparam("round_ids", expanding=True)))
-    .with_for_update(read=True)
-)
-# The buyers' wallets, locked in ascending id order so that two batches never deadlock on them.
-# Everything read after this lock (keys, purchases) sees any twin request that committed first.
-_LOCK_WALLETS = (
-    select(_ACCOUNTS.c.client_id, _ACCOUNTS.c.id, _ACCOUNTS.c.balance_micros)
-    .where(_ACCOUNTS.c.name.in_(bindparam("names", expanding=True)))
-    .order_by(_ACCOUNTS.c.id)
-    .with_for_update()
-)
-_STORED_KEYS = select(
-    _KEYS.c.principal,
-    _KEYS.c.key,
-    _KEYS.c.request_hash,
-    _KEYS.c.status_code,
-    _KEYS.c.response_json,
-).where(tuple_(_KEYS.c.principal, _KEYS.c.key).in_(bindparam("pairs", expanding=True)))
-_CLIENT_IDS = select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
-    _CLIENTS.c.token_hash.in_(bindparam("verifiers", expanding=True))
-)
-_BOUGHT = select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
-    _PURCHASES.c.round_id.in_(bindparam("round_ids", expanding=True)),
-    _PURCHASES.c.client_id.in_(bindparam("client_ids", expanding=True)),
-)
+class _Queries(NamedTuple):
+    """The batch's read statements for one SQL dialect."""
+
+    rounds: Any
+    lock_wallets: Any
+    stored_keys: Any
+    client_ids: Any
+    bought: Any
+
+
+@lru_cache(maxsize=4)
+def _queries(dialect: str) -> _Queries:
+    """Statements with list parameters (:func:`~mots.platform.bulk.one_of`), built once."""
+    return _Queries(
+        # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and
+        # they for it), so no purchase lands in a round after it closed. (SQLite: BEGIN
+        # IMMEDIATE serialises.)
+        rounds=select(_ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros)
+        .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
+        .with_for_update(read=True),
+        # The buyers' wallets, locked in ascending id order so that two batches never deadlock
+        # on them. Everything read after this lock (keys, purchases) sees any twin request that
+        # committed first.
+        lock_wallets=select(_ACCOUNTS.c.client_id, _ACCOUNTS.c.id, _ACCOUNTS.c.balance_micros)
+        .where(one_of(_ACCOUNTS.c.name, "names", dialect))
+        .order_by(_ACCOUNTS.c.id)
+        .with_for_update(),
+        # Every stored key of these principals among these keys: a superset of the pairs asked
+        # for (looked up by pair afterwards), so that both columns take one list each.
+        stored_keys=select(
+            _KEYS.c.principal,
+            _KEYS.c.key,
+            _KEYS.c.request_hash,
+            _KEYS.c.status_code,
+            _KEYS.c.response_json,
+        ).where(
+            one_of(_KEYS.c.principal, "principals", dialect),
+            one_of(_KEYS.c.key, "keys", dialect),
+        ),
+        client_ids=select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
+            one_of(_CLIENTS.c.token_hash, "verifiers", dialect)
+        ),
+        bought=select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
+            one_of(_PURCHASES.c.round_id, "round_ids", dialect),
+            one_of(_PURCHASES.c.client_id, "client_ids", dialect),
+        ),
+    )
 
 
 def _key_reused() -> HTTPException:
@@ -126,14 +145,15 @@ def _key_reused() -> HTTPException:
 def _lock_wallets(session: Session, client_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
     """client id → (wallet account id, balance) with the wallets locked; made when missing."""
     conn = session.connection()
+    lock = _queries(conn.dialect.name).lock_wallets
     names = [ledger.wallet_name(c) for c in client_ids]
-    wallets = {r[0]: (r[1], r[2]) for r in conn.execute(_LOCK_WALLETS, {"names": names})}
+    wallets = {r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})}
     missing = [c for c in client_ids if c not in wallets]
     if missing:  # wallets are made at registration; a client made another way gets one now
         for c in missing:
             ledger.ensure_account(session, ledger.wallet_name(c), c)
         names = [ledger.wallet_name(c) for c in missing]
-        wallets.update({r[0]: (r[1], r[2]) for r in conn.execute(_LOCK_WALLETS, {"names": names})})
+        wallets.update({r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})})
     return wallets
 
 
@@ -147,7 +167,8 @@ def _resolve_callers(
     unknown = sorted({r.verifier for r in requests if r.client_id is None})
     ids: dict[str, int] = {}
     if unknown:
-        rows = session.connection().execute(_CLIENT_IDS, {"verifiers": unknown})
+        conn = session.connection()
+        rows = conn.execute(_queries(conn.dialect.name).client_ids, {"verifiers": unknown})
         ids = {verifier: client_id for verifier, client_id in rows}
     out = []
     for i, r in enumerate(requests):
@@ -185,15 +206,22 @@ def book_purchases(
     client_ids = sorted({r.client_id for r, o in zip(todo, outcomes, strict=True) if o is None})
     if not client_ids:
         return BookedBatch([o for o in outcomes if o is not None], 0, [])
-    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(_ROUND_STATES, {"round_ids": round_ids})}
+    q = _queries(conn.dialect.name)
+    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, {"round_ids": round_ids})}
     wallets = _lock_wallets(session, client_ids)
     stored = {
         (r[0], r[1]): (r[2], r[3], r[4])
-        for r in conn.execute(_STORED_KEYS, {"pairs": list({(r.principal, r.key) for r in todo})})
+        for r in conn.execute(
+            q.stored_keys,
+            {
+                "principals": sorted({r.principal for r in todo}),
+                "keys": sorted({r.key for r in todo}),
+            },
+        )
     }
     bought = {
         (r[0], r[1])
-        for r in conn.execute(_BOUGHT, {"round_ids": round_ids, "client_ids": client_ids})
+        for r in conn.execute(q.bought, {"round_ids": round_ids, "client_ids": client_ids})
     }
     balances = {c: wallet[1] for c, wallet in wallets.items()}
 

@@ -11,7 +11,17 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Table, insert, text, update
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Table,
+    any_,
+    bindparam,
+    insert,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -25,6 +35,17 @@ def _q(name: str) -> str:
 @lru_cache(maxsize=256)
 def _array_type(table: Table, column: str) -> str:
     return str(table.c[column].type.compile(dialect=_PG)) + "[]"
+
+
+def one_of(column: Column[Any], name: str, dialect: str) -> ColumnElement[bool]:
+    """``column`` equals one element of the list parameter ``name``.
+
+    PostgreSQL: ``= ANY(:name)``, one array parameter, so the SQL text is the same for every
+    list length and the statement stays prepared; elsewhere an expanding ``IN (...)``.
+    """
+    if dialect == "postgresql":
+        return column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))
+    return column.in_(bindparam(name, expanding=True))
 
 
 @lru_cache(maxsize=256)
