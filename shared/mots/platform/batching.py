@@ -11,10 +11,8 @@ of statements per batch instead of per request; while batches are handled the ne
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 from mots.platform.metrics import BATCH_DURATION, BATCH_SIZE
@@ -50,7 +48,6 @@ class MicroBatcher(Generic[Req, Out]):
         self._max_batch = max_batch
         self._writers = writers
         self.name = name
-        self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: list[tuple[Req, asyncio.Future[Out]]] = []
         self._running: set[asyncio.Task[None]] = set()
@@ -66,16 +63,16 @@ class MicroBatcher(Generic[Req, Out]):
         name: str = "batch",
         writers: int = 1,
     ) -> MicroBatcher[Req, Out]:
-        """A batcher whose blocking ``handle`` runs in ``writers`` worker threads."""
+        """A batcher whose blocking ``handle`` runs in worker threads (the loop's default pool).
+
+        At most ``writers`` batches are in flight, so at most that many threads are busy.
+        """
         _check_sizes(max_batch, writers)
-        executor = ThreadPoolExecutor(writers, thread_name_prefix=name)
 
         async def in_thread(batch: Sequence[Req]) -> Sequence[Out | BaseException]:
-            return await asyncio.get_running_loop().run_in_executor(executor, handle, batch)
+            return await asyncio.get_running_loop().run_in_executor(None, handle, batch)
 
-        batcher = cls(in_thread, max_batch=max_batch, name=name, writers=writers)
-        batcher._executor = executor
-        return batcher
+        return cls(in_thread, max_batch=max_batch, name=name, writers=writers)
 
     async def submit(self, request: Req) -> Out:
         """Handle ``request`` together with the others in flight; its result (or raise)."""
@@ -134,9 +131,9 @@ class MicroBatcher(Generic[Req, Out]):
         return self.requests / self.batches if self.batches else 0.0
 
     def close(self) -> None:
-        """Stop the writer and its thread (after the app stops taking requests)."""
+        """Cancel the batches in flight (after the app stops taking requests).
+
+        The batcher stays usable: an app whose lifespan runs again submits to it afresh.
+        """
         for task in list(self._running):
             task.cancel()
-        if self._executor is not None:
-            with contextlib.suppress(RuntimeError):
-                self._executor.shutdown(wait=True, cancel_futures=True)
