@@ -19,6 +19,12 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
+PG_CONNECT_ARGS = {"options": "-c plan_cache_mode=force_custom_plan"}
+"""psycopg prepares a statement after five runs, and PostgreSQL would then settle on a generic
+plan made while the tables were still small (sequential scans), keeping it as they grow: the
+purchase path's key lookups went from 0.1 ms to 10 ms over 15,000 purchases. Custom plans see
+each execution's parameters and the tables' current size."""
+
 
 def make_engine(url: str, pool_size: int = 20) -> Engine:
     """An engine for ``url``; creates the SQLite file's directory when needed."""
@@ -44,7 +50,13 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
         return engine
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
-    return create_engine(parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    return create_engine(
+        parsed,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args=PG_CONNECT_ARGS if parsed.get_backend_name() == "postgresql" else {},
+    )
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -67,6 +79,7 @@ def make_async_engine(url: str, pool_size: int = 20) -> AsyncEngine | None:
         parsed.set(drivername="postgresql+psycopg"),
         pool_size=pool_size,
         max_overflow=pool_size,
+        connect_args=PG_CONNECT_ARGS,
     )
 
 

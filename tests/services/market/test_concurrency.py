@@ -133,7 +133,9 @@ def test_concurrent_purchases_never_double_spend(server: tuple[str, Any]) -> Non
                 for _ in range(16)
             ],
         )
-        assert {r.status_code for r in same} == {201}, [r.text for r in same if r.status_code != 201]
+        assert {r.status_code for r in same} == {201}, [
+            r.text for r in same if r.status_code != 201
+        ]
         assert len({r.text for r in same}) == 1
 
         check = _check(http)
