@@ -1,0 +1,79 @@
+"""The HTTP metrics middleware: one count and one latency sample per request, by route template."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, HTTPException
+from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
+
+from mots.platform.metrics import install_http_metrics
+
+SERVICE = "metrics-test"
+
+
+def _count(method: str, route: str, status: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "mots_http_requests_total",
+        {"service": SERVICE, "method": method, "route": route, "status": status},
+    )
+    return value or 0.0
+
+
+def _observations(method: str, route: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "mots_http_request_duration_seconds_count",
+        {"service": SERVICE, "method": method, "route": route},
+    )
+    return value or 0.0
+
+
+def _app() -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/items/{item_id}")
+    async def item(item_id: int) -> dict[str, int]:
+        if item_id == 0:
+            raise HTTPException(404, "item_id: no item 0")
+        return {"item_id": item_id}
+
+    @app.post("/boom")
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    install_http_metrics(app, SERVICE)
+    return app
+
+
+def test_requests_are_counted_by_template_and_status() -> None:
+    """Path parameters collapse into the template; the status is the one sent."""
+    before_ok = _count("GET", "/items/{item_id}", "200")
+    before_missing = _count("GET", "/items/{item_id}", "404")
+    before_seen = _observations("GET", "/items/{item_id}")
+    with TestClient(_app()) as client:
+        assert client.get("/items/1").status_code == 200
+        assert client.get("/items/2").status_code == 200
+        assert client.get("/items/0").status_code == 404
+    assert _count("GET", "/items/{item_id}", "200") == before_ok + 2
+    assert _count("GET", "/items/{item_id}", "404") == before_missing + 1
+    assert _observations("GET", "/items/{item_id}") == before_seen + 3
+
+
+def test_unmatched_paths_and_crashes_are_counted() -> None:
+    """A path no route matches is ``unmatched``; an unhandled error counts as a 500."""
+    before_unmatched = _count("GET", "unmatched", "404")
+    before_crash = _count("POST", "/boom", "500")
+    with TestClient(_app(), raise_server_exceptions=False) as client:
+        assert client.get("/nowhere").status_code == 404
+        assert client.post("/boom").status_code == 500
+    assert _count("GET", "unmatched", "404") == before_unmatched + 1
+    assert _count("POST", "/boom", "500") == before_crash + 1
+
+
+def test_metrics_route_serves_the_registry() -> None:
+    """``/metrics`` is Prometheus text with the request counter in it."""
+    with TestClient(_app()) as client:
+        client.get("/items/5")
+        body = client.get("/metrics")
+    assert body.status_code == 200
+    assert body.headers["content-type"].startswith("text/plain")
+    assert "mots_http_requests_total" in body.text
