@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import add_to_column, insert_rows
+from mots.platform.bulk import BatchWrite, reserve_ids
 from mots.platform.money import from_micros
 from mots.platform.schemas import LedgerCheck
 from services.market.models import Account, Base, Entry, LedgerTransaction
@@ -152,12 +152,14 @@ def post_many(
     session: Session,
     kind: str,
     transfers: Sequence[tuple[int, int, int, int | None, int | None]],
+    writes: BatchWrite | None = None,
 ) -> list[int]:
     """Book many two-leg transfers (source, destination, micros > 0, round, client); their ids.
 
-    One statement each for the transactions, their entries and the balances (summed per
-    account), whatever the count (:mod:`mots.platform.bulk`): the batched purchase path's
-    postings. The caller holds the source accounts' locks and commits.
+    The transactions' ids are reserved first; the transactions, their entries and the balances
+    (summed per account) are then written by one :class:`~mots.platform.bulk.BatchWrite`:
+    ``writes`` when given (the caller flushes it with its own rows: the batched purchase path),
+    else one flushed here. The caller holds the source accounts' locks and commits.
     """
     if not transfers:
         return []
@@ -167,19 +169,7 @@ def post_many(
         raise LedgerError("accounts: a transfer needs two distinct accounts")
     conn = session.connection()
     now = datetime.now(UTC)
-    # Ids come from a sequence in the order of the rows: sorted, they line up with ``transfers``.
-    txn_ids = sorted(
-        row[0]
-        for row in insert_rows(
-            conn,
-            _TRANSACTIONS,
-            [
-                {"kind": kind, "round_id": r, "client_id": c, "created_at": now}
-                for _, _, _, r, c in transfers
-            ],
-            returning=("id",),
-        )
-    )
+    txn_ids = reserve_ids(conn, _TRANSACTIONS, len(transfers))
     entries = []
     delta: dict[int, int] = {}
     for txn, (src, dst, micros, _, _) in zip(txn_ids, transfers, strict=True):
@@ -187,8 +177,18 @@ def post_many(
         entries.append({"transaction_id": txn, "account_id": dst, "amount_micros": micros})
         delta[src] = delta.get(src, 0) - micros
         delta[dst] = delta.get(dst, 0) + micros
-    insert_rows(conn, _ENTRIES, entries)
-    add_to_column(conn, _ACCOUNTS, "id", "balance_micros", {a: d for a, d in delta.items() if d})
+    batch = writes if writes is not None else BatchWrite()
+    batch.insert(
+        _TRANSACTIONS,
+        [
+            {"id": t, "kind": kind, "round_id": r, "client_id": c, "created_at": now}
+            for t, (_, _, _, r, c) in zip(txn_ids, transfers, strict=True)
+        ],
+    )
+    batch.insert(_ENTRIES, entries)
+    batch.add(_ACCOUNTS, "id", "balance_micros", {a: d for a, d in delta.items() if d})
+    if writes is None:
+        batch.flush(conn)
     return txn_ids
 
 

@@ -22,7 +22,7 @@ from fastapi import HTTPException, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import insert_rows, one_of
+from mots.platform.bulk import BatchWrite, one_of, reserve_ids
 from mots.platform.money import from_micros
 from mots.platform.schemas import PurchaseOut, Strategy
 from services.market import ledger
@@ -307,6 +307,8 @@ def _book(
         known.update(found)  # the caller keeps these only once the transaction commits
     shards = {n: known[n] for n in shard_names}
     paid = [r for r in buys if rounds[r.round_id][1] > 0]  # a free model moves no money
+    # Every row of the batch is written by one statement on PostgreSQL (ids reserved first).
+    writes = BatchWrite()
     txns = ledger.post_many(
         session,
         "purchase",
@@ -320,32 +322,28 @@ def _book(
             )
             for r in paid
         ],
+        writes,
     )
     txn_of: dict[tuple[int, int], int | None] = {
         (r.round_id, r.client_id): t for r, t in zip(paid, txns, strict=True)
     }
     now = datetime.now(UTC)
-    purchase_of = {
-        (r, c): pid
-        for pid, r, c in insert_rows(
-            conn,
-            _PURCHASES,
-            [
-                {
-                    "round_id": r.round_id,
-                    "client_id": r.client_id,
-                    "price_micros": rounds[r.round_id][1],
-                    "transaction_id": txn_of.get((r.round_id, r.client_id)),
-                    "refunded": False,
-                }
-                for r in buys
-            ],
-            returning=("id", "round_id", "client_id"),
-        )
-    }
-    purchase_ids = [purchase_of[(r.round_id, r.client_id)] for r in buys]
-    insert_rows(
-        conn,
+    purchase_ids = reserve_ids(conn, _PURCHASES, len(buys))
+    writes.insert(
+        _PURCHASES,
+        [
+            {
+                "id": pid,
+                "round_id": r.round_id,
+                "client_id": r.client_id,
+                "price_micros": rounds[r.round_id][1],
+                "transaction_id": txn_of.get((r.round_id, r.client_id)),
+                "refunded": False,
+            }
+            for pid, r in zip(purchase_ids, buys, strict=True)
+        ],
+    )
+    writes.insert(
         _DECISIONS,
         [
             {
@@ -377,8 +375,7 @@ def _book(
             ).model_dump(mode="json")
         )
     assert running == balances
-    insert_rows(
-        conn,
+    writes.insert(
         _KEYS,
         [
             {
@@ -392,5 +389,6 @@ def _book(
             for r, body in zip(buys, results, strict=True)
         ],
     )
+    writes.flush(conn)
     for i, body in zip(at, results, strict=True):
         outcomes[i] = (status.HTTP_201_CREATED, body)

@@ -144,3 +144,109 @@ def add_to_column(
         .values({column: table.c[column] + bindparam("amount")})
     )
     conn.execute(stmt, [{"k": k, "amount": amounts[k]} for k in keys])
+
+
+def reserve_ids(conn: Connection, table: Table, n: int) -> list[int]:
+    """``n`` fresh primary keys of ``table`` (column ``id``), ascending, for rows inserted later.
+
+    PostgreSQL draws them from the column's sequence (one statement). SQLite continues from the
+    table's largest id: sound because our SQLite transactions start with ``BEGIN IMMEDIATE`` and
+    hold the database's write lock until they end, so no one else inserts meanwhile.
+    """
+    if n <= 0:
+        return []
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(
+            text(
+                "SELECT nextval(pg_get_serial_sequence(:table, 'id')) FROM generate_series(1, :n)"
+            ),
+            {"table": table.name, "n": n},
+        )
+        return sorted(int(r[0]) for r in rows)
+    top = conn.execute(text(f"SELECT coalesce(max(id), 0) FROM {_q(table.name)}")).scalar_one()
+    return list(range(int(top) + 1, int(top) + 1 + n))
+
+
+class BatchWrite:
+    """Inserts and column additions collected, then written together by :meth:`flush`.
+
+    PostgreSQL: one statement whose parts are data-modifying ``WITH`` queries, each taking its
+    columns as arrays (one round trip for the whole batch; foreign keys between the parts are
+    checked at the statement's end). Elsewhere: one statement per part, in order. Rows that others
+    refer to need their ids up front (:func:`reserve_ids`); nothing is returned. As PostgreSQL's
+    parts run on one snapshot, an :meth:`add` changes only rows that existed before the write,
+    and no two parts may change the same row.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[str, Table, tuple[Any, ...], Any]] = []
+
+    def insert(
+        self,
+        table: Table,
+        rows: Sequence[Mapping[str, Any]],
+        conflict: Sequence[str] = (),
+        conflict_update: Sequence[str] = (),
+    ) -> None:
+        """Queue ``rows`` (all with the same keys) for ``table``; see :func:`insert_rows`."""
+        if rows:
+            shape = (tuple(rows[0]), tuple(conflict), tuple(conflict_update))
+            self._parts.append(("insert", table, shape, rows))
+
+    def add(self, table: Table, key: str, column: str, amounts: Mapping[Any, int]) -> None:
+        """Queue ``column += amounts[k]`` for the rows whose ``key`` is k; see :func:`add_to_column`."""
+        if amounts:
+            self._parts.append(("add", table, (key, column), amounts))
+
+    def flush(self, conn: Connection) -> None:
+        """Write everything queued (in one statement on PostgreSQL) and forget it."""
+        parts, self._parts = self._parts, []
+        if not parts:
+            return
+        if conn.dialect.name != "postgresql":
+            for kind, table, shape, data in parts:
+                if kind == "insert":
+                    insert_rows(conn, table, data, conflict=shape[1], conflict_update=shape[2])
+                else:
+                    add_to_column(conn, table, shape[0], shape[1], data)
+            return
+        params: dict[str, Any] = {}
+        for i, (kind, _table, shape, data) in enumerate(parts):
+            if kind == "insert":
+                params.update({f"w{i}_{c}": [row[c] for row in data] for c in shape[0]})
+            else:
+                keys = sorted(data)
+                params[f"w{i}_keys"] = keys
+                params[f"w{i}_amounts"] = [data[k] for k in keys]
+        stmt = _pg_batch(tuple((kind, table, shape) for kind, table, shape, _ in parts))
+        conn.execute(stmt, params)
+
+
+@lru_cache(maxsize=64)
+def _pg_batch(parts: tuple[tuple[str, Table, tuple[Any, ...]], ...]) -> Any:
+    queries = []
+    for i, (kind, table, shape) in enumerate(parts):
+        t = _q(table.name)
+        if kind == "insert":
+            columns, conflict, conflict_update = shape
+            arrays = ", ".join(f"CAST(:w{i}_{c} AS {_array_type(table, c)})" for c in columns)
+            sql = f"INSERT INTO {t} ({', '.join(_q(c) for c in columns)}) SELECT * FROM unnest({arrays})"
+            if conflict:
+                sql += f" ON CONFLICT ({', '.join(_q(c) for c in conflict)}) DO "
+                sql += (
+                    "UPDATE SET "
+                    + ", ".join(f"{_q(c)} = excluded.{_q(c)}" for c in conflict_update)
+                    if conflict_update
+                    else "NOTHING"
+                )
+        else:
+            key, column = shape
+            k, c = _q(key), _q(column)
+            sql = (
+                f"UPDATE {t} SET {c} = {t}.{c} + d.amount FROM unnest("
+                f"CAST(:w{i}_keys AS {_array_type(table, key)}), "
+                f"CAST(:w{i}_amounts AS {_array_type(table, column)})) AS d(k, amount) "
+                f"WHERE {t}.{k} = d.k"
+            )
+        queries.append(f"w{i} AS ({sql})")
+    return text("WITH " + ",\n".join(queries) + "\nSELECT 1")

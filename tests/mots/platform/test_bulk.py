@@ -11,6 +11,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Engine,
+    ForeignKey,
     Integer,
     MetaData,
     String,
@@ -19,7 +20,7 @@ from sqlalchemy import (
     select,
 )
 
-from mots.platform.bulk import add_to_column, insert_rows
+from mots.platform.bulk import BatchWrite, add_to_column, insert_rows, reserve_ids
 from mots.platform.db import make_engine
 from tests.services.conftest import _create_pg_database, _drop_pg_database, _listening
 
@@ -187,3 +188,44 @@ def test_empty_input_is_a_no_op(engine: Engine) -> None:
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(ITEMS)) == 1
     assert _rows(engine)["only"][1] == 3
+
+
+CHILDREN = Table(
+    "bulk_children",
+    METADATA,
+    Column("id", Integer, primary_key=True),
+    Column("item_id", Integer, ForeignKey("bulk_items.id"), nullable=False),
+    Column("label", String(32), nullable=False),
+)
+
+
+def test_reserved_ids_and_one_batch_write_with_a_foreign_key(engine: Engine) -> None:
+    """Reserved ids ascend and are not handed out again; a BatchWrite inserts parents, their
+    children (a foreign key into rows of the same write) and adds to an existing row's column."""
+    with engine.begin() as conn:
+        insert_rows(conn, ITEMS, [{"name": "old", "amount": 5, "note": None}])
+    old_row = _rows(engine)["old"][0]
+    with engine.begin() as conn:
+        ids = reserve_ids(conn, ITEMS, 3)
+        assert ids == sorted(ids) and len(set(ids)) == 3
+        writes = BatchWrite()
+        writes.insert(ITEMS, [{"id": i, "name": f"r{i}", "amount": 1, "note": None} for i in ids])
+        writes.insert(CHILDREN, [{"item_id": i, "label": f"child of {i}"} for i in ids])
+        writes.insert(ITEMS, [{"name": "old", "amount": 0, "note": "x"}], conflict=("name",))
+        writes.add(ITEMS, "id", "amount", {old_row: 37})  # rows that existed before the write
+        writes.flush(conn)
+        writes.flush(conn)  # nothing queued: a no-op
+        assert old_row not in ids
+    stored = _rows(engine)
+    assert [stored[f"r{i}"][1] for i in ids] == [1, 1, 1]
+    assert stored["old"][1:] == (42, None)  # the conflicting insert was skipped; 5 + 37
+    with engine.connect() as conn:
+        children = conn.execute(select(CHILDREN.c.item_id).order_by(CHILDREN.c.item_id)).all()
+    assert [c[0] for c in children] == ids
+    with engine.begin() as conn:  # the table's own id generator continues past the reserved ids
+        (new_id,) = insert_rows(
+            conn, ITEMS, [{"name": "later", "amount": 0, "note": None}], returning=("id",)
+        )[0]
+    assert new_id > max(ids)
+    with engine.begin() as conn:
+        assert reserve_ids(conn, ITEMS, 0) == []
