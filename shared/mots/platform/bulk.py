@@ -48,15 +48,15 @@ def one_of(column: Column[Any], name: str, dialect: str) -> ColumnElement[bool]:
     return column.in_(bindparam(name, expanding=True))
 
 
-@lru_cache(maxsize=256)
-def _pg_insert(
+def _insert_sql(
     table: Table,
     columns: tuple[str, ...],
-    returning: tuple[str, ...],
     conflict: tuple[str, ...],
     conflict_update: tuple[str, ...],
-) -> Any:
-    arrays = ", ".join(f"CAST(:{c} AS {_array_type(table, c)})" for c in columns)
+    prefix: str = "",
+) -> str:
+    """``INSERT … SELECT * FROM unnest(:<prefix><column> arrays)`` with its conflict clause."""
+    arrays = ", ".join(f"CAST(:{prefix}{c} AS {_array_type(table, c)})" for c in columns)
     names = ", ".join(_q(c) for c in columns)
     sql = f"INSERT INTO {_q(table.name)} ({names}) SELECT * FROM unnest({arrays})"
     if conflict:
@@ -66,6 +66,29 @@ def _pg_insert(
             if conflict_update
             else "NOTHING"
         )
+    return sql
+
+
+def _add_sql(table: Table, key: str, column: str, prefix: str = "") -> str:
+    """``UPDATE … SET column = column + amount`` from ``:<prefix>keys``/``:<prefix>amounts``."""
+    t, k, c = _q(table.name), _q(key), _q(column)
+    return (
+        f"UPDATE {t} SET {c} = {t}.{c} + d.amount FROM unnest("
+        f"CAST(:{prefix}keys AS {_array_type(table, key)}), "
+        f"CAST(:{prefix}amounts AS {_array_type(table, column)})) AS d(k, amount) "
+        f"WHERE {t}.{k} = d.k"
+    )
+
+
+@lru_cache(maxsize=256)
+def _pg_insert(
+    table: Table,
+    columns: tuple[str, ...],
+    returning: tuple[str, ...],
+    conflict: tuple[str, ...],
+    conflict_update: tuple[str, ...],
+) -> Any:
+    sql = _insert_sql(table, columns, conflict, conflict_update)
     if returning:
         sql += f" RETURNING {', '.join(_q(c) for c in returning)}"
     return text(sql)
@@ -115,13 +138,7 @@ def insert_rows(
 
 @lru_cache(maxsize=64)
 def _pg_add(table: Table, key: str, column: str) -> Any:
-    key_type, value_type = _array_type(table, key), _array_type(table, column)
-    t, k, c = _q(table.name), _q(key), _q(column)
-    return text(
-        f"UPDATE {t} SET {c} = {t}.{c} + d.amount "
-        f"FROM unnest(CAST(:keys AS {key_type}), CAST(:amounts AS {value_type})) AS d(k, amount) "
-        f"WHERE {t}.{k} = d.k"
-    )
+    return text(_add_sql(table, key, column))
 
 
 def add_to_column(
@@ -226,27 +243,11 @@ class BatchWrite:
 def _pg_batch(parts: tuple[tuple[str, Table, tuple[Any, ...]], ...]) -> Any:
     queries = []
     for i, (kind, table, shape) in enumerate(parts):
-        t = _q(table.name)
         if kind == "insert":
             columns, conflict, conflict_update = shape
-            arrays = ", ".join(f"CAST(:w{i}_{c} AS {_array_type(table, c)})" for c in columns)
-            sql = f"INSERT INTO {t} ({', '.join(_q(c) for c in columns)}) SELECT * FROM unnest({arrays})"
-            if conflict:
-                sql += f" ON CONFLICT ({', '.join(_q(c) for c in conflict)}) DO "
-                sql += (
-                    "UPDATE SET "
-                    + ", ".join(f"{_q(c)} = excluded.{_q(c)}" for c in conflict_update)
-                    if conflict_update
-                    else "NOTHING"
-                )
+            sql = _insert_sql(table, columns, conflict, conflict_update, prefix=f"w{i}_")
         else:
             key, column = shape
-            k, c = _q(key), _q(column)
-            sql = (
-                f"UPDATE {t} SET {c} = {t}.{c} + d.amount FROM unnest("
-                f"CAST(:w{i}_keys AS {_array_type(table, key)}), "
-                f"CAST(:w{i}_amounts AS {_array_type(table, column)})) AS d(k, amount) "
-                f"WHERE {t}.{k} = d.k"
-            )
+            sql = _add_sql(table, key, column, prefix=f"w{i}_")
         queries.append(f"w{i} AS ({sql})")
     return text("WITH " + ",\n".join(queries) + "\nSELECT 1")
