@@ -226,6 +226,7 @@ def book_purchases(
     balances = {c: wallet[1] for c, wallet in wallets.items()}
 
     accepted: list[int] = []
+    left: list[int] = []  # per accepted purchase: the buyer's balance after it, in batch order
     booked_keys: dict[tuple[str, str], int] = {}  # (principal, key) → index of its booking
     aliases: dict[int, int] = {}  # index → index whose outcome it repeats (same key, same body)
     for i, req in enumerate(todo):
@@ -274,11 +275,12 @@ def book_purchases(
             bought.add((req.round_id, req.client_id))
             booked_keys[pair] = i
             accepted.append(i)
+            left.append(balances[req.client_id])
 
     if accepted:
         buys = [todo[i] for i in accepted]
         known = account_ids if account_ids is not None else {}
-        _book(session, buys, rounds, wallets, balances, shard, known, outcomes, accepted)
+        _book(session, buys, rounds, wallets, left, shard, known, outcomes, accepted)
     for i, first in aliases.items():
         outcomes[i] = outcomes[first]
     booked_rounds = sorted({todo[i].round_id for i in accepted})
@@ -290,7 +292,7 @@ def _book(
     buys: Sequence[_Buy],
     rounds: dict[int, tuple[str, int]],
     wallets: dict[int, tuple[int, int]],
-    balances: dict[int, int],
+    left: Sequence[int],
     shard: int,
     known: dict[str, int],
     outcomes: list[Outcome | None],
@@ -358,23 +360,17 @@ def _book(
         conflict=("round_id", "client_id"),
         conflict_update=("strategy", "updated_at"),
     )
-    # The balance each buyer is left with after its own purchase, in the batch's order.
-    running = {c: wallets[c][1] for c in wallets}
-    results = []
-    for r, purchase_id in zip(buys, purchase_ids, strict=True):
-        price = rounds[r.round_id][1]
-        running[r.client_id] -= price
-        results.append(
-            PurchaseOut(
-                purchase_id=purchase_id,
-                round_id=r.round_id,
-                client_id=r.client_id,
-                price=from_micros(price),
-                transaction_id=txn_of.get((r.round_id, r.client_id)),
-                balance=from_micros(running[r.client_id]),
-            ).model_dump(mode="json")
-        )
-    assert running == balances
+    results = [
+        PurchaseOut(
+            purchase_id=purchase_id,
+            round_id=r.round_id,
+            client_id=r.client_id,
+            price=from_micros(rounds[r.round_id][1]),
+            transaction_id=txn_of.get((r.round_id, r.client_id)),
+            balance=from_micros(balance),
+        ).model_dump(mode="json")
+        for r, purchase_id, balance in zip(buys, purchase_ids, left, strict=True)
+    ]
     writes.insert(
         _KEYS,
         [
