@@ -163,33 +163,49 @@ def post_many(
     """
     if not transfers:
         return []
+    conn = session.connection()
+    txn_ids = reserve_ids(conn, _TRANSACTIONS, len(transfers))
+    batch = writes if writes is not None else BatchWrite()
+    queue_transfers(batch, kind, transfers, txn_ids, datetime.now(UTC))
+    if writes is None:
+        batch.flush(conn)
+    return txn_ids
+
+
+def queue_transfers(
+    writes: BatchWrite,
+    kind: str,
+    transfers: Sequence[tuple[int, int, int, int | None, int | None]],
+    txn_ids: Sequence[int],
+    now: datetime,
+) -> None:
+    """Queue the rows of two-leg transfers whose transaction ids are reserved (no I/O).
+
+    Per transfer (source, destination, micros > 0, round, client): a transaction row under its
+    id, the −micros and +micros entries, and each account's summed balance change.
+    """
     if any(micros <= 0 for _, _, micros, _, _ in transfers):
         raise LedgerError("micros: every transfer moves a positive amount")
     if any(src == dst for src, dst, _, _, _ in transfers):
         raise LedgerError("accounts: a transfer needs two distinct accounts")
-    conn = session.connection()
-    now = datetime.now(UTC)
-    txn_ids = reserve_ids(conn, _TRANSACTIONS, len(transfers))
+    if len(txn_ids) < len(transfers):
+        raise LedgerError("txn_ids: one reserved transaction id per transfer is needed")
     entries = []
     delta: dict[int, int] = {}
-    for txn, (src, dst, micros, _, _) in zip(txn_ids, transfers, strict=True):
+    for txn, (src, dst, micros, _, _) in zip(txn_ids, transfers, strict=False):
         entries.append({"transaction_id": txn, "account_id": src, "amount_micros": -micros})
         entries.append({"transaction_id": txn, "account_id": dst, "amount_micros": micros})
         delta[src] = delta.get(src, 0) - micros
         delta[dst] = delta.get(dst, 0) + micros
-    batch = writes if writes is not None else BatchWrite()
-    batch.insert(
+    writes.insert(
         _TRANSACTIONS,
         [
             {"id": t, "kind": kind, "round_id": r, "client_id": c, "created_at": now}
-            for t, (_, _, _, r, c) in zip(txn_ids, transfers, strict=True)
+            for t, (_, _, _, r, c) in zip(txn_ids, transfers, strict=False)
         ],
     )
-    batch.insert(_ENTRIES, entries)
-    batch.add(_ACCOUNTS, "id", "balance_micros", {a: d for a, d in delta.items() if d})
-    if writes is None:
-        batch.flush(conn)
-    return txn_ids
+    writes.insert(_ENTRIES, entries)
+    writes.add(_ACCOUNTS, "id", "balance_micros", {a: d for a, d in delta.items() if d})
 
 
 def transfer(

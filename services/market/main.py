@@ -27,6 +27,7 @@ from services.market.metrics import watch_ledger
 from services.market.migrations import upgrade
 from services.market.purchase_batcher import purchase_batcher
 from services.market.purchases import BookedBatch
+from services.market.purchases_pg import PgPurchaseBook
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -47,7 +48,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     async_engine = make_async_engine(settings.database_url, settings.db_pool_size)
     async_sessions = make_async_sessionmaker(async_engine) if async_engine is not None else None
-    batcher = purchase_batcher(sessions, async_sessions, on_booked=booked, on_complete=complete)
+    pipelined = (
+        PgPurchaseBook(settings.database_url, settings.purchase_writers)
+        if async_engine is not None
+        else None
+    )
+    batcher = purchase_batcher(
+        sessions,
+        async_sessions,
+        on_booked=booked,
+        on_complete=complete,
+        max_batch=settings.purchase_max_batch,
+        writers=settings.purchase_writers,
+        pipelined=pipelined,
+    )
     lookup = client_lookup(sessions, async_sessions)
 
     @asynccontextmanager
@@ -63,6 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             batcher.close()
             lookup.close()
+            if pipelined is not None:
+                await pipelined.close()
             engine.dispose()
             if async_engine is not None:
                 await async_engine.dispose()

@@ -24,6 +24,7 @@ from mots.platform.batching import MicroBatcher
 from mots.platform.transactions import in_transaction, in_transaction_async
 from services.market.decisions import all_declared
 from services.market.purchases import BookedBatch, PurchaseRequest, book_purchases
+from services.market.purchases_pg import NeedsSetup, PgPurchaseBook
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,14 @@ def purchase_batcher(
     on_complete: Callable[[int], None] | None = None,
     max_batch: int = 256,
     writers: int = 2,
+    pipelined: PgPurchaseBook | None = None,
 ) -> PurchaseBatcher:
     """A batcher that books purchases, then calls ``on_booked`` (on the event loop) per batch.
 
-    With ``async_factory`` (PostgreSQL) the batches run on the event loop, else in threads with
-    ``factory``. ``writers`` batches are booked at once, each into its own pool shard.
+    With ``pipelined`` (PostgreSQL) a batch is booked in two round trips
+    (:mod:`services.market.purchases_pg`), else, and whenever that path needs an account made,
+    on a session: on the event loop with ``async_factory``, else in a thread with ``factory``.
+    ``writers`` batches are booked at once, each into its own pool shard.
     ``on_complete(round_id)`` (blocking: run in a thread) hears of a round whose every client
     has declared once a purchase made it so.
     """
@@ -62,6 +66,11 @@ def purchase_batcher(
 
     async def book(requests: Sequence[PurchaseRequest]) -> BookedBatch:
         shard = next(shards)
+        if pipelined is not None:
+            try:
+                return await pipelined.book(requests, shard)
+            except NeedsSetup:
+                pass  # booked below, making the missing accounts
         seen: dict[str, int] = {}
 
         def work(s: Session) -> BookedBatch:

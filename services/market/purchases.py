@@ -32,6 +32,7 @@ from services.market.models import (
     Client,
     Decision,
     IdempotencyKey,
+    LedgerTransaction,
     MarketRound,
     Purchase,
 )
@@ -45,6 +46,7 @@ _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
 _DECISIONS = Base.metadata.tables[Decision.__tablename__]
 _KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
+_TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,12 @@ class _Buy:
     @property
     def principal(self) -> str:
         """The idempotency principal of the buyer."""
-        return f"client:{self.client_id}"
+        return principal_of(self.client_id)
+
+
+def principal_of(client_id: int) -> str:
+    """A client's idempotency principal: its keys are its own (another's key is another key)."""
+    return f"client:{client_id}"
 
 
 Outcome = tuple[int, dict[str, Any]] | HTTPException
@@ -142,37 +149,47 @@ def _key_reused() -> HTTPException:
     )
 
 
-def _lock_wallets(session: Session, client_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
-    """client id → (wallet account id, balance) with the wallets locked; made when missing."""
-    conn = session.connection()
-    lock = _queries(conn.dialect.name).lock_wallets
-    names = [ledger.wallet_name(c) for c in client_ids]
-    wallets = {r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})}
-    missing = [c for c in client_ids if c not in wallets]
-    if missing:  # wallets are made at registration; a client made another way gets one now
-        for c in missing:
-            ledger.ensure_account(session, ledger.wallet_name(c), c)
-        names = [ledger.wallet_name(c) for c in missing]
-        wallets.update({r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})})
-    return wallets
+@dataclass(slots=True)
+class BatchView:
+    """What a batch's reads found, under the locks its decisions need.
+
+    Read in this order (each read sees what committed before it): the rounds (shared locks), the
+    buyers' wallets (locked: a twin request that committed first is seen by everything after),
+    the stored Idempotency-Keys and the purchases already made.
+    """
+
+    client_of: dict[str, int]  # token verifier → client id, for the callers not known yet
+    rounds: dict[int, tuple[str, int]]  # round id → (state, price in micros)
+    wallets: dict[int, tuple[int, int]]  # client id → (wallet account id, balance in micros)
+    stored: dict[tuple[str, str], tuple[str, int, str]]  # (principal, key) → (hash, code, JSON)
+    bought: set[tuple[int, int]]  # (round id, client id) already bought
 
 
-def _resolve_callers(
-    session: Session, requests: Sequence[PurchaseRequest], outcomes: list[Outcome | None]
+@dataclass(slots=True)
+class Verdict:
+    """A batch decided (no I/O yet): each request's outcome, or its place among the bookings."""
+
+    todo: list[_Buy]  # the requests with their callers resolved (client 0: refused with 401)
+    outcomes: list[Outcome | None]  # None: booked (filled in once written) or an alias
+    accepted: list[int]  # indices of the requests to book, in order
+    left: list[int]  # per accepted request: its buyer's balance after it
+    aliases: dict[int, int]  # index → index whose outcome it repeats (same key, same body)
+
+    def buys(self) -> list[_Buy]:
+        """The accepted requests, in order."""
+        return [self.todo[i] for i in self.accepted]
+
+
+def resolve_callers(
+    requests: Sequence[PurchaseRequest], client_of: dict[str, int], outcomes: list[Outcome | None]
 ) -> list[_Buy]:
     """The requests with every caller's client id filled in; 401 outcomes for unknown tokens.
 
     A refused request stays in the list (as client 0, which no client is) so indices match.
     """
-    unknown = sorted({r.verifier for r in requests if r.client_id is None})
-    ids: dict[str, int] = {}
-    if unknown:
-        conn = session.connection()
-        rows = conn.execute(_queries(conn.dialect.name).client_ids, {"verifiers": unknown})
-        ids = {verifier: client_id for verifier, client_id in rows}
     out = []
     for i, r in enumerate(requests):
-        client_id = r.client_id if r.client_id is not None else ids.get(r.verifier)
+        client_id = r.client_id if r.client_id is not None else client_of.get(r.verifier)
         if client_id is None:
             outcomes[i] = HTTPException(
                 status.HTTP_401_UNAUTHORIZED,
@@ -183,58 +200,28 @@ def _resolve_callers(
     return out
 
 
-def book_purchases(
-    session: Session,
-    requests: Sequence[PurchaseRequest],
-    shard: int = 0,
-    account_ids: dict[str, int] | None = None,
-) -> BookedBatch:
-    """Decide and book ``requests`` in the caller's transaction, as if one after another.
+def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
+    """Each request's answer as if the batch's requests came one after another (pure).
 
-    The batch's payments land in pool shard ``shard`` (batches in flight together pass different
-    shards, so they do not wait on one another's pool row). ``account_ids`` remembers the pool
-    shards' account ids between batches on one database (accounts are never renamed or deleted).
-
-    Statements per batch: callers' ids (for tokens not yet known), rounds, wallet locks, stored
-    keys, past purchases, then (if anything is bought) ledger postings (:func:`ledger.post_many`),
-    purchases, decisions and keys. The caller commits.
+    In order: 401 (unknown token), the stored result of a replayed key (409 if its body
+    differs), a repeat of a key booked earlier in the batch, 404 (no such round), 409 (round
+    not collecting, or already bought, in the batch included), 402 (balance below the price),
+    else booked at the round's price, the balance carried to the buyer's next request.
     """
-    conn = session.connection()
     outcomes: list[Outcome | None] = [None] * len(requests)
-    todo = _resolve_callers(session, requests, outcomes)
-    round_ids = sorted({r.round_id for r, o in zip(todo, outcomes, strict=True) if o is None})
-    client_ids = sorted({r.client_id for r, o in zip(todo, outcomes, strict=True) if o is None})
-    if not client_ids:
-        return BookedBatch([o for o in outcomes if o is not None], 0, [])
-    q = _queries(conn.dialect.name)
-    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, {"round_ids": round_ids})}
-    wallets = _lock_wallets(session, client_ids)
-    stored = {
-        (r[0], r[1]): (r[2], r[3], r[4])
-        for r in conn.execute(
-            q.stored_keys,
-            {
-                "principals": sorted({r.principal for r in todo}),
-                "keys": sorted({r.key for r in todo}),
-            },
-        )
-    }
-    bought = {
-        (r[0], r[1])
-        for r in conn.execute(q.bought, {"round_ids": round_ids, "client_ids": client_ids})
-    }
-    balances = {c: wallet[1] for c, wallet in wallets.items()}
-
+    todo = resolve_callers(requests, view.client_of, outcomes)
+    balances = {c: wallet[1] for c, wallet in view.wallets.items()}
+    bought = set(view.bought)
     accepted: list[int] = []
-    left: list[int] = []  # per accepted purchase: the buyer's balance after it, in batch order
+    left: list[int] = []
     booked_keys: dict[tuple[str, str], int] = {}  # (principal, key) → index of its booking
-    aliases: dict[int, int] = {}  # index → index whose outcome it repeats (same key, same body)
+    aliases: dict[int, int] = {}
     for i, req in enumerate(todo):
         if outcomes[i] is not None:  # refused already (unknown token)
             continue
         pair = (req.principal, req.key)
-        if pair in stored:
-            fingerprint, code, body = stored[pair]
+        if pair in view.stored:
+            fingerprint, code, body = view.stored[pair]
             outcomes[i] = (
                 (code, json.loads(body)) if fingerprint == req.fingerprint else (_key_reused())
             )
@@ -246,7 +233,7 @@ def book_purchases(
             else:
                 outcomes[i] = _key_reused()
             continue
-        found = rounds.get(req.round_id)
+        found = view.rounds.get(req.round_id)
         if found is None:
             outcomes[i] = HTTPException(
                 status.HTTP_404_NOT_FOUND, f"round_id: round {req.round_id} does not exist"
@@ -276,61 +263,52 @@ def book_purchases(
             booked_keys[pair] = i
             accepted.append(i)
             left.append(balances[req.client_id])
-
-    if accepted:
-        buys = [todo[i] for i in accepted]
-        known = account_ids if account_ids is not None else {}
-        _book(session, buys, rounds, wallets, left, shard, known, outcomes, accepted)
-    for i, first in aliases.items():
-        outcomes[i] = outcomes[first]
-    booked_rounds = sorted({todo[i].round_id for i in accepted})
-    return BookedBatch([o for o in outcomes if o is not None], len(accepted), booked_rounds)
+    return Verdict(todo, outcomes, accepted, left, aliases)
 
 
-def _book(
-    session: Session,
-    buys: Sequence[_Buy],
-    rounds: dict[int, tuple[str, int]],
-    wallets: dict[int, tuple[int, int]],
-    left: Sequence[int],
+def shard_names(requests: Sequence[PurchaseRequest | _Buy], shard: int) -> list[str]:
+    """The pool shard accounts the payments of ``requests`` land in (one per round)."""
+    return sorted({ledger.pool_shard_name(r.round_id, shard) for r in requests})
+
+
+def queue_bookings(
+    verdict: Verdict,
+    view: BatchView,
+    writes: BatchWrite,
     shard: int,
-    known: dict[str, int],
-    outcomes: list[Outcome | None],
-    at: Sequence[int],
+    shard_ids: dict[str, int],
+    txn_ids: Sequence[int],
+    purchase_ids: Sequence[int],
+    now: datetime,
 ) -> None:
-    """Post the accepted purchases' money, rows, decisions and stored keys (fills ``outcomes``)."""
-    conn = session.connection()
-    shard_names = sorted({ledger.pool_shard_name(r.round_id, shard) for r in buys})
-    missing = [n for n in shard_names if n not in known]
-    if missing:
-        found = ledger.account_ids(session, missing)
-        for name in missing:  # made when the round opened; made here if it was not
-            found[name] = found.get(name) or ledger.ensure_account(session, name)
-        known.update(found)  # the caller keeps these only once the transaction commits
-    shards = {n: known[n] for n in shard_names}
-    paid = [r for r in buys if rounds[r.round_id][1] > 0]  # a free model moves no money
-    # Every row of the batch is written by one statement on PostgreSQL (ids reserved first).
-    writes = BatchWrite()
-    txns = ledger.post_many(
-        session,
+    """Queue the accepted purchases' rows in ``writes`` and fill their outcomes (no I/O).
+
+    Money (wallet −p, pool shard ``shard`` +p) for every paid purchase, under the reserved
+    ``txn_ids`` in order; a ``purchases`` row under each of ``purchase_ids``; a buy decision;
+    the key's stored result, which is also the request's answer.
+    """
+    buys = verdict.buys()
+    price = {r.round_id: view.rounds[r.round_id][1] for r in buys}
+    paid = [r for r in buys if price[r.round_id] > 0]  # a free model moves no money
+    ledger.queue_transfers(
+        writes,
         "purchase",
         [
             (
-                wallets[r.client_id][0],
-                shards[ledger.pool_shard_name(r.round_id, shard)],
-                rounds[r.round_id][1],
+                view.wallets[r.client_id][0],
+                shard_ids[ledger.pool_shard_name(r.round_id, shard)],
+                price[r.round_id],
                 r.round_id,
                 r.client_id,
             )
             for r in paid
         ],
-        writes,
+        txn_ids,
+        now,
     )
-    txn_of: dict[tuple[int, int], int | None] = {
-        (r.round_id, r.client_id): t for r, t in zip(paid, txns, strict=True)
-    }
-    now = datetime.now(UTC)
-    purchase_ids = reserve_ids(conn, _PURCHASES, len(buys))
+    txn_of = {(r.round_id, r.client_id): t for r, t in zip(paid, txn_ids, strict=False)}
+    if len(purchase_ids) < len(buys):
+        raise ValueError("purchase_ids: one reserved id per accepted purchase is needed")
     writes.insert(
         _PURCHASES,
         [
@@ -338,11 +316,11 @@ def _book(
                 "id": pid,
                 "round_id": r.round_id,
                 "client_id": r.client_id,
-                "price_micros": rounds[r.round_id][1],
+                "price_micros": price[r.round_id],
                 "transaction_id": txn_of.get((r.round_id, r.client_id)),
                 "refunded": False,
             }
-            for pid, r in zip(purchase_ids, buys, strict=True)
+            for pid, r in zip(purchase_ids, buys, strict=False)
         ],
     )
     writes.insert(
@@ -365,11 +343,11 @@ def _book(
             purchase_id=purchase_id,
             round_id=r.round_id,
             client_id=r.client_id,
-            price=from_micros(rounds[r.round_id][1]),
+            price=from_micros(price[r.round_id]),
             transaction_id=txn_of.get((r.round_id, r.client_id)),
             balance=from_micros(balance),
         ).model_dump(mode="json")
-        for r, purchase_id, balance in zip(buys, purchase_ids, left, strict=True)
+        for r, purchase_id, balance in zip(buys, purchase_ids, verdict.left, strict=False)
     ]
     writes.insert(
         _KEYS,
@@ -385,6 +363,105 @@ def _book(
             for r, body in zip(buys, results, strict=True)
         ],
     )
-    writes.flush(conn)
-    for i, body in zip(at, results, strict=True):
-        outcomes[i] = (status.HTTP_201_CREATED, body)
+    for i, body in zip(verdict.accepted, results, strict=True):
+        verdict.outcomes[i] = (status.HTTP_201_CREATED, body)
+
+
+def finish(verdict: Verdict) -> BookedBatch:
+    """The batch's answers once its bookings are written (aliases repeat their first)."""
+    for i, first in verdict.aliases.items():
+        verdict.outcomes[i] = verdict.outcomes[first]
+    booked_rounds = sorted({verdict.todo[i].round_id for i in verdict.accepted})
+    return BookedBatch(
+        [o for o in verdict.outcomes if o is not None], len(verdict.accepted), booked_rounds
+    )
+
+
+# --- the batch on a SQLAlchemy session (SQLite, and PostgreSQL's general path) -------------
+
+
+def _lock_wallets(session: Session, client_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """client id → (wallet account id, balance) with the wallets locked; made when missing."""
+    conn = session.connection()
+    lock = _queries(conn.dialect.name).lock_wallets
+    names = [ledger.wallet_name(c) for c in client_ids]
+    wallets = {r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})}
+    missing = [c for c in client_ids if c not in wallets]
+    if missing:  # wallets are made at registration; a client made another way gets one now
+        for c in missing:
+            ledger.ensure_account(session, ledger.wallet_name(c), c)
+        names = [ledger.wallet_name(c) for c in missing]
+        wallets.update({r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})})
+    return wallets
+
+
+def book_purchases(
+    session: Session,
+    requests: Sequence[PurchaseRequest],
+    shard: int = 0,
+    account_ids: dict[str, int] | None = None,
+) -> BookedBatch:
+    """Decide and book ``requests`` in the caller's transaction, as if one after another.
+
+    The batch's payments land in pool shard ``shard`` (batches in flight together pass different
+    shards, so they do not wait on one another's pool row). ``account_ids`` remembers the pool
+    shards' account ids between batches on one database (accounts are never renamed or deleted).
+
+    Statements per batch: callers' ids (for tokens not yet known), rounds, wallet locks, stored
+    keys, past purchases, then (if anything is bought) ids for the new rows and one write of
+    every row (:class:`~mots.platform.bulk.BatchWrite`). Makes a missing wallet or pool shard
+    account (:mod:`services.market.purchases_pg` leaves those batches to this path). The
+    caller commits.
+    """
+    conn = session.connection()
+    q = _queries(conn.dialect.name)
+    unknown = sorted({r.verifier for r in requests if r.client_id is None})
+    client_of: dict[str, int] = {}
+    if unknown:
+        client_of = {v: c for v, c in conn.execute(q.client_ids, {"verifiers": unknown})}
+    callers = {
+        r.client_id if r.client_id is not None else client_of.get(r.verifier) for r in requests
+    }
+    client_ids = sorted(c for c in callers if c is not None)
+    if not client_ids:
+        return finish(decide(requests, BatchView(client_of, {}, {}, {}, set())))
+    round_ids = sorted({r.round_id for r in requests})
+    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, {"round_ids": round_ids})}
+    wallets = _lock_wallets(session, client_ids)
+    principals = sorted({principal_of(c) for c in client_ids})
+    stored = {
+        (r[0], r[1]): (r[2], r[3], r[4])
+        for r in conn.execute(
+            q.stored_keys, {"principals": principals, "keys": sorted({r.key for r in requests})}
+        )
+    }
+    bought = {
+        (r[0], r[1])
+        for r in conn.execute(q.bought, {"round_ids": round_ids, "client_ids": client_ids})
+    }
+    view = BatchView(client_of, rounds, wallets, stored, bought)
+    verdict = decide(requests, view)
+    buys = verdict.buys()
+    if buys:
+        known = account_ids if account_ids is not None else {}
+        names = sorted({ledger.pool_shard_name(r.round_id, shard) for r in buys})
+        missing = [n for n in names if n not in known]
+        if missing:
+            found = ledger.account_ids(session, missing)
+            for name in missing:  # made when the round opened; made here if it was not
+                found[name] = found.get(name) or ledger.ensure_account(session, name)
+            known.update(found)  # the caller keeps these only once the transaction commits
+        paid = sum(1 for r in buys if rounds[r.round_id][1] > 0)
+        writes = BatchWrite()
+        queue_bookings(
+            verdict,
+            view,
+            writes,
+            shard,
+            known,
+            reserve_ids(conn, _TRANSACTIONS, paid),
+            reserve_ids(conn, _PURCHASES, len(buys)),
+            datetime.now(UTC),
+        )
+        writes.flush(conn)
+    return finish(verdict)

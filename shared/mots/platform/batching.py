@@ -55,6 +55,16 @@ class MicroBatcher(Generic[Req, Out]):
         self.requests = 0
         self.largest_batch = 0
 
+    @property
+    def max_batch(self) -> int:
+        """The most requests handled together."""
+        return self._max_batch
+
+    @property
+    def writers(self) -> int:
+        """How many batches are handled at once."""
+        return self._writers
+
     @classmethod
     def threaded(
         cls,

@@ -11,6 +11,8 @@ from fastapi.testclient import TestClient
 from mots.platform.schemas import SettlePayload
 from mots.platform.transactions import in_transaction
 from services.market import rounds
+from services.market.core.config import Settings
+from services.market.main import create_app
 from tests.services.market.conftest import OPERATOR
 
 
@@ -217,3 +219,15 @@ def test_failed_round_refunds_every_buyer(market: TestClient, register, fund, op
     assert result.refunds == Decimal("2.5") and result.rewards_paid == 0
     assert Decimal(market.get("/v1/me/balance", headers=a["auth"]).json()["balance"]) == 5
     assert market.get("/v1/ledger/check", headers=OPERATOR).json()["total"] == "0.000000"
+
+
+def test_the_purchase_batch_settings_reach_the_batcher(tmp_path: Any) -> None:
+    """MOTS_PURCHASE_MAX_BATCH and MOTS_PURCHASE_WRITERS shape the app's purchase batcher."""
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'market.db'}",
+        artifact_root=str(tmp_path),
+        purchase_max_batch=1,
+        purchase_writers=3,
+    )
+    batcher = create_app(settings).state.purchases
+    assert (batcher.max_batch, batcher.writers) == (1, 3)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi import HTTPException
 from hypothesis import HealthCheck, given, settings
@@ -33,6 +35,8 @@ from services.market.purchases import (
     PurchaseRequest,
     book_purchases,
 )
+from services.market.purchases_pg import NeedsSetup, PgPurchaseBook
+from tests.services.conftest import PG_ADMIN, _create_pg_database, _drop_pg_database
 from tests.services.market.conftest import open_round_payload
 
 CLOSED, OPEN, MISSING = 1, 2, 99
@@ -46,6 +50,7 @@ class Market:
     engine: Engine
     sessions: sessionmaker[Session]
     clients: dict[str, int]
+    url: str
 
 
 def _seed(url: str, balances: dict[str, str | None]) -> dict[str, int]:
@@ -90,7 +95,7 @@ def _seed(url: str, balances: dict[str, str | None]) -> dict[str, int]:
 
 def _market(url: str, clients: dict[str, int]) -> Market:
     engine = make_engine(url, pool_size=2)
-    return Market(engine, make_sessionmaker(engine), clients)
+    return Market(engine, make_sessionmaker(engine), clients, url)
 
 
 def _fingerprint(round_id: int) -> str:
@@ -118,6 +123,30 @@ def _book(market: Market, requests: list[PurchaseRequest], shard: int = 0) -> Bo
         market.sessions, lambda s: book_purchases(s, requests, shard)
     )
     return done
+
+
+def _book_pipelined(market: Market, requests: list[PurchaseRequest], shard: int = 0) -> BookedBatch:
+    """The batch on PostgreSQL's pipelined path (NeedsSetup if it needs an account made)."""
+
+    async def book() -> BookedBatch:
+        pipelined = PgPurchaseBook(market.url, connections=1)
+        try:
+            return await pipelined.book(requests, shard)
+        finally:
+            await pipelined.close()
+
+    return asyncio.run(book())
+
+
+BOOKERS = {"session": _book, "pipelined": _book_pipelined}
+
+
+@pytest.fixture(params=list(BOOKERS))
+def booker(request: pytest.FixtureRequest, database_url: str) -> Any:
+    """Each way to book a batch on this database (the pipelined one on PostgreSQL only)."""
+    if request.param == "pipelined" and not database_url.startswith("postgresql"):
+        pytest.skip("the pipelined path is PostgreSQL's")
+    return BOOKERS[request.param]
 
 
 def _code(outcome: Outcome) -> int:
@@ -162,9 +191,16 @@ def mixed(database_url: str) -> Iterator[Market]:
         market.engine.dispose()
 
 
-def test_one_mixed_batch_applies_every_rule_in_order(mixed: Market) -> None:
+def test_one_mixed_batch_applies_every_rule_in_order(mixed: Market, booker: Any) -> None:
     """One call decides each request as if alone, in order; money, rows and keys add up."""
     c = mixed.clients
+    _book = booker
+    if booker is _book_pipelined:  # it leaves a missing wallet to the session path (tested below)
+        nowallet = c["nowallet"]
+        in_transaction(
+            mixed.sessions,
+            lambda s: ledger.ensure_account(s, ledger.wallet_name(nowallet), nowallet),
+        )
     # Before the batch: "rich" bought round 2 under key k-rich (its stored result).
     first = _book(mixed, [_req(c["rich"], OPEN, "k-rich")])
     assert [_code(o) for o in first.outcomes] == [201]
@@ -232,11 +268,71 @@ def test_one_mixed_batch_applies_every_rule_in_order(mixed: Market) -> None:
     assert _balance(mixed, ledger.pool_shard_name(OPEN, 6)) == 0
 
 
-def test_a_batch_of_only_unknown_tokens_books_nothing(mixed: Market) -> None:
-    """Every caller unknown: 401 each, nothing read or written."""
-    done = _book(mixed, [_req(None, OPEN, f"k{i}", verifier=f"v{i}") for i in range(3)])
+def test_a_batch_of_only_unknown_tokens_books_nothing(mixed: Market, booker: Any) -> None:
+    """Every caller unknown: 401 each, nothing written."""
+    done = booker(mixed, [_req(None, OPEN, f"k{i}", verifier=f"v{i}") for i in range(3)])
     assert [_code(o) for o in done.outcomes] == [401, 401, 401]
     assert done.booked == 0 and done.rounds_booked == []
+
+
+def test_the_pipelined_path_leaves_a_missing_wallet_to_the_session_path(pg_url: str) -> None:
+    """A caller without a wallet: NeedsSetup and nothing written; the batcher books the batch
+    on a session, which makes the wallet, and the pipelined path takes the next one."""
+    market = _market(pg_url, _seed(pg_url, {"funded": "5", "bare": None}))
+    funded, bare = market.clients["funded"], market.clients["bare"]
+    batch = [_req(funded, OPEN, "f1"), _req(bare, OPEN, "b1")]
+    try:
+        with pytest.raises(NeedsSetup):
+            _book_pipelined(market, batch)
+        assert _balance(market, ledger.pool_shard_name(OPEN, 0)) == 0  # rolled back
+
+        async def through_batcher() -> list[Any]:
+            pipelined = PgPurchaseBook(market.url, connections=1)
+            batcher = purchase_batcher(market.sessions, pipelined=pipelined)
+            try:
+                first = await asyncio.gather(
+                    *(batcher.submit(r) for r in batch), return_exceptions=True
+                )
+                again = await asyncio.gather(
+                    batcher.submit(_req(bare, OPEN, "b2")), return_exceptions=True
+                )
+                return [*first, *again]
+            finally:
+                batcher.close()
+                await pipelined.close()
+
+        codes = [_code(o) for o in asyncio.run(through_batcher())]
+        assert codes == [201, 402, 402]  # the bare wallet was made, empty
+        assert _balance(market, ledger.wallet_name(bare)) == 0
+        assert _balance(market, ledger.pool_shard_name(OPEN, 0)) == PRICE
+    finally:
+        market.engine.dispose()
+
+
+def test_the_pipelined_path_reconnects_after_a_dropped_connection(pg_url: str) -> None:
+    """The database ends the batch's connection between two batches: the next batch reopens it."""
+    market = _market(pg_url, _seed(pg_url, {"a": "5", "b": "5"}))
+
+    async def scenario() -> list[int]:
+        pipelined = PgPurchaseBook(market.url, connections=1)
+        try:
+            first = await pipelined.book([_req(market.clients["a"], OPEN, "a1")], 0)
+            with market.engine.connect() as conn:
+                conn.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            second = await pipelined.book([_req(market.clients["b"], OPEN, "b1")], 0)
+            return [_code(o) for o in (*first.outcomes, *second.outcomes)]
+        finally:
+            await pipelined.close()
+
+    try:
+        assert asyncio.run(scenario()) == [201, 201]
+        with market.sessions() as s:
+            assert ledger.check(s).unbalanced_transactions == 0
+    finally:
+        market.engine.dispose()
 
 
 def test_the_round_is_complete_when_every_client_declared(database_url: str) -> None:
@@ -298,11 +394,19 @@ def _requests(draw: st.DrawFn, clients: list[int]) -> PurchaseRequest:
     return PurchaseRequest(None, round_id, key, fingerprint, hash_token(f"token-{name}"))
 
 
-def _view(outcome: Outcome) -> tuple[int, Any]:
-    """What a caller sees: the status and, for a booking, its body; refusals by their detail."""
+IDS = ("purchase_id", "transaction_id")
+
+
+def _view(outcome: Outcome, ids: bool = True) -> tuple[int, Any]:
+    """What a caller sees: the status and, for a booking, its body; refusals by their detail.
+
+    ``ids=False`` leaves out the new rows' ids (the pipelined path reserves ids for every request
+    of a batch, so its ids may skip numbers that one-at-a-time booking uses).
+    """
     if isinstance(outcome, HTTPException):
         return outcome.status_code, outcome.detail
-    return outcome
+    code, body = outcome
+    return code, body if ids else {k: v for k, v in body.items() if k not in IDS}
 
 
 @settings(
@@ -328,20 +432,89 @@ def test_a_batch_answers_as_its_requests_one_at_a_time(
             urls.append(f"sqlite:///{Path(tmp) / name}.db")
         batched, single = _market(urls[0], clients), _market(urls[1], clients)
         try:
-            got = [o for b in batches for o in _book(batched, b).outcomes]
-            want = [_book(single, [r]).outcomes[0] for b in batches for r in b]
-            assert [_code(o) for o in got] == [_code(o) for o in want]
-            assert [_view(o) for o in got] == [_view(o) for o in want]
-            for market in (batched, single):
-                with market.sessions() as s:
-                    check = ledger.check(s)
-                assert (check.unbalanced_transactions, check.mismatched_accounts) == (0, 0)
-                assert check.total == 0
-            for cid in ids:
-                name = ledger.wallet_name(cid)
-                with batched.sessions() as s1, single.sessions() as s2:
-                    q = select(Account.balance_micros).where(Account.name == name)
-                    assert s1.scalar(q) == s2.scalar(q)
+            _assert_batches_answer_as_singles(batched, single, batches, _book)
         finally:
             batched.engine.dispose()
             single.engine.dispose()
+
+
+def _assert_batches_answer_as_singles(
+    batched: Market,
+    single: Market,
+    batches: list[list[PurchaseRequest]],
+    book: Any,
+    same_ids: bool = True,
+) -> None:
+    """``book`` each batch on ``batched``, each request alone on ``single``: same answers (ids
+    aside unless ``same_ids``), balanced ledgers, same balances; each answer's ids are its rows'."""
+    got = [o for b in batches for o in book(batched, b).outcomes]
+    want = [_book(single, [r]).outcomes[0] for b in batches for r in b]
+    assert [_code(o) for o in got] == [_code(o) for o in want]
+    assert [_view(o, same_ids) for o in got] == [_view(o, same_ids) for o in want]
+    booked = {
+        (b["purchase_id"], b["transaction_id"])
+        for code, b in (o for o in got if not isinstance(o, HTTPException))
+        if code == 201
+    }
+    with batched.sessions() as s:
+        rows = {(r[0], r[1]) for r in s.execute(select(Purchase.id, Purchase.transaction_id))}
+    assert booked <= rows
+    for market in (batched, single):
+        with market.sessions() as s:
+            check = ledger.check(s)
+        assert (check.unbalanced_transactions, check.mismatched_accounts) == (0, 0)
+        assert check.total == 0
+    for cid in batched.clients.values():
+        name = ledger.wallet_name(cid)
+        with batched.sessions() as s1, single.sessions() as s2:
+            q = select(Account.balance_micros).where(Account.name == name)
+            assert s1.scalar(q) == s2.scalar(q)
+
+
+PG_PROPERTY_BALANCES: dict[str, str | None] = {**PROPERTY_BALANCES, "c3": "0"}
+"""Every client with a wallet (c3's empty), so that every batch stays on the pipelined path."""
+
+
+@pytest.fixture(scope="module")
+def pg_template() -> Iterator[tuple[str, dict[str, int]]]:
+    """A migrated, seeded PostgreSQL database that each example copies twice (CREATE DATABASE
+    … TEMPLATE)."""
+    name = _create_pg_database()
+    try:
+        clients = _seed(
+            f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", PG_PROPERTY_BALANCES
+        )
+        yield name, clients
+    finally:
+        _drop_pg_database(name)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_pipelined_batch_answers_as_its_requests_one_at_a_time(
+    pg_template: tuple[str, dict[str, int]], data: st.DataObject
+) -> None:
+    """PostgreSQL: two batches on the pipelined path; the same requests singly on a session."""
+    template_name, clients = pg_template
+    ids = list(clients.values())
+    batches = [
+        data.draw(st.lists(_requests(ids), min_size=1, max_size=12), label=f"batch {i}")
+        for i in range(2)
+    ]
+    names = [f"{template_name}_{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        for name in names:
+            admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_name}"')
+    markets = [_market(f"postgresql+psycopg://postgres@127.0.0.1:5432/{n}", clients) for n in names]
+    try:
+        _assert_batches_answer_as_singles(
+            markets[0], markets[1], batches, _book_pipelined, same_ids=False
+        )
+    finally:
+        for market, name in zip(markets, names, strict=True):
+            market.engine.dispose()
+            _drop_pg_database(name)
