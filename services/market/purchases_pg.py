@@ -1,15 +1,20 @@
-"""Purchase batches on PostgreSQL in two round trips: psycopg's pipeline mode, no ORM layer.
+"""Purchase batches on PostgreSQL in two round trips: prepared statements, no ORM layer.
 
 The market's hottest path. :func:`purchases.book_purchases` takes one round trip per statement
 through SQLAlchemy; here the same batch is decided by the same pure functions
-(:func:`purchases.decide`, :func:`purchases.queue_bookings`) around two pipelined exchanges:
+(:func:`purchases.decide`, :func:`purchases.queue_bookings`) around two exchanges, each one
+message of several statements (the simple query protocol; parameters bound by psycopg):
 
-1. ``BEGIN`` and every read at once: the callers' ids by token, the rounds (``FOR SHARE``), the
-   buyers' wallets (``FOR UPDATE``, ascending id), their stored Idempotency-Keys, their past
-   purchases, fresh ids for the rows to come and, the first time, the pool shard accounts. The
-   statements still run one after another on the server, each on its own snapshot, so the keys
-   and purchases read after the wallet lock see any twin request that committed first.
+1. ``BEGIN`` and every read: the callers' ids by token, the rounds (``FOR SHARE``), the buyers'
+   wallets (``FOR UPDATE``, ascending id), their stored Idempotency-Keys, their past purchases,
+   fresh ids for the rows to come and, the first time, the pool shard accounts. The statements
+   run one after another, each on its own snapshot, so the keys and purchases read after the
+   wallet lock see any twin request that committed first.
 2. One statement writing every row (:class:`~mots.platform.bulk.BatchWrite`) and ``COMMIT``.
+
+Each statement is prepared once per connection (``PREPARE``; ``EXECUTE`` in the exchanges), so
+PostgreSQL plans it once. psycopg's pipeline mode would also take two round trips, but it sends
+each statement on its own (about 45 system calls a batch against 8 here, and 40% more CPU).
 
 A batch that needs an account made (a wallet missing, a pool shard not found) raises
 :class:`NeedsSetup` before writing anything: the general path books it and makes them.
@@ -27,6 +32,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors
+from psycopg.pq import TransactionStatus
 from sqlalchemy.engine import make_url
 
 from mots.platform.bulk import BatchWrite
@@ -50,43 +56,60 @@ from services.market.purchases import (
 
 log = logging.getLogger(__name__)
 
-# The callers, by token or (when this process knows it) by id; ``%b``: lists sent in binary,
-# which psycopg encodes far faster than PostgreSQL's text format for arrays. The names built in
-# SQL ('wallet:' || id, 'client:' || id) are ledger.wallet_name's and purchases.principal_of's.
-_CALLERS = f"""
-    SELECT token_hash, id FROM {Client.__tablename__}
-    WHERE token_hash = ANY(%(verifiers)b) OR id = ANY(%(client_ids)b)"""
-
-_ROUNDS = f"""
-    SELECT id, state, price_micros FROM {MarketRound.__tablename__}
-    WHERE id = ANY(%(round_ids)b) FOR SHARE"""
-
-_WALLETS = f"""
-    SELECT a.client_id, a.id, a.balance_micros FROM {Account.__tablename__} a
-    WHERE a.name = ANY(ARRAY(
-        SELECT 'wallet:' || c.id FROM {Client.__tablename__} c
-        WHERE c.token_hash = ANY(%(verifiers)b) OR c.id = ANY(%(client_ids)b)))
-    ORDER BY a.id FOR UPDATE"""
-
-_STORED_KEYS = f"""
-    SELECT principal, key, request_hash, status_code, response_json
-    FROM {IdempotencyKey.__tablename__}
-    WHERE key = ANY(%(keys)b) AND principal = ANY(ARRAY(
-        SELECT 'client:' || c.id FROM {Client.__tablename__} c
-        WHERE c.token_hash = ANY(%(verifiers)b) OR c.id = ANY(%(client_ids)b)))"""
-
-_BOUGHT = f"""
-    SELECT p.round_id, p.client_id FROM {Purchase.__tablename__} p
-    WHERE p.round_id = ANY(%(round_ids)b) AND p.client_id = ANY(ARRAY(
+# Each connection prepares these once (PREPARE), so a batch's exchange names them (EXECUTE) and
+# PostgreSQL reuses their plans. The callers are found by token or, when this process knows
+# them, by id; the names built in SQL ('wallet:' || id, 'client:' || id) are
+# ledger.wallet_name's and purchases.principal_of's.
+_CALLERS_OF = f"""
         SELECT c.id FROM {Client.__tablename__} c
-        WHERE c.token_hash = ANY(%(verifiers)b) OR c.id = ANY(%(client_ids)b)))"""
+        WHERE c.token_hash = ANY($1) OR c.id = ANY($2)"""
 
-_IDS = f"""
-    WITH s AS (SELECT pg_get_serial_sequence('{LedgerTransaction.__tablename__}', 'id') AS t,
-                      pg_get_serial_sequence('{Purchase.__tablename__}', 'id') AS p)
-    SELECT nextval(s.t), nextval(s.p) FROM s, generate_series(1, %(n)s)"""
-
-_ACCOUNT_IDS = f"SELECT name, id FROM {Account.__tablename__} WHERE name = ANY(%(names)b)"
+_READS = {
+    "callers": (
+        "text[], int[]",
+        f"SELECT token_hash, id FROM {Client.__tablename__} "
+        "WHERE token_hash = ANY($1) OR id = ANY($2)",
+    ),
+    "rounds": (
+        "int[]",
+        f"SELECT id, state, price_micros FROM {MarketRound.__tablename__} "
+        "WHERE id = ANY($1) FOR SHARE",
+    ),
+    "wallets": (
+        "text[], int[]",
+        f"SELECT a.client_id, a.id, a.balance_micros FROM {Account.__tablename__} a "
+        f"WHERE a.name = ANY(ARRAY(SELECT 'wallet:' || id FROM ({_CALLERS_OF}) c)) "
+        "ORDER BY a.id FOR UPDATE",
+    ),
+    "keys": (
+        "text[], int[], text[]",
+        "SELECT principal, key, request_hash, status_code, response_json "
+        f"FROM {IdempotencyKey.__tablename__} WHERE key = ANY($3) "
+        f"AND principal = ANY(ARRAY(SELECT 'client:' || id FROM ({_CALLERS_OF}) c))",
+    ),
+    "bought": (
+        "text[], int[], int[]",
+        f"SELECT round_id, client_id FROM {Purchase.__tablename__} "
+        f"WHERE round_id = ANY($3) AND client_id = ANY(ARRAY({_CALLERS_OF}))",
+    ),
+    "ids": (
+        "int",
+        f"WITH s AS (SELECT pg_get_serial_sequence('{LedgerTransaction.__tablename__}', 'id') t, "
+        f"pg_get_serial_sequence('{Purchase.__tablename__}', 'id') p) "
+        "SELECT nextval(s.t), nextval(s.p) FROM s, generate_series(1, $1)",
+    ),
+    "accounts": ("text[]", f"SELECT name, id FROM {Account.__tablename__} WHERE name = ANY($1)"),
+}
+_PREPARE_READS = "; ".join(
+    f"PREPARE mots_{name}({types}) AS {sql}" for name, (types, sql) in _READS.items()
+)
+# One exchange: BEGIN, then the reads in this order (each on its own snapshot).
+_READ_BATCH = (
+    "BEGIN; EXECUTE mots_callers(%s, %s); EXECUTE mots_rounds(%s); "
+    "EXECUTE mots_wallets(%s, %s); EXECUTE mots_keys(%s, %s, %s); "
+    "EXECUTE mots_bought(%s, %s, %s); EXECUTE mots_ids(%s)"
+)
+_READ_ACCOUNTS = "; EXECUTE mots_accounts(%s)"
 
 PURCHASE_CONNECTION_OPTIONS = "-c enable_seqscan=off"
 """Every read and write of a batch is a keyed lookup (unique or indexed columns) or a scan of its
@@ -124,15 +147,20 @@ class PgPurchaseBook:
         if connections < 1:
             raise ValueError("connections: at least 1")
         self._conninfo = conninfo(url)
-        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(connections)
         self._tries = tries
         self.account_ids: dict[str, int] = {}
 
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        return await psycopg.AsyncConnection.connect(
-            self._conninfo, autocommit=True, options=PURCHASE_CONNECTION_OPTIONS
+    async def _connect(self) -> _Connection:
+        conn = await psycopg.AsyncConnection.connect(
+            self._conninfo,
+            autocommit=True,  # transactions are the exchanges' own BEGIN … COMMIT
+            options=PURCHASE_CONNECTION_OPTIONS,
+            cursor_factory=psycopg.AsyncClientCursor,
         )
+        await conn.execute(_PREPARE_READS)
+        return _Connection(conn)
 
     async def book(self, requests: Sequence[PurchaseRequest], shard: int) -> BookedBatch:
         """Decide and book ``requests`` (see :func:`purchases.book_purchases`), retrying conflicts."""
@@ -146,7 +174,7 @@ class PgPurchaseBook:
                         if attempt == self._tries - 1:
                             raise
                     except psycopg.OperationalError:
-                        if (not conn.closed and not conn.broken) or attempt == self._tries - 1:
+                        if not conn.broken or attempt == self._tries - 1:
                             raise
                         log.warning("purchase connection dropped; reconnecting")
                         await conn.close()
@@ -156,66 +184,71 @@ class PgPurchaseBook:
                     await asyncio.sleep(0.002 * 2**attempt)
                 raise AssertionError("unreachable")
             finally:
-                if conn.closed or conn.broken:
+                if conn.broken:
                     await conn.close()
                 else:
                     self._idle.append(conn)
 
     async def _book(
-        self, conn: psycopg.AsyncConnection[Any], requests: Sequence[PurchaseRequest], shard: int
+        self, conn: _Connection, requests: Sequence[PurchaseRequest], shard: int
     ) -> BookedBatch:
         verifiers = sorted({r.verifier for r in requests if r.client_id is None})
         known_ids = sorted({r.client_id for r in requests if r.client_id is not None})
-        who = {"verifiers": verifiers, "client_ids": known_ids}
         round_ids = sorted({r.round_id for r in requests})
-        shards = shard_names(requests, shard)
-        unknown_shards = [n for n in shards if n not in self.account_ids]
-        async with conn.pipeline() as pipeline, conn.transaction():
-            callers = await conn.execute(_CALLERS, who)
-            rounds = await conn.execute(_ROUNDS, {"round_ids": round_ids})
-            wallets = await conn.execute(_WALLETS, who)
-            stored = await conn.execute(
-                _STORED_KEYS, {**who, "keys": sorted({r.key for r in requests})}
+        keys = sorted({r.key for r in requests})
+        unknown_shards = [n for n in shard_names(requests, shard) if n not in self.account_ids]
+        query = _READ_BATCH + (_READ_ACCOUNTS if unknown_shards else "")
+        params: list[Any] = [
+            *(verifiers, known_ids),
+            round_ids,
+            *(verifiers, known_ids),
+            *(verifiers, known_ids, keys),
+            *(verifiers, known_ids, round_ids),
+            len(requests),
+        ]
+        if unknown_shards:
+            params.append(unknown_shards)
+        try:
+            callers, rounds, wallets, stored, bought, reserved, *accounts = await conn.run(
+                query, params
             )
-            bought = await conn.execute(_BOUGHT, {**who, "round_ids": round_ids})
-            ids = await conn.execute(_IDS, {"n": len(requests)})
-            accounts = (
-                await conn.execute(_ACCOUNT_IDS, {"names": unknown_shards})
-                if unknown_shards
-                else None
-            )
-            await pipeline.sync()
-            client_of = {v: c for v, c in await callers.fetchall()}
+            client_of = {v: c for v, c in callers}
             view = BatchView(
                 client_of=client_of,
-                rounds={r[0]: (r[1], r[2]) for r in await rounds.fetchall()},
-                wallets={r[0]: (r[1], r[2]) for r in await wallets.fetchall()},
-                stored={(r[0], r[1]): (r[2], r[3], r[4]) for r in await stored.fetchall()},
-                bought={(r[0], r[1]) for r in await bought.fetchall()},
+                rounds={r[0]: (r[1], r[2]) for r in rounds},
+                wallets={r[0]: (r[1], r[2]) for r in wallets},
+                stored={(r[0], r[1]): (r[2], r[3], r[4]) for r in stored},
+                bought={(r[0], r[1]) for r in bought},
             )
-            reserved = await ids.fetchall()
-            found = dict(await accounts.fetchall()) if accounts is not None else {}
+            found: dict[str, int] = dict(accounts[0]) if accounts else {}
             if any(c not in view.wallets for c in (*client_of.values(), *known_ids)):
                 raise NeedsSetup("a caller has no wallet yet (or is no client)")
             verdict = decide(requests, view)
             buys = verdict.buys()
-            if buys:
-                shard_ids = {**self.account_ids, **found}
-                if any(n not in shard_ids for n in shard_names(buys, shard)):
-                    raise NeedsSetup("a pool shard account is missing")
-                writes = BatchWrite()
-                queue_bookings(
-                    verdict,
-                    view,
-                    writes,
-                    shard,
-                    shard_ids,
-                    sorted(r[0] for r in reserved),
-                    sorted(r[1] for r in reserved),
-                    datetime.now(UTC),
-                )
-                sql, params = writes.pg_statement("%({})s")
-                await conn.execute(sql, params)
+            if not buys:
+                await conn.run("COMMIT", [])
+                return finish(verdict)
+            shard_ids = {**self.account_ids, **found}
+            if any(n not in shard_ids for n in shard_names(buys, shard)):
+                raise NeedsSetup("a pool shard account is missing")
+            writes = BatchWrite()
+            queue_bookings(
+                verdict,
+                view,
+                writes,
+                shard,
+                shard_ids,
+                sorted(r[0] for r in reserved),
+                sorted(r[1] for r in reserved),
+                datetime.now(UTC),
+            )
+            sql, write_params = writes.pg_statement("${position}")
+            name = await conn.prepared(sql, len(write_params))
+            placeholders = ", ".join(["%s"] * len(write_params))
+            await conn.run(f"EXECUTE {name}({placeholders}); COMMIT", list(write_params.values()))
+        except BaseException:
+            await conn.rollback()
+            raise
         self.account_ids.update(found)  # committed: they exist
         return finish(verdict)
 
@@ -224,3 +257,47 @@ class PgPurchaseBook:
         idle, self._idle = self._idle, []
         for conn in idle:
             await conn.close()
+
+
+class _Connection:
+    """A connection of the purchase path: the write statements it has prepared, by SQL text."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._conn = conn
+        self._writes: dict[str, str] = {}
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is unusable (closed or lost)."""
+        return self._conn.closed or self._conn.broken
+
+    async def run(self, query: str, params: Sequence[Any]) -> list[list[tuple[Any, ...]]]:
+        """Send ``query`` (several statements, parameters bound here) in one exchange; the rows of
+        each statement that returns rows, in order."""
+        cur = self._conn.cursor()
+        await cur.execute(query.encode(), params)
+        out: list[list[tuple[Any, ...]]] = []
+        while True:
+            if cur.description is not None:
+                out.append(await cur.fetchall())
+            if not cur.nextset():
+                return out
+
+    async def prepared(self, sql: str, n_params: int) -> str:
+        """The name of the prepared statement for ``sql`` (its ``n_params`` are JSON), made once."""
+        name = self._writes.get(sql)
+        if name is None:
+            name = f"mots_write_{len(self._writes)}"
+            types = ", ".join(["json"] * n_params)
+            await self._conn.execute(f"PREPARE {name}({types}) AS {sql}".encode())
+            self._writes[sql] = name
+        return name
+
+    async def rollback(self) -> None:
+        """End a transaction left open by a failed or abandoned exchange."""
+        if not self.broken and self._conn.info.transaction_status != TransactionStatus.IDLE:
+            await self._conn.execute(b"ROLLBACK")
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._conn.close()

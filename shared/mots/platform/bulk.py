@@ -227,11 +227,12 @@ class BatchWrite:
     def __bool__(self) -> bool:
         return bool(self._parts)
 
-    def pg_statement(self, placeholder: str = ":{}") -> tuple[str, dict[str, str]]:
+    def pg_statement(self, placeholder: str = ":{name}") -> tuple[str, dict[str, str]]:
         """PostgreSQL's single statement for everything queued, and its JSON parameters.
 
-        ``placeholder`` formats a parameter's name: ``":{}"`` for SQLAlchemy's ``text()``,
-        ``"%({})s"`` for psycopg itself. Forgets what was queued.
+        ``placeholder`` formats each parameter from its ``name`` (``w0``, ``w1``, … as in the
+        returned dict) and its 1-based ``position``: ``":{name}"`` for SQLAlchemy's ``text()``,
+        ``"%({name})s"`` for psycopg, ``"${position}"`` for ``PREPARE``. Forgets what was queued.
         """
         parts, self._parts = self._parts, []
         params: dict[str, str] = {}
@@ -282,7 +283,7 @@ def _text(sql: str) -> Any:
 def _pg_batch_sql(parts: tuple[tuple[str, Table, tuple[Any, ...]], ...], placeholder: str) -> str:
     queries = []
     for i, (kind, table, shape) in enumerate(parts):
-        rows = f"CAST({placeholder.format(f'w{i}')} AS json)"
+        rows = f"CAST({placeholder.format(name=f'w{i}', position=i + 1)} AS json)"
         t = _q(table.name)
         if kind == "insert":
             columns, conflict, conflict_update = shape
