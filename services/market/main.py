@@ -95,7 +95,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.celery = celery
     app.state.purchases = batcher
     app.state.client_lookup = lookup
-    for module in (clients, quotes, decisions, purchases, ledger, models):
+    # Purchases first: routes are matched in order, and theirs is the busiest.
+    for module in (purchases, clients, quotes, decisions, ledger, models):
         app.include_router(module.router)
     install_http_metrics(app, "market")
 

@@ -231,3 +231,22 @@ def test_the_purchase_batch_settings_reach_the_batcher(tmp_path: Any) -> None:
     )
     batcher = create_app(settings).state.purchases
     assert (batcher.max_batch, batcher.writers) == (1, 3)
+
+
+def test_the_purchase_route_reads_the_bearer_token_as_the_others_do(
+    market: TestClient, register, fund, open_round
+) -> None:
+    """Its own header parsing: no token, another scheme or an empty one is a 401 with a
+    challenge; the scheme is case-insensitive; the OpenAPI entry names the bearer scheme."""
+    a = register()
+    fund(a["id"], "10")
+    open_round()
+    token = a["auth"]["Authorization"].split(" ", 1)[1]
+    for header in ({}, {"Authorization": f"Basic {token}"}, {"Authorization": "Bearer "}):
+        r = _buy(market, header, "key-auth-0001")
+        assert r.status_code == 401, header
+        assert r.headers["WWW-Authenticate"] == "Bearer"
+    assert _buy(market, {"Authorization": f"bearer {token}"}, "key-auth-0002").status_code == 201
+    spec = market.get("/openapi.json").json()
+    assert spec["paths"]["/v1/purchases"]["post"]["security"] == [{"HTTPBearer": []}]
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from mots.platform.schemas import PurchaseIn, PurchaseOut
-from services.market.api.deps import CallerDep, IdempotencyKeyHeader, PurchasesDep
+from services.market.api.deps import BEARER_SECURITY, CallerDep, IdempotencyKeyHeader
 from services.market.idempotency import request_hash
+from services.market.purchase_batcher import PurchaseBatcher
 from services.market.purchases import PATH, PurchaseRequest
 
 router = APIRouter(tags=["purchases"])
@@ -23,18 +24,17 @@ router = APIRouter(tags=["purchases"])
         402: {"description": "balance below the price"},
         409: {"description": "round not collecting, already bought, or key reused"},
     },
+    openapi_extra=BEARER_SECURITY,
 )
 async def purchase(
-    body: PurchaseIn,
-    caller: CallerDep,
-    idempotency_key: IdempotencyKeyHeader,
-    purchases: PurchasesDep,
+    request: Request, body: PurchaseIn, caller: CallerDep, idempotency_key: IdempotencyKeyHeader
 ) -> Any:
     """Pay the round's price from the caller's wallet; a retried key returns the first result.
 
     Booked together with the other purchases in flight (one database transaction per batch,
     which also checks the callers' tokens).
     """
+    purchases: PurchaseBatcher = request.app.state.purchases
     fingerprint = request_hash("POST", PATH, body.model_dump(mode="json"))
     code, result = await purchases.submit(
         PurchaseRequest(
