@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from celery import Celery
 from fastapi import Depends, Header, HTTPException, Path, Request, status
@@ -102,7 +102,7 @@ async def caller(request: Request) -> Caller:
     return Caller(verifier, client.id if client is not None else None)
 
 
-BEARER_SECURITY = {"security": [{bearer.scheme_name: []}]}
+BEARER_SECURITY: dict[str, Any] = {"security": [{bearer.scheme_name: []}]}
 """A route's ``openapi_extra`` when it reads the bearer token without :data:`bearer`."""
 
 
