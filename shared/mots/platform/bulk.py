@@ -236,13 +236,9 @@ class BatchWrite:
         """
         parts, self._parts = self._parts, []
         params: dict[str, str] = {}
-        for i, (kind, _table, shape, data) in enumerate(parts):
-            if kind == "insert":
-                columns = shape[0]
-                rows = [[row[c] for c in columns] for row in data]
-                params[f"w{i}"] = json.dumps(
-                    [dict(zip(columns, r, strict=True)) for r in rows], default=_json_value
-                )
+        for i, (kind, _table, _shape, data) in enumerate(parts):
+            if kind == "insert":  # rows as JSON objects: columns are matched by name
+                params[f"w{i}"] = json.dumps(data, default=_json_value)
             else:
                 keys = sorted(data)  # rows are locked in this order (ascending key)
                 params[f"w{i}"] = json.dumps([{"k": k, "amount": data[k]} for k in keys])

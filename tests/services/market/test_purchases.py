@@ -21,7 +21,8 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.money import to_micros
+from mots.platform.money import from_micros, to_micros
+from mots.platform.schemas import PurchaseOut
 from mots.platform.transactions import in_transaction
 from services.market import ledger, migrations, rounds
 from services.market.auth import hash_token
@@ -34,6 +35,7 @@ from services.market.purchases import (
     Outcome,
     PurchaseRequest,
     book_purchases,
+    purchase_body,
 )
 from services.market.purchases_pg import NeedsSetup, PgPurchaseBook
 from tests.services.conftest import PG_ADMIN, _create_pg_database, _drop_pg_database
@@ -518,3 +520,27 @@ def test_a_pipelined_batch_answers_as_its_requests_one_at_a_time(
         for market, name in zip(markets, names, strict=True):
             market.engine.dispose()
             _drop_pg_database(name)
+
+
+@given(
+    ids=st.tuples(*[st.integers(1, 2**31 - 1)] * 3),
+    price=st.integers(0, 10**15),
+    transaction_id=st.none() | st.integers(1, 2**31 - 1),
+    balance=st.integers(0, 10**15),
+)
+def test_the_purchase_body_is_purchase_outs_json(
+    ids: tuple[int, int, int], price: int, transaction_id: int | None, balance: int
+) -> None:
+    """The hot path's hand-made body equals PurchaseOut's own JSON for any ledger values."""
+    purchase_id, round_id, client_id = ids
+    made = purchase_body(purchase_id, round_id, client_id, price, transaction_id, balance)
+    model = PurchaseOut(
+        purchase_id=purchase_id,
+        round_id=round_id,
+        client_id=client_id,
+        price=from_micros(price),
+        transaction_id=transaction_id,
+        balance=from_micros(balance),
+    )
+    assert made == model.model_dump(mode="json")
+    assert PurchaseOut.model_validate(made) == model
