@@ -11,8 +11,8 @@ rounds are now fully declared is checked off the purchases' path (one check per 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
+import random
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.batching import MicroBatcher
 from mots.platform.transactions import in_transaction, in_transaction_async
+from services.market import ledger
 from services.market.decisions import all_declared
 from services.market.purchases import BookedBatch, PurchaseRequest, book_purchases
 from services.market.purchases_pg import NeedsSetup, PgPurchaseBook
@@ -49,11 +50,17 @@ def purchase_batcher(
     With ``pipelined`` (PostgreSQL) a batch is booked in two round trips
     (:mod:`services.market.purchases_pg`), else, and whenever that path needs an account made,
     on a session: on the event loop with ``async_factory``, else in a thread with ``factory``.
-    ``writers`` batches are booked at once, each into its own pool shard.
+    ``writers`` batches are booked at once, each into its own pool shard (at most
+    :data:`ledger.POOL_SHARDS`).
     ``on_complete(round_id)`` (blocking: run in a thread) hears of a round whose every client
     has declared once a purchase made it so.
     """
-    shards = itertools.count()
+    if writers > ledger.POOL_SHARDS:
+        raise ValueError(
+            f"writers: at most {ledger.POOL_SHARDS} (one pool shard each), got {writers}"
+        )
+    rng = random.Random()
+    in_flight: set[int] = set()  # pool shards of the batches being booked
     account_ids: dict[str, int] = {}  # pool shard accounts, kept once a transaction committed
     checking: set[int] = set()  # rounds whose "all declared?" check is running
     recheck: set[int] = set()  # rounds booked again while their check ran
@@ -65,22 +72,28 @@ def purchase_batcher(
         return await asyncio.get_running_loop().run_in_executor(None, in_transaction, factory, work)
 
     async def book(requests: Sequence[PurchaseRequest]) -> BookedBatch:
-        shard = next(shards)
-        if pipelined is not None:
-            try:
-                return await pipelined.book(requests, shard)
-            except NeedsSetup:
-                pass  # booked below, making the missing accounts
-        seen: dict[str, int] = {}
+        # A shard no batch of this process holds, drawn at random: other API processes (workers,
+        # replicas) draw theirs alike, so two batches rarely wait on one pool row.
+        shard = rng.choice([k for k in range(ledger.POOL_SHARDS) if k not in in_flight])
+        in_flight.add(shard)
+        try:
+            if pipelined is not None:
+                try:
+                    return await pipelined.book(requests, shard)
+                except NeedsSetup:
+                    pass  # booked below, making the missing accounts
+            seen: dict[str, int] = {}
 
-        def work(s: Session) -> BookedBatch:
-            seen.clear()
-            seen.update(account_ids)
-            return book_purchases(s, requests, shard, seen)
+            def work(s: Session) -> BookedBatch:
+                seen.clear()
+                seen.update(account_ids)
+                return book_purchases(s, requests, shard, seen)
 
-        done = await run(work)
-        account_ids.update(seen)
-        return done
+            done = await run(work)
+            account_ids.update(seen)
+            return done
+        finally:
+            in_flight.discard(shard)
 
     async def check_declared(round_id: int) -> None:
         try:

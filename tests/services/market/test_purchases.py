@@ -306,7 +306,8 @@ def test_the_pipelined_path_leaves_a_missing_wallet_to_the_session_path(pg_url: 
         codes = [_code(o) for o in asyncio.run(through_batcher())]
         assert codes == [201, 402, 402]  # the bare wallet was made, empty
         assert _balance(market, ledger.wallet_name(bare)) == 0
-        assert _balance(market, ledger.pool_shard_name(OPEN, 0)) == PRICE
+        pool = sum(_balance(market, name) for name in ledger.pool_shard_names(OPEN))
+        assert pool == PRICE  # in whichever shard the batcher drew
     finally:
         market.engine.dispose()
 
@@ -544,3 +545,11 @@ def test_the_purchase_body_is_purchase_outs_json(
     )
     assert made == model.model_dump(mode="json")
     assert PurchaseOut.model_validate(made) == model
+
+
+def test_a_batcher_has_at_most_one_writer_per_pool_shard(tmp_path: Path) -> None:
+    """Each batch in flight holds its own pool shard, so writers beyond the shards are refused."""
+    sessions = make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'm.db'}"))
+    with pytest.raises(ValueError, match="writers: at most 16"):
+        purchase_batcher(sessions, writers=ledger.POOL_SHARDS + 1)
+    purchase_batcher(sessions, writers=ledger.POOL_SHARDS).close()
