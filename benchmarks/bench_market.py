@@ -25,11 +25,13 @@ import shutil
 import statistics
 import time
 import uuid
+from collections.abc import Coroutine
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvloop
 
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.launcher import Stack, exit_on_sigterm
@@ -190,6 +192,13 @@ async def load(
     }
 
 
+def _run(work: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """Run the load generator on uvloop (as uvicorn runs the API): it shares the API's cores,
+    and on uvloop it costs about a fifth less CPU per request than on asyncio's own loop."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(work)
+
+
 def batch_stats(exposition: str) -> dict[str, dict[str, float]]:
     """Mean batch size and duration per batcher, from the API's ``/metrics`` (one process)."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -240,9 +249,9 @@ def run_market(
         tokens = prepare(url, purchases)
         stack.start(services=("market",), timeout_s=120)
         base = stack.url("market")
-        warm = asyncio.run(load(base, tokens[:WARMUP], concurrency, seconds))
-        floor = asyncio.run(load(base, tokens[WARMUP:], concurrency, seconds, probe=True))
-        result = asyncio.run(load(base, tokens[WARMUP:], concurrency, seconds))
+        warm = _run(load(base, tokens[:WARMUP], concurrency, seconds))
+        floor = _run(load(base, tokens[WARMUP:], concurrency, seconds, probe=True))
+        result = _run(load(base, tokens[WARMUP:], concurrency, seconds))
         with httpx.Client(base_url=base, timeout=120) as http:
             check = http.get("/v1/ledger/check", headers=OPERATOR).json()
             batching = batch_stats(http.get("/metrics").text)

@@ -123,6 +123,21 @@ of database time per purchase)."""
 _RETRYABLE = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
 
 
+def array_literal(values: Sequence[str] | Sequence[int]) -> str:
+    """PostgreSQL's text form of an array of ``values`` (each string quoted and escaped).
+
+    Sent as a plain string that the prepared statement's parameter type reads: psycopg's own
+    client-side encoding of a list costs about 5 µs an element, this a fraction of that.
+    """
+    if values and isinstance(values[0], str):
+        return (
+            '{"'
+            + '","'.join(str(x).replace("\\", "\\\\").replace('"', '\\"') for x in values)
+            + '"}'
+        )
+    return "{" + ",".join(str(int(x)) for x in values) + "}"
+
+
 class NeedsSetup(Exception):
     """The batch needs an account made first (a wallet or a pool shard): book it the general way."""
 
@@ -198,16 +213,10 @@ class PgPurchaseBook:
         keys = sorted({r.key for r in requests})
         unknown_shards = [n for n in shard_names(requests, shard) if n not in self.account_ids]
         query = _READ_BATCH + (_READ_ACCOUNTS if unknown_shards else "")
-        params: list[Any] = [
-            *(verifiers, known_ids),
-            round_ids,
-            *(verifiers, known_ids),
-            *(verifiers, known_ids, keys),
-            *(verifiers, known_ids, round_ids),
-            len(requests),
-        ]
+        v, c, r = array_literal(verifiers), array_literal(known_ids), array_literal(round_ids)
+        params: list[Any] = [v, c, r, v, c, v, c, array_literal(keys), v, c, r, len(requests)]
         if unknown_shards:
-            params.append(unknown_shards)
+            params.append(array_literal(unknown_shards))
         try:
             callers, rounds, wallets, stored, bought, reserved, *accounts = await conn.run(
                 query, params

@@ -37,7 +37,7 @@ from services.market.purchases import (
     book_purchases,
     purchase_body,
 )
-from services.market.purchases_pg import NeedsSetup, PgPurchaseBook
+from services.market.purchases_pg import NeedsSetup, PgPurchaseBook, array_literal
 from tests.services.conftest import PG_ADMIN, _create_pg_database, _drop_pg_database
 from tests.services.market.conftest import open_round_payload
 
@@ -553,3 +553,20 @@ def test_a_batcher_has_at_most_one_writer_per_pool_shard(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="writers: at most 16"):
         purchase_batcher(sessions, writers=ledger.POOL_SHARDS + 1)
     purchase_batcher(sessions, writers=ledger.POOL_SHARDS).close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    strings=st.lists(
+        st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"))
+    ),
+    ints=st.lists(st.integers(-(2**31), 2**31 - 1)),
+)
+def test_array_literals_read_back_as_the_lists_they_encode(
+    strings: list[str], ints: list[int]
+) -> None:
+    """Quotes, backslashes, commas, braces, blanks and NULL-like words survive PostgreSQL's parser."""
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("SELECT %s::text[], %s::int[]", [array_literal(strings), array_literal(ints)])
+        assert cur.fetchone() == (strings, ints)
