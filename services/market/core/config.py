@@ -26,7 +26,11 @@ class Settings(PlatformSettings):
         description="most purchases booked in one database transaction (1: one transaction each)",
     )
     purchase_writers: int = Field(
-        2, ge=1, le=16, description="purchase batches booked at once (each its own transaction)"
+        2,
+        ge=1,
+        le=16,
+        description="purchase batches booked at once (each its own transaction, pool shard and,"
+        " on PostgreSQL, connection)",
     )
     artifact_root: str = Field(
         "out/platform/artifacts",
