@@ -104,7 +104,7 @@ class Decision(Base):
     __table_args__ = (UniqueConstraint("round_id", "client_id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"), index=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"))
     client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
     strategy: Mapped[str] = mapped_column(String(16))
     dropped: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -118,7 +118,7 @@ class Purchase(Base):
     __table_args__ = (UniqueConstraint("round_id", "client_id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"), index=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"))
     client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
     price_micros: Mapped[int] = mapped_column(BigInteger)
     transaction_id: Mapped[int | None] = mapped_column(
