@@ -11,6 +11,7 @@ rounds are now fully declared is checked off the purchases' path (one check per 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -78,10 +79,8 @@ def purchase_batcher(
         in_flight.add(shard)
         try:
             if pipelined is not None:
-                try:
+                with contextlib.suppress(NeedsSetup):  # else booked below, making the accounts
                     return await pipelined.book(requests, shard)
-                except NeedsSetup:
-                    pass  # booked below, making the missing accounts
             seen: dict[str, int] = {}
 
             def work(s: Session) -> BookedBatch:

@@ -464,8 +464,7 @@ def book_purchases(
     buys = verdict.buys()
     if buys:
         known = account_ids if account_ids is not None else {}
-        names = sorted({ledger.pool_shard_name(r.round_id, shard) for r in buys})
-        missing = [n for n in names if n not in known]
+        missing = [n for n in shard_names(buys, shard) if n not in known]
         if missing:
             found = ledger.account_ids(session, missing)
             for name in missing:  # made when the round opened; made here if it was not
