@@ -113,11 +113,11 @@ _READ_ACCOUNTS = "; EXECUTE mots_accounts(%s)"
 
 PURCHASE_CONNECTION_OPTIONS = "-c enable_seqscan=off"
 """Every read and write of a batch is a keyed lookup (unique or indexed columns) or a scan of its
-own parameters, so these connections forbid sequential scans. psycopg prepares a statement after
-five runs and PostgreSQL then settles on a generic plan: without this, one made while a table
-was nearly empty scans it sequentially for ever after (the market's general connections plan
-every run instead, :data:`mots.platform.db.PG_CONNECT_ARGS`, which costs this path about 0.6 ms
-of database time per purchase)."""
+own parameters, so these connections forbid sequential scans. After five runs of a prepared
+statement PostgreSQL settles on a generic plan: without this, one made while a table was nearly
+empty scans it sequentially for ever after (the market's general connections plan every run
+instead, :data:`mots.platform.db.PG_CONNECT_ARGS`, which costs this path about 0.6 ms of
+database time per purchase)."""
 
 # Aborted by a lock conflict or a race (retried), or the connection dropped (reopened).
 _RETRYABLE = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
