@@ -224,9 +224,6 @@ class BatchWrite:
         if amounts:
             self._parts.append(("add", table, (key, column), amounts))
 
-    def __bool__(self) -> bool:
-        return bool(self._parts)
-
     def pg_statement(self, placeholder: str = ":{name}") -> tuple[str, dict[str, str]]:
         """PostgreSQL's single statement for everything queued, and its JSON parameters.
 
