@@ -7,14 +7,14 @@ Accounts are locked in ascending id order (``SELECT … FOR UPDATE`` on PostgreS
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import BatchWrite, reserve_ids
+from mots.platform.bulk import BatchWrite
 from mots.platform.money import from_micros
 from mots.platform.schemas import LedgerCheck
 from services.market.models import Account, Base, Entry, LedgerTransaction
@@ -146,30 +146,6 @@ def post(
     ordered = sorted(legs, key=lambda leg: (leg[1] > 0, leg[0]))  # credits last
     conn.execute(_MOVE_BALANCE, [{"acc": acc, "amount": amount} for acc, amount in ordered])
     return txn_id
-
-
-def post_many(
-    session: Session,
-    kind: str,
-    transfers: Sequence[tuple[int, int, int, int | None, int | None]],
-    writes: BatchWrite | None = None,
-) -> list[int]:
-    """Book many two-leg transfers (source, destination, micros > 0, round, client); their ids.
-
-    The transactions' ids are reserved first; the transactions, their entries and the balances
-    (summed per account) are then written by one :class:`~mots.platform.bulk.BatchWrite`:
-    ``writes`` when given (the caller flushes it with its own rows: the batched purchase path),
-    else one flushed here. The caller holds the source accounts' locks and commits.
-    """
-    if not transfers:
-        return []
-    conn = session.connection()
-    txn_ids = reserve_ids(conn, _TRANSACTIONS, len(transfers))
-    batch = writes if writes is not None else BatchWrite()
-    queue_transfers(batch, kind, transfers, txn_ids, datetime.now(UTC))
-    if writes is None:
-        batch.flush(conn)
-    return txn_ids
 
 
 def queue_transfers(

@@ -86,7 +86,7 @@ def test_insert_rows_returns_the_requested_columns(engine: Engine) -> None:
 
 
 def test_sorted_ids_line_up_with_the_rows_order(engine: Engine) -> None:
-    """Ids drawn from the sequence ascend in the order of ``rows`` (post_many relies on it)."""
+    """Ids drawn from the sequence ascend in the order of ``rows`` (the ledger's batched transfers rely on it)."""
     with engine.begin() as conn:  # some rows first, so ids do not start at 1
         insert_rows(conn, ITEMS, [{"name": f"pre{i}", "amount": 0} for i in range(3)])
     names = [f"r{i:03d}" for i in range(200)]
