@@ -20,6 +20,7 @@ from mots.platform.db import (
     make_sessionmaker,
 )
 from mots.platform.metrics import install_http_metrics
+from mots.platform.web import install_healthz, lazy_app
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
 from services.market.auth import client_lookup
 from services.market.core.config import Settings, get_settings
@@ -52,7 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async_engine = make_async_engine(settings.database_url, settings.db_pool_size)
     async_sessions = make_async_sessionmaker(async_engine) if async_engine is not None else None
     pipelined = (
-        PgPurchaseBook(settings.database_url, settings.purchase_writers)
+        PgPurchaseBook(settings.database_url, settings.purchase_writer_count)
         if async_engine is not None
         else None
     )
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         on_booked=booked,
         on_complete=complete,
         max_batch=settings.purchase_max_batch,
-        writers=settings.purchase_writers,
+        writers=settings.purchase_writer_count,
         pipelined=pipelined,
     )
     lookup = client_lookup(sessions, async_sessions)
@@ -107,19 +108,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (purchases, clients, quotes, decisions, ledger, models):
         app.include_router(module.router)
     install_http_metrics(app, "market")
-
-    @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
-        """Liveness probe (async: answered on the event loop, no thread hop)."""
-        return {"status": "ok"}
-
+    install_healthz(app)
     return app
 
 
-def __getattr__(name: str) -> FastAPI:
-    """``services.market.main:app`` builds the app on first access (uvicorn's import string)."""
-    if name == "app":
-        application = create_app()
-        globals()["app"] = application
-        return application
-    raise AttributeError(name)
+# uvicorn's import string ``services.market.main:app`` builds the app on first access.
+__getattr__ = lazy_app(globals(), create_app)

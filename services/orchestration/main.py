@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from mots.platform.celery_app import make_celery
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import install_http_metrics
+from mots.platform.web import install_healthz, lazy_app
 from services.orchestration.api.routes import rounds
 from services.orchestration.core.config import Settings, get_settings
 from services.orchestration.migrations import upgrade
@@ -42,19 +43,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.celery = make_celery("orchestration", settings.redis_url, settings.redis_key_prefix)
     app.include_router(rounds.router)
     install_http_metrics(app, "orchestration")
-
-    @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
-        """Liveness probe (async: answered on the event loop, no thread hop)."""
-        return {"status": "ok"}
-
+    install_healthz(app)
     return app
 
 
-def __getattr__(name: str) -> FastAPI:
-    """``services.orchestration.main:app`` builds the app on first access (uvicorn's import string)."""
-    if name == "app":
-        application = create_app()
-        globals()["app"] = application
-        return application
-    raise AttributeError(name)
+# uvicorn's import string ``services.orchestration.main:app`` builds the app on first access.
+__getattr__ = lazy_app(globals(), create_app)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from mots.platform.metrics import install_http_metrics
+from mots.platform.web import install_healthz, lazy_app
 from services.pricing.api.routes import quotes
 from services.pricing.core.config import Settings, get_settings
 
@@ -22,19 +23,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings or get_settings()
     app.include_router(quotes.router)
     install_http_metrics(app, "pricing")
-
-    @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
-        """Liveness probe (async: answered on the event loop, no thread hop)."""
-        return {"status": "ok"}
-
+    install_healthz(app)
     return app
 
 
-def __getattr__(name: str) -> FastAPI:
-    """``services.pricing.main:app`` builds the app on first access (uvicorn's import string)."""
-    if name == "app":
-        application = create_app()
-        globals()["app"] = application
-        return application
-    raise AttributeError(name)
+# uvicorn's import string ``services.pricing.main:app`` builds the app on first access.
+__getattr__ = lazy_app(globals(), create_app)
