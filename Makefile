@@ -24,8 +24,9 @@ install: $(STAMP) ## create .venv and install the package with all extras
 system: ## install and start the machine services the tests use (Redis, PostgreSQL, Prometheus, data)
 	bash scripts/ensure_system.sh
 
-lint: install ## ruff
+lint: install ## ruff: lint rules and formatting
 	$(BIN)/ruff check shared services edge tests benchmarks
+	$(BIN)/ruff format --check shared services edge tests benchmarks
 
 typecheck: install ## mypy (strict on the economics core)
 	$(BIN)/mypy shared/mots services edge

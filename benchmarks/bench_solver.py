@@ -60,7 +60,9 @@ def market(
     if rng.random() < 0.5:
         utility = PowerUtility(scale=40.0, exponent=float(rng.choice([2.0, 4.0, 16.0])))
     else:
-        utility = ExponentialUtility(scale=float(rng.uniform(5.0, 50.0)), rate=float(rng.uniform(0.2, 3.0)))
+        utility = ExponentialUtility(
+            scale=float(rng.uniform(5.0, 50.0)), rate=float(rng.uniform(0.2, 3.0))
+        )
     return Scenario(
         types=[
             ClientType(name=f"t{i}", count=int(n), data_size=float(d), cost=float(c))
@@ -101,7 +103,10 @@ def against_enumeration(rng: np.random.Generator, repeats: int) -> list[Row]:
         for framework in SOLVERS:
             for with_req in (False, True):
                 label = (
-                    str(n_types), f"{n_clients:,}", framework, "binding" if with_req else "none"
+                    str(n_types),
+                    f"{n_clients:,}",
+                    framework,
+                    "binding" if with_req else "none",
                 )
                 row = Row(label, [], [], [])
                 for _ in range(repeats):
@@ -224,8 +229,17 @@ def main(argv: list[str] | None = None) -> None:
     console = Console(width=120)
 
     table = Table(title="Exact solver against exhaustive enumeration (same instances, this run)")
-    for col in ("I", "N", "framework", "ε_req", "states (median)", "enumeration", "solver",
-                "ratio", "correct"):
+    for col in (
+        "I",
+        "N",
+        "framework",
+        "ε_req",
+        "states (median)",
+        "enumeration",
+        "solver",
+        "ratio",
+        "correct",
+    ):
         table.add_column(col, justify="right")
     all_correct = True
     for row in against_enumeration(rng, args.repeats):

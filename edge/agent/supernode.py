@@ -44,7 +44,9 @@ def client_index(settings: AgentSettings) -> int:
             "set one of them to this device's index within its type (0, 1, …)"
         ) from exc
     if not text.isdigit():
-        raise ValueError(f"{path}: must hold an integer ≥ 0 (the index within the type), got {text!r}")
+        raise ValueError(
+            f"{path}: must hold an integer ≥ 0 (the index within the type), got {text!r}"
+        )
     return int(text)
 
 

@@ -140,7 +140,9 @@ def _class_size(k: IntArray, b: IntArray, n: IntArray, i: int, s: Strategy) -> i
     return int(n[i] - k[i] - b[i])
 
 
-def _apply(k: IntArray, b: IntArray, i: int, source: Strategy, target: Strategy, count: int) -> None:
+def _apply(
+    k: IntArray, b: IntArray, i: int, source: Strategy, target: Strategy, count: int
+) -> None:
     """Move ``count`` type-i clients from ``source`` to ``target`` (in place)."""
     for s, sign in ((source, -count), (target, count)):
         if s == Strategy.J:
@@ -159,7 +161,9 @@ def _block_length(
     elif target == Strategy.J:
         delta = 1
     if delta == 0:
-        return available  # A ↔ B leaves K unchanged: every client of the class faces the same choice
+        return (
+            available  # A ↔ B leaves K unchanged: every client of the class faces the same choice
+        )
     moved, chunk = 0, 1
     while moved < available:
         t = np.arange(moved, min(available, moved + chunk), dtype=np.int64)
@@ -211,7 +215,9 @@ def run_dynamics(
     if order == "deterministic":
         moves, reason = _sweep(scenario, mechanism, k, b, max_moves, trajectory)
     else:
-        moves, reason = _random(scenario, mechanism, k, b, max_moves, np.random.default_rng(seed), trajectory)
+        moves, reason = _random(
+            scenario, mechanism, k, b, max_moves, np.random.default_rng(seed), trajectory
+        )
     eps = float(generalization_error(k, scenario.sizes, scenario.error_model))
     return DynamicsResult(
         final_participants=k,
@@ -253,7 +259,9 @@ def _sweep(
                 if moves >= max_moves:
                     return moves, "move limit"
                 target = Strategy(int(best[0]))
-                count = max(1, _block_length(mechanism, k, i, source, target, min(size, max_moves - moves)))
+                count = max(
+                    1, _block_length(mechanism, k, i, source, target, min(size, max_moves - moves))
+                )
                 _apply(k, b, i, source, target, count)
                 moves += count
                 moved_this_sweep = True

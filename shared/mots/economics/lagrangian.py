@@ -45,9 +45,7 @@ def constraint_shift(scenario: Scenario) -> float:
     return scenario.error_model.sigma2 + scenario.error_model.eps0
 
 
-def constraint_term(
-    scenario: Scenario, epsilon: npt.ArrayLike, form: ConstraintForm
-) -> FloatArray:
+def constraint_term(scenario: Scenario, epsilon: npt.ArrayLike, form: ConstraintForm) -> FloatArray:
     """g(ε): the bracket multiplying λ in Eq. (12), for ε given per state (ε = +∞: no model, g = −ε_req^−1-like).
 
     "shifted" is the paper's (ε − ε0 − σ²)^−1 − (ε_req − ε0 − σ²)^−1, "unshifted" is
@@ -80,14 +78,18 @@ class Lagrangian:
     lam: float
     form: ConstraintForm
 
-    def from_totals(self, total: FloatArray, inv_size_sum: FloatArray, cost: FloatArray) -> FloatArray:
+    def from_totals(
+        self, total: FloatArray, inv_size_sum: FloatArray, cost: FloatArray
+    ) -> FloatArray:
         """L from the aggregates K = ΣK_i, S = ΣK_i/D_i and ΣK_i C_i (any matching shapes)."""
         sc = self.scenario
         eps = error_from_totals(total, inv_size_sum, sc.error_model)
         welfare = sc.n_clients * sc.utility.value(eps) - cost
         if self.lam == 0.0:
             return np.asarray(welfare, dtype=np.float64)
-        return np.asarray(welfare + self.lam * constraint_term(sc, eps, self.form), dtype=np.float64)
+        return np.asarray(
+            welfare + self.lam * constraint_term(sc, eps, self.form), dtype=np.float64
+        )
 
     def __call__(self, participants: npt.ArrayLike) -> FloatArray:
         """L(K) for one state (shape (I,)) or a batch (shape (..., I))."""
@@ -226,15 +228,23 @@ def supporting_multiplier(
     if not has_requirement:
         if tied.any():
             return MultiplierChoice(0.0, False, 0.0, 0.0, _beaten_reason(int(tied.sum())))
-        return MultiplierChoice(0.0, True, 0.0, math.inf, "no ε_req: λ = 0 and K* maximises welfare over the domain")
+        return MultiplierChoice(
+            0.0, True, 0.0, math.inf, "no ε_req: λ = 0 and K* maximises welfare over the domain"
+        )
     if tied.any():
         return MultiplierChoice(
-            lower, False, lower, upper,
+            lower,
+            False,
+            lower,
+            upper,
             _beaten_reason(int(tied.sum())) + " at the same constraint value; λ = lower bound used",
         )
     if lower > upper + tol * max(1.0, abs(upper)):
         return MultiplierChoice(
-            lower, False, lower, upper,
+            lower,
+            False,
+            lower,
+            upper,
             f"no λ supports K*: states violating ε_req need λ ≥ {lower:.6g}, states with better error "
             f"and lower welfare need λ ≤ {upper:.6g} (duality gap); λ = {lower:.6g} is used",
         )

@@ -590,7 +590,9 @@ class _CutSearch:
             else:
                 point = lo + np.rint(v).astype(np.int64)
                 inc.offer(
-                    m.welfare(np.array([float(k)]), point[None, :] @ m.inv, point[None, :] @ m.costs),
+                    m.welfare(
+                        np.array([float(k)]), point[None, :] @ m.inv, point[None, :] @ m.costs
+                    ),
                     point[None, :],
                 )
                 if bound <= inc.w + inc.tol:

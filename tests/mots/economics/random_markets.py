@@ -44,9 +44,13 @@ def random_market(
     ]
     utility: PowerUtility | ExponentialUtility
     if rng.random() < 0.7:
-        utility = PowerUtility(scale=float(rng.uniform(5.0, 60.0)), exponent=float(rng.uniform(0.5, 8.0)))
+        utility = PowerUtility(
+            scale=float(rng.uniform(5.0, 60.0)), exponent=float(rng.uniform(0.5, 8.0))
+        )
     else:
-        utility = ExponentialUtility(scale=float(rng.uniform(1.0, 50.0)), rate=float(rng.uniform(0.05, 2.0)))
+        utility = ExponentialUtility(
+            scale=float(rng.uniform(1.0, 50.0)), rate=float(rng.uniform(0.05, 2.0))
+        )
     sc = Scenario(
         types=types,
         error_model=ErrorModel(d_gamma2=d_gamma2, sigma2=sigma2, eps0=eps0),

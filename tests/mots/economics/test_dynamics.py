@@ -29,7 +29,10 @@ def stall() -> Scenario:
         ({"start_participants": [5, 0]}, "start_participants: need 0 ≤ K_i ≤ N_i"),
         ({"start_participants": [-1, 0]}, "start_participants: need 0 ≤ K_i ≤ N_i"),
         ({"start_participants": [1.5, 0]}, "start_participants: need 2 integer counts"),
-        ({"start_participants": [1, 0], "start_buyers": [4, 0]}, "start_buyers: need 0 ≤ B_i ≤ N_i − K_i"),
+        (
+            {"start_participants": [1, 0], "start_buyers": [4, 0]},
+            "start_buyers: need 0 ≤ B_i ≤ N_i − K_i",
+        ),
         ({"start_participants": [1, 0], "max_moves": -1}, "max_moves: must be ≥ 0"),
         ({"start_participants": [1, 0], "order": "sideways"}, "order: must be"),
     ],
@@ -84,7 +87,9 @@ class _MatchingPennies(Mechanism):
 def test_best_response_cycle_is_detected() -> None:
     """Matching pennies has no pure equilibrium: the dynamics revisit a state and say so."""
     sc = Scenario(
-        types=[ClientType(name=f"t{i}", count=1, data_size=100.0 * (i + 1), cost=0.0) for i in range(3)],
+        types=[
+            ClientType(name=f"t{i}", count=1, data_size=100.0 * (i + 1), cost=0.0) for i in range(3)
+        ],
         error_model=ErrorModel(d_gamma2=1000.0),
     )
     mech = _MatchingPennies(sc)
@@ -107,7 +112,9 @@ def test_random_order_is_reproducible_by_seed(stall: Scenario) -> None:
     a = run_dynamics(stall, mech, [1, 0], order="random", seed=7, record=True)
     b = run_dynamics(stall, mech, [1, 0], order="random", seed=7, record=True)
     assert a.trajectory is not None and b.trajectory is not None
-    assert [s.participants.tolist() for s in a.trajectory] == [s.participants.tolist() for s in b.trajectory]
+    assert [s.participants.tolist() for s in a.trajectory] == [
+        s.participants.tolist() for s in b.trajectory
+    ]
     assert a.final_participants.tolist() == [4, 4]
     assert all(s.count == 1 for s in a.trajectory)
 
@@ -132,7 +139,9 @@ def test_large_population_in_whole_type_blocks() -> None:
     blocks; its speed is measured by the benchmarks, not here)."""
     sc = Scenario(
         types=[
-            ClientType(name=f"t{i}", count=20_000 * (i + 1), data_size=50.0 * (i + 1), cost=0.5 * (i + 1))
+            ClientType(
+                name=f"t{i}", count=20_000 * (i + 1), data_size=50.0 * (i + 1), cost=0.5 * (i + 1)
+            )
             for i in range(5)
         ],
         error_model=ErrorModel(d_gamma2=2000.0),

@@ -99,7 +99,9 @@ def test_theta_contraction_equals_eq11(sc: Scenario, data: st.DataObject) -> Non
     values = lagr.from_totals(*vertex_aggregates(sc))
     theta = Theta(values, sc.counts)
     k = np.array([data.draw(st.integers(0, int(n))) for n in sc.counts])
-    size = 1e-9 * max(1.0, float(np.max(np.abs(values))))  # sums of terms this large carry that much noise
+    size = 1e-9 * max(
+        1.0, float(np.max(np.abs(values)))
+    )  # sums of terms this large carry that much noise
     assert float(theta(k)) == pytest.approx(_theta_by_eq11(lagr, sc.counts, k), abs=size)
     x = vertex_states(sc.counts)
     np.testing.assert_allclose(theta(x), lagr(x), rtol=1e-12, atol=1e-3 * size)
@@ -167,12 +169,20 @@ def test_high_regime_domain_is_the_grid_or_candidates() -> None:
     states, kind = grid_or_candidates(sc, np.array([0, 0, 5]))
     assert kind == "grid" and len(states) == 11 * 6 * 6
     big = Scenario(
-        types=[ClientType(name=f"t{i}", count=100, data_size=100.0 * (i + 1), cost=1.0) for i in range(4)],
+        types=[
+            ClientType(name=f"t{i}", count=100, data_size=100.0 * (i + 1), cost=1.0)
+            for i in range(4)
+        ],
         error_model=ErrorModel(d_gamma2=2000.0, sigma2=10.0),
     )
     opt = np.array([0, 0, 7, 100])
     states, kind = grid_or_candidates(big, opt)
     assert kind == "candidates"
     rows = {tuple(s) for s in states.tolist()}
-    assert (0, 0, 0, 0) in rows and tuple(opt) in rows and (0, 0, 8, 99) in rows and (0, 0, 50, 100) in rows
+    assert (
+        (0, 0, 0, 0) in rows
+        and tuple(opt) in rows
+        and (0, 0, 8, 99) in rows
+        and (0, 0, 50, 100) in rows
+    )
     assert np.all((states >= 0) & (states <= big.counts))

@@ -263,9 +263,12 @@ def test_requirement_a_hair_below_the_free_optimum() -> None:
     """Regression: ε_req = ε(free optimum)·(1 − 10^−12) makes the free optimum infeasible by less
     than the cut's rounding pad; the best feasible state is then a non-greedy single participant."""
     sc = _scenario(
-        [98.58497304194785, 143.2604673571623, 307.53598943451146], [8, 5, 4],
+        [98.58497304194785, 143.2604673571623, 307.53598943451146],
+        [8, 5, 4],
         [0.04448985973126331, 0.1186035266337577, 0.12111693734444602],
-        d_gamma2=2753.5527779249633, sigma2=57.98454401430848, eps0=0.312131656268694,
+        d_gamma2=2753.5527779249633,
+        sigma2=57.98454401430848,
+        eps0=0.312131656268694,
         utility=ExponentialUtility(scale=16.441748503231754, rate=2.479764574390326),
         eps_req=28.242887155390697,
     )
@@ -282,9 +285,7 @@ def markets(draw: st.DrawFn) -> tuple[Scenario, float | None]:
     counts = draw(st.lists(st.integers(1, 10), min_size=n, max_size=n))
     costs = draw(st.lists(st.floats(0.0, 10.0), min_size=n, max_size=n))
     d_gamma2 = draw(st.floats(50.0, 1e4))
-    sigma2 = draw(
-        st.one_of(st.just(0.0), st.floats(0.0, 3.0 * d_gamma2 / sizes[0]))
-    )
+    sigma2 = draw(st.one_of(st.just(0.0), st.floats(0.0, 3.0 * d_gamma2 / sizes[0])))
     eps0 = draw(st.one_of(st.just(0.0), st.floats(0.0, 3.0)))
     utility = draw(
         st.one_of(
@@ -364,8 +365,11 @@ def test_min_error_at_scale_equals_a_scan_of_every_total() -> None:
         sizes = np.sort(rng.uniform(20.0, 400.0, 20))
         counts = rng.multinomial(10**6 - 20, np.ones(20) / 20) + 1
         sc = _scenario(
-            list(sizes), [int(c) for c in counts], [0.0] * 20,
-            sigma2=sigma2_factor * 2000.0 / sizes[-1], eps0=0.3,
+            list(sizes),
+            [int(c) for c in counts],
+            [0.0] * 20,
+            sigma2=sigma2_factor * 2000.0 / sizes[-1],
+            eps0=0.3,
         )
         eps, _ = min_error(sc)
         order = np.argsort(-sizes, kind="stable")
@@ -518,9 +522,11 @@ def test_proposition1_all_or_none_in_the_low_regime(sc: Scenario) -> None:
         (
             "eps0 > 0 where the shifted curvature assumption fails (low regime, power 40·ε^-2)",
             _scenario(
-                [106.39412311801007, 200.9441544958382, 240.6076172829695], [5, 5, 3],
+                [106.39412311801007, 200.9441544958382, 240.6076172829695],
+                [5, 5, 3],
                 [5.2640240823347355, 13.929518086262878, 9.498761632458253],
-                d_gamma2=1642.5975826465394, eps0=1.2237894242545824,
+                d_gamma2=1642.5975826465394,
+                eps0=1.2237894242545824,
                 utility=PowerUtility(scale=40.0, exponent=2.0),
             ),
             [0, 2, 3],
@@ -528,27 +534,36 @@ def test_proposition1_all_or_none_in_the_low_regime(sc: Scenario) -> None:
         (
             "binding eps_req (low regime, sigma2 = 0, eps0 = 0, power 40·ε^-1)",
             _scenario(
-                [147.11795618672153, 235.29997153335322], [2, 1],
-                [10.079103889765491, 9.58282709953265], d_gamma2=2168.30452041438,
-                utility=PowerUtility(scale=40.0, exponent=1.0), eps_req=6.757096565518184,
+                [147.11795618672153, 235.29997153335322],
+                [2, 1],
+                [10.079103889765491, 9.58282709953265],
+                d_gamma2=2168.30452041438,
+                utility=PowerUtility(scale=40.0, exponent=1.0),
+                eps_req=6.757096565518184,
             ),
             [1, 1],
         ),
         (
             "high regime, a type of I_L participates (eps0 = 0, power 40·ε^-1)",
             _scenario(
-                [154.86320745746318, 246.77929889017884], [3, 1],
-                [8.688542596775294, 16.558373193002513], d_gamma2=2124.5742358569933,
-                sigma2=10.344169351037182, utility=PowerUtility(scale=40.0, exponent=1.0),
+                [154.86320745746318, 246.77929889017884],
+                [3, 1],
+                [8.688542596775294, 16.558373193002513],
+                d_gamma2=2124.5742358569933,
+                sigma2=10.344169351037182,
+                utility=PowerUtility(scale=40.0, exponent=1.0),
             ),
             [1, 0],
         ),
         (
             "low regime, sigma2 > 0 where the curvature assumption fails (power 40·ε^-2)",
             _scenario(
-                [86.03971311644659, 229.48601269308543], [7, 4],
-                [0.15985147228619265, 0.4898940381670171], d_gamma2=1517.9754138372934,
-                sigma2=6.012989943304373, utility=PowerUtility(scale=40.0, exponent=2.0),
+                [86.03971311644659, 229.48601269308543],
+                [7, 4],
+                [0.15985147228619265, 0.4898940381670171],
+                d_gamma2=1517.9754138372934,
+                sigma2=6.012989943304373,
+                utility=PowerUtility(scale=40.0, exponent=2.0),
             ),
             [0, 2],
         ),

@@ -69,7 +69,9 @@ def _low_regime_shape(mech: SwanMechanism, k: np.ndarray) -> bool:
 
 @pytest.mark.parametrize("regime", ["low", "high"])
 @pytest.mark.parametrize("with_requirement", [False, True])
-def test_robust_swan_reaches_optimum_and_balances_budget(regime: str, with_requirement: bool) -> None:
+def test_robust_swan_reaches_optimum_and_balances_budget(
+    regime: str, with_requirement: bool
+) -> None:
     """swan_robust: from random (K, B) the dynamics end at (K*, N − K*); incentive cost 0 when W* > 0."""
     rng = np.random.default_rng(3 + 10 * (regime == "high") + with_requirement)
     for _ in range(N_MARKETS):
@@ -93,7 +95,9 @@ def test_robust_swan_reaches_optimum_and_balances_budget(regime: str, with_requi
 
 @pytest.mark.parametrize("regime", ["low", "high"])
 @pytest.mark.parametrize("with_requirement", [False, True])
-def test_paper_swan_ends_where_the_characterisation_says(regime: str, with_requirement: bool) -> None:
+def test_paper_swan_ends_where_the_characterisation_says(
+    regime: str, with_requirement: bool
+) -> None:
     """swan: the end state is a local maximum of the potential under single moves (a vertex or a
     one-participant corner in the low regime), the potential never falls after leaving K = 0, and
     when K* is the only such state the dynamics reach it (Theorem 3's claim, conditionally)."""
@@ -121,11 +125,15 @@ def test_paper_swan_ends_where_the_characterisation_says(regime: str, with_requi
         if mech.optimum.welfare > 0 and mech.summary.optimum_representable:
             k_star = mech.optimum.participants
             cost = mech.incentive_cost(k_star, sc.counts - k_star)
-            assert abs(cost) <= 1e-9 * max(1.0, abs(mech.optimum.welfare) + sc.n_clients * abs(mech.summary.price))
+            assert abs(cost) <= 1e-9 * max(
+                1.0, abs(mech.optimum.welfare) + sc.n_clients * abs(mech.summary.price)
+            )
         terminal = _terminal_states(mech)
         assert any(np.array_equal(t, k) for t in terminal)
         if len(terminal) == 1 and np.array_equal(terminal[0], mech.optimum.participants):
             unique += 1
             reached += int(np.array_equal(k, mech.optimum.participants))
     assert reached == unique
-    assert unique > N_MARKETS // 10  # the loop exercises the conditional claim, not only its premise's failure
+    assert (
+        unique > N_MARKETS // 10
+    )  # the loop exercises the conditional claim, not only its premise's failure

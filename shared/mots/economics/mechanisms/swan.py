@@ -69,7 +69,9 @@ class SwanSummary:
     optimum: SocialOptimum
 
 
-def incentive_ratio(welfare: float, n_clients: int, peak: float, floor: float) -> tuple[float, bool]:
+def incentive_ratio(
+    welfare: float, n_clients: int, peak: float, floor: float
+) -> tuple[float, bool]:
     """τ of Eq. (13): (W*/N)/(peak − floor) when W* > 0, else the limit τ → 0+ (returned as (0, True))."""
     if welfare > 0.0 and peak > floor:
         return welfare / n_clients / (peak - floor), False
@@ -139,7 +141,9 @@ class SwanMechanism(PotentialMechanism):
             extra = "; K* is not a vertex of X, so θ cannot single it out"
         choice = supporting_multiplier(welfare, g, idx, sc.eps_req is not None)
         if extra:
-            choice = MultiplierChoice(choice.lam, False, choice.lower, choice.upper, choice.reason + extra)
+            choice = MultiplierChoice(
+                choice.lam, False, choice.lower, choice.upper, choice.reason + extra
+            )
         self.multiplier = choice
         self.lagrangian = Lagrangian(sc, choice.lam, form)
         values = self.lagrangian.from_totals(tot, inv, cost)

@@ -38,7 +38,9 @@ def test_modified_fl_prices_at_utility_with_a_fixed_reward() -> None:
     sc = load_scenario("examples/scenarios/paper_mnist.yaml")
     mech = ModifiedFLMechanism(sc)
     opt = solve_mots_optimum(sc)
-    expected = float(opt.buyers.sum()) * _u(sc, opt.participants.tolist()) / float(opt.participants.sum())
+    expected = (
+        float(opt.buyers.sum()) * _u(sc, opt.participants.tolist()) / float(opt.participants.sum())
+    )
     for k in ([1, 0, 0], [10, 5, 5]):
         q = mech.quote(k)
         assert q.price == pytest.approx(_u(sc, k))

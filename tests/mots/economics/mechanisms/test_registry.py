@@ -49,7 +49,18 @@ def test_compare_on_the_paper_setting() -> None:
     np.testing.assert_array_equal(fl.final_participants, solve_fl_optimum(sc).participants)
     assert fl.moves == 0 and fl.welfare < robust.welfare  # Proposition 3
     assert rows["dynamic"].moves >= 0
-    keys = {"mechanism", "final", "buyers", "welfare", "epsilon", "meets_requirement", "incentive_cost", "moves", "converged", "reason"}
+    keys = {
+        "mechanism",
+        "final",
+        "buyers",
+        "welfare",
+        "epsilon",
+        "meets_requirement",
+        "incentive_cost",
+        "moves",
+        "converged",
+        "reason",
+    }
     assert set(robust.as_dict()) == keys
 
 

@@ -94,7 +94,10 @@ def test_binding_requirement_gets_a_positive_supporting_lambda() -> None:
     assert np.all(mech.lagrangian(x) <= s.L_optimum + 1e-12)
     assert s.incentive_cost == pytest.approx(0.0, abs=1e-9)
     for start in x[1:]:
-        assert run_dynamics(sc, mech, start).final_participants.tolist() == s.optimum.participants.tolist()
+        assert (
+            run_dynamics(sc, mech, start).final_participants.tolist()
+            == s.optimum.participants.tolist()
+        )
 
 
 def test_nonpositive_welfare_takes_the_tau_limit() -> None:
@@ -174,7 +177,9 @@ def test_high_regime_too_large_to_enumerate_uses_candidates() -> None:
     """Π(N_i + 1) > 200 000: λ and L0 come from the documented candidate set; K* stays put."""
     sc = Scenario(
         types=[
-            ClientType(name=f"t{i}", count=200, data_size=50.0 * (i + 1), cost=0.001 * 50.0 * (i + 1))
+            ClientType(
+                name=f"t{i}", count=200, data_size=50.0 * (i + 1), cost=0.001 * 50.0 * (i + 1)
+            )
             for i in range(3)
         ],
         error_model=ErrorModel(d_gamma2=2000.0, sigma2=20.0),

@@ -69,7 +69,9 @@ def test_reaches_optimum_from_random_starts(sc: Scenario, data: st.DataObject) -
         sc = sc.with_eps_req(min_error(sc)[0] * data.draw(st.floats(1.0, 2.0)))
     mech = RobustSwanMechanism(sc)
     k0 = np.array([data.draw(st.integers(0, int(n))) for n in sc.counts])
-    b0 = np.array([data.draw(st.integers(0, int(n - k))) for n, k in zip(sc.counts, k0, strict=True)])
+    b0 = np.array(
+        [data.draw(st.integers(0, int(n - k))) for n, k in zip(sc.counts, k0, strict=True)]
+    )
     order = data.draw(st.sampled_from(["deterministic", "random"]))
     result = run_dynamics(sc, mech, k0, b0, order=order, seed=data.draw(st.integers(0, 99)))
     k_star = mech.optimum.participants
