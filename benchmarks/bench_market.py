@@ -39,6 +39,7 @@ from mots.platform.money import to_micros
 from mots.platform.schemas import OpenRoundPayload
 from services.market import ledger, rounds
 from services.market.auth import hash_token, new_token
+from services.market.core.config import Settings
 from services.market.migrations import upgrade
 from services.market.models import Client
 
@@ -275,7 +276,7 @@ def run_market(
         "db": db,
         "api_workers": api_workers,
         "max_batch": max_batch,
-        "writers": writers,
+        "writers": writers or Settings(database_url=url).purchase_writer_count,
         "concurrency": concurrency,
         "warmup_requests": warm["requests"],
         **result,
@@ -354,7 +355,8 @@ def main() -> None:
     }
     (args.out / f"market-{args.db}.json").write_text(json.dumps(report, indent=2))
     print(
-        f"market API on {args.db}, {args.api_workers} worker(s), {args.concurrency} concurrent "
+        f"market API on {args.db}, {args.api_workers} worker(s), {result['writers']} batch "
+        f"writer(s), {args.concurrency} concurrent "
         f"clients, {result['requests']} purchases measured after {WARMUP} warm-up:"
     )
     if baseline is not None:
