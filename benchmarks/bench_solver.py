@@ -8,6 +8,8 @@ Run with ``make bench-solver`` (``.venv/bin/python -m benchmarks.bench_solver``)
 2. the largest population solved within one second of CPU time for I = 10 and I = 20 types
    (populations doubled until a solve takes over a second), free and under a binding ε_req, with a
    local optimality check (no feasible single-client change or one-client swap does better).
+
+Exits 1 if any solve disagrees with enumeration or fails its local check.
 """
 
 from __future__ import annotations
@@ -307,6 +309,8 @@ def main(argv: list[str] | None = None) -> None:
         "stays exact but its node count depends on the instance (docs/economics.md, Solver)."
     )
     console.print("all checks passed" if all_correct else "[red]MISMATCH FOUND[/red]")
+    if not all_correct:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
