@@ -6,7 +6,8 @@ clients), then runs ``--rounds`` market rounds in which the simulated clients be
 The first round also starts the federation; every round's time per state comes from the
 orchestrator's persisted transitions. Platform time = the round's wall time minus its training and
 evaluation states (so it holds the queues, pricing, the market's calls, settlement and the
-clients' REST calls while collecting). Target: at most 5% of the round. Writes out/bench/round.json.
+clients' REST calls while collecting). Target: at most 5% of the round. Writes out/bench/round.json;
+exits 1 if a round ends in any state but published.
 """
 
 from __future__ import annotations
@@ -90,6 +91,10 @@ def main() -> None:
             f"= {r['platform_share']:.2%} of the round ({ph})"
         )
     print("target: platform share ≤ 5%")
+    unfinished = [r["round_id"] for r in rows if r["state"] != "published"]
+    if unfinished:
+        print(f"rounds not published: {unfinished}")
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,32 @@
+"""``make bench-round`` end to end on the in-process trainer: a round is published and timed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_one_round_is_published_and_its_time_accounted_for(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_round", "--trainer", "inprocess",
+         "--rounds", "1", "--train-rounds", "1", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = json.loads((tmp_path / "round.json").read_text())["rounds"]
+    assert row["state"] == "published"
+    phases = row["phase_seconds"]
+    assert list(phases) == ["open", "collecting", "training", "evaluating", "settling"]
+    # The persisted transitions cover the whole round; platform time is the rest of it.
+    assert sum(phases.values()) == pytest.approx(row["round_seconds"], abs=0.05)
+    work = row["training_seconds"] + row["evaluation_seconds"]
+    assert row["platform_seconds"] == pytest.approx(row["round_seconds"] - work)
+    assert 0 < row["platform_share"] < 1
+    assert len(row["fedavg_round_seconds"]) == 1  # --train-rounds 1
