@@ -12,6 +12,7 @@ from mots.reproduce.settings import SETTINGS
 
 @click.command(
     "reproduce",
+    short_help="Reproduce the paper's evaluation (Figs. 5-9): PNG figures and a report.",
     epilog=(
         "Examples:\n\n"
         "  mots reproduce --quick                  # minutes on 2 cores, 1 run, few rounds\n\n"

@@ -96,7 +96,7 @@ def _parse_k(text: str) -> list[int]:
         raise click.BadParameter(f"{text!r} is not K_i per type, e.g. 2,0,5") from err
 
 
-@click.command()
+@click.command(short_help="Measure ε over a grid of coalitions (Fig. 5) and fit Eq. 3.")
 @_train_options
 @click.option("--seeds", type=int, default=2, show_default=True, help="seeds 0..n-1 per coalition")
 @click.option("--k1-max", type=int, default=10, show_default=True, help="K1 = 0..k1-max (Fig. 5)")
