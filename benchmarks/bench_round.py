@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,12 @@ def main() -> None:
     args = parser.parse_args()
     exit_on_sigterm()
     args.out.mkdir(parents=True, exist_ok=True)
+    # A fresh market: a previous run's databases would add its clients, who never declare, to
+    # this run's population (each round would then wait out the collect timeout).
+    workdir = args.out / "round-run"
+    shutil.rmtree(workdir, ignore_errors=True)
     stack = Stack(
-        workdir=args.out / "round-run",
+        workdir=workdir,
         extra_env={
             "MOTS_TRAINER": args.trainer,
             "MOTS_TRAIN_ROUNDS": str(args.train_rounds),
