@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ from mots.platform.schemas import (
     SettlePayload,
     SettleResult,
 )
+from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.models import Round, Transition
 from services.orchestration.trainer import Trainer, TrainingOutcome
@@ -99,6 +101,20 @@ def create_round(sessions: sessionmaker[Session]) -> int:
         session.add(rnd)
         session.flush()
         return rnd.id
+
+
+def training_progress(p: RoundProgress) -> dict[str, Any]:
+    """A FedAvg round's progress as the round API shows it (1-based round; ε None before the
+    first round's model is evaluated)."""
+    return {
+        "fedavg_round": p.round + 1,
+        "fedavg_rounds": p.rounds,
+        "clients_done": p.clients_done,
+        "clients": p.clients,
+        "epsilon": p.epsilon if math.isfinite(p.epsilon) else None,
+        "round_seconds": p.seconds,
+        "in_progress": p.partial,
+    }
 
 
 class RoundMachine:
@@ -317,7 +333,9 @@ class RoundMachine:
         sizes = [float(t["data_size"]) for t in scenario["types"]]
         node_types = [i for i, t in enumerate(scenario["types"]) for _ in range(t["count"])]
         try:
-            outcome: TrainingOutcome = self.trainer.train(k, sizes, node_types, rnd.id)
+            outcome: TrainingOutcome = self.trainer.train(
+                k, sizes, node_types, rnd.id, progress=lambda p: self._note_progress(rnd.id, p)
+            )
         except Exception as exc:
             raise RoundFailure(
                 f"training failed ({type(exc).__name__}: {exc}): buyers are refunded, "
@@ -337,6 +355,20 @@ class RoundMachine:
             note += f"; dropped out: {dropped}"
         self._move(rnd.id, S.TRAINING, S.EVALUATING, note, training_json=json.dumps(training))
         return Step(S.EVALUATING)
+
+    def _note_progress(self, round_id: int, p: RoundProgress) -> None:
+        """Record the training's latest FedAvg round on the round while it trains (the API shows
+        it); best effort: a failed write is logged and training goes on."""
+        body = json.dumps(training_progress(p))
+        try:
+            with self.sessions() as session, session.begin():
+                session.execute(
+                    update(Round)
+                    .where(Round.id == round_id, Round.state == S.TRAINING.value)
+                    .values(training_progress_json=body)
+                )
+        except Exception:
+            log.warning("round %s: training progress not recorded", round_id, exc_info=True)
 
     def _evaluate(self, rnd: Round) -> Step:
         training = json.loads(rnd.training_json or "{}")

@@ -30,6 +30,7 @@ class Round(Base):
     decisions_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     terms_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     training_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    training_progress_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     evaluation_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     settlement_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     summary_json: Mapped[str | None] = mapped_column(Text, nullable=True)

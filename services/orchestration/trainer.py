@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 
 
@@ -87,9 +89,15 @@ class Trainer:
         return fed
 
     def train(
-        self, participants: list[int], sizes: list[float], node_types: list[int], round_id: int
+        self,
+        participants: list[int],
+        sizes: list[float],
+        node_types: list[int],
+        round_id: int,
+        progress: Callable[[RoundProgress], None] | None = None,
     ) -> TrainingOutcome:
-        """Train the coalition K (participants per type) and save the model artifact."""
+        """Train the coalition K (participants per type) and save the model artifact;
+        ``progress`` hears of every FedAvg round (and clients finishing within one)."""
         from mots.training.runner import train_coalition
 
         with self._lock:
@@ -104,10 +112,15 @@ class Trainer:
                     engine="deployment",
                     federation=fed,
                     artifact_dir=artifact_dir,
+                    progress=progress or False,
                 )
             else:
                 result = train_coalition(
-                    participants, config, engine="inprocess", artifact_dir=artifact_dir
+                    participants,
+                    config,
+                    engine="inprocess",
+                    artifact_dir=artifact_dir,
+                    progress=progress or False,
                 )
             seconds = time.perf_counter() - start
         completed = result.metadata.get("completed_participants", participants)

@@ -76,18 +76,34 @@ def start_redis(workdir: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
 
 
 def wait_round(http: httpx.Client, round_id: int, timeout_s: float) -> dict[str, Any]:
-    """Poll the orchestration API until the round reaches a terminal state."""
+    """Poll the orchestration API until the round reaches a terminal state, printing each state
+    and, while it trains, each finished FedAvg round."""
     deadline = time.monotonic() + timeout_s
     last = ""
+    last_fedavg = 0
     while time.monotonic() < deadline:
         body: dict[str, Any] = http.get(f"/v1/rounds/{round_id}").json()
         if body["state"] != last:
             print(f"  round {round_id}: {body['state']}", flush=True)
             last = body["state"]
+        progress = body.get("training_progress")
+        if progress and not progress["in_progress"] and progress["fedavg_round"] > last_fedavg:
+            last_fedavg = progress["fedavg_round"]
+            print(f"    {fedavg_line(progress)}", flush=True)
         if body["state"] in ("published", "settled_by_rule"):
             return body
         time.sleep(0.2)
     raise TimeoutError(f"round {round_id} did not finish within {timeout_s}s (last state {last})")
+
+
+def fedavg_line(progress: dict[str, Any]) -> str:
+    """One finished FedAvg round, as the round API reports it (``training_progress``)."""
+    eps = progress.get("epsilon")
+    return (
+        f"FedAvg round {progress['fedavg_round']}/{progress['fedavg_rounds']}: "
+        f"{progress['clients_done']}/{progress['clients']} clients, "
+        f"ε {'–' if eps is None else f'{eps:.4f}'}, {progress['round_seconds']:.1f} s"
+    )
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +24,7 @@ from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.launcher import Stack
 from mots.platform.schemas import RoundState, Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
+from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.machine import RoundMachine
 from services.orchestration.migrations import upgrade
@@ -36,11 +38,16 @@ class LeavingNodeTrainer(Trainer):
     """Trains without the last participant of the last type, which left mid-round."""
 
     def train(
-        self, participants: list[int], sizes: list[float], node_types: list[int], round_id: int
+        self,
+        participants: list[int],
+        sizes: list[float],
+        node_types: list[int],
+        round_id: int,
+        progress: Callable[[RoundProgress], None] | None = None,
     ) -> TrainingOutcome:
         stayed = list(participants)
         stayed[-1] -= 1
-        outcome = super().train(stayed, sizes, node_types, round_id)
+        outcome = super().train(stayed, sizes, node_types, round_id, progress)
         return replace(outcome, completed=stayed)
 
 
@@ -83,6 +90,11 @@ def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> No
             state = step.state
         rnd = machine._load(round_id)
         assert rnd.state == "published", rnd.rule
+        # The training's last report stays on the round: both FedAvg rounds, every client done.
+        progress = json.loads(rnd.training_progress_json or "{}")
+        assert progress["fedavg_round"] == progress["fedavg_rounds"] == 2
+        assert progress["clients_done"] == progress["clients"] == 1  # the other one left
+        assert progress["in_progress"] is False and progress["epsilon"] > 0
         joined = sorted(a.id for a in agents if choices[a.id] == Strategy.JOIN)
         assert len(joined) == 2
         stayed_id, left_id = joined

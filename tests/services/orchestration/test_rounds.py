@@ -58,6 +58,10 @@ def test_round_survives_a_killed_orchestrator(platform) -> None:
     stack.restart("orchestration-worker")
     body = wait_round(orchestration, round_id, 240)
     assert body["state"] == "published", body
+    # the API shows the training's last report: MOTS_TRAIN_ROUNDS=2, both type-3 clients done
+    progress = body["training_progress"]
+    assert (progress["fedavg_round"], progress["fedavg_rounds"]) == (2, 2)
+    assert progress["clients_done"] == progress["clients"] == 2
     s = body["summary"]
     assert s["participants"] == {"type-1": 0, "type-3": 2}
     assert s["equilibrium"] is True

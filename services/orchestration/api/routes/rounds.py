@@ -44,6 +44,10 @@ def _view(rnd: Round, transitions: list[Transition] | None = None) -> dict[str, 
         "rule": rnd.rule,
         "created_at": rnd.created_at.isoformat(),
         "summary": json.loads(rnd.summary_json) if rnd.summary_json else None,
+        # while training: the latest FedAvg round (its number, clients done, ε so far)
+        "training_progress": (
+            json.loads(rnd.training_progress_json) if rnd.training_progress_json else None
+        ),
         "quote": json.loads(rnd.quote_json) if rnd.quote_json else None,
         # the priced population and error model: the body of a pricing what-if query
         "scenario": json.loads(rnd.scenario_json) if rnd.scenario_json else None,
