@@ -83,13 +83,14 @@ def wait_round(http: httpx.Client, round_id: int, timeout_s: float) -> dict[str,
     last_fedavg = 0
     while time.monotonic() < deadline:
         body: dict[str, Any] = http.get(f"/v1/rounds/{round_id}").json()
-        if body["state"] != last:
-            print(f"  round {round_id}: {body['state']}", flush=True)
-            last = body["state"]
+        # FedAvg rounds first: the last one may be seen together with the move to evaluating
         progress = body.get("training_progress")
         if progress and not progress["in_progress"] and progress["fedavg_round"] > last_fedavg:
             last_fedavg = progress["fedavg_round"]
             print(f"    {fedavg_line(progress)}", flush=True)
+        if body["state"] != last:
+            print(f"  round {round_id}: {body['state']}", flush=True)
+            last = body["state"]
         if body["state"] in ("published", "settled_by_rule"):
             return body
         time.sleep(0.2)
