@@ -104,24 +104,15 @@ class Trainer:
             config = self._config(sizes, node_types)
             artifact_dir = Path(self.settings.artifact_dir) / f"round-{round_id}"
             start = time.perf_counter()
-            if self.settings.trainer == "deployment":
-                fed = self._ensure_federation(node_types)
-                result = train_coalition(
-                    participants,
-                    config,
-                    engine="deployment",
-                    federation=fed,
-                    artifact_dir=artifact_dir,
-                    progress=progress or False,
-                )
-            else:
-                result = train_coalition(
-                    participants,
-                    config,
-                    engine="inprocess",
-                    artifact_dir=artifact_dir,
-                    progress=progress or False,
-                )
+            engine = self.settings.trainer
+            result = train_coalition(
+                participants,
+                config,
+                engine=engine,
+                federation=self._ensure_federation(node_types) if engine == "deployment" else None,
+                artifact_dir=artifact_dir,
+                progress=progress or False,
+            )
             seconds = time.perf_counter() - start
         completed = result.metadata.get("completed_participants", participants)
         return TrainingOutcome(
