@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from mots.platform import metrics
-from mots.platform.celery_app import make_celery, send
+from mots.platform.celery_app import make_celery
+from mots.platform.contracts import ORCHESTRATION_DECISIONS_COMPLETE, send
 from mots.platform.db import (
     make_async_engine,
     make_async_sessionmaker,
@@ -20,6 +21,7 @@ from mots.platform.db import (
     make_sessionmaker,
 )
 from mots.platform.metrics import install_http_metrics
+from mots.platform.schemas import RoundRef
 from mots.platform.web import install_healthz, lazy_app
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
 from services.market.auth import client_lookup
@@ -48,7 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def complete(round_id: int) -> None:
         """Every client declared (the last by buying): tell orchestration to close the round."""
-        send(celery, "orchestration.decisions_complete", {"round_id": round_id})
+        send(celery, ORCHESTRATION_DECISIONS_COMPLETE, RoundRef(round_id=round_id))
 
     async_engine = make_async_engine(settings.database_url, settings.db_pool_size)
     async_sessions = make_async_sessionmaker(async_engine) if async_engine is not None else None

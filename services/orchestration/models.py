@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from mots.economics.scenario import Scenario
+from mots.platform.json_column import TypedJSON
+from mots.platform.schemas import EvaluationResult, PricingResult, RoundDecisions, SettleResult
+from services.orchestration.products import (
+    RoundSummary,
+    RoundTerms,
+    TrainingProgress,
+    TrainingRecord,
+    TypeClients,
+)
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _product(kind: Any) -> Mapped[Any]:
+    """A nullable typed JSON column holding one of the round's products."""
+    return mapped_column(TypedJSON(kind), nullable=True)
 
 
 class Base(DeclarativeBase):
@@ -17,23 +34,24 @@ class Base(DeclarativeBase):
 
 
 class Round(Base):
-    """One market round; ``state`` is the machine's current state, the JSON columns its products."""
+    """One market round: ``state`` is the machine's current state, the typed JSON columns the
+    products of the states it went through (each validated against its model on write and read)."""
 
     __tablename__ = "rounds"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     state: Mapped[str] = mapped_column(String(16), index=True)
     mechanism: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    scenario_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    type_clients_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    quote_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    decisions_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    terms_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    training_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    training_progress_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    evaluation_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    settlement_json: Mapped[str | None] = mapped_column(Text, nullable=True)
-    summary_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    scenario: Mapped[Scenario | None] = _product(Scenario)
+    type_clients: Mapped[TypeClients | None] = _product(TypeClients)
+    quote: Mapped[PricingResult | None] = _product(PricingResult)
+    decisions: Mapped[RoundDecisions | None] = _product(RoundDecisions)
+    terms: Mapped[RoundTerms | None] = _product(RoundTerms)
+    training: Mapped[TrainingRecord | None] = _product(TrainingRecord)
+    training_progress: Mapped[TrainingProgress | None] = _product(TrainingProgress)
+    evaluation: Mapped[EvaluationResult | None] = _product(EvaluationResult)
+    settlement: Mapped[SettleResult | None] = _product(SettleResult)
+    summary: Mapped[RoundSummary | None] = _product(RoundSummary)
     rule: Mapped[str | None] = mapped_column(Text, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

@@ -6,93 +6,59 @@ On start it migrates its database and re-enqueues every unfinished round (restar
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
-from celery import signals
-
-from mots.platform.celery_app import make_celery, send, task
+from mots.platform.contracts import ORCHESTRATION_ADVANCE, ORCHESTRATION_DECISIONS_COMPLETE, send
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.metrics import TASKS, serve_worker_metrics
-from mots.platform.schemas import TERMINAL_STATES, RoundState
+from mots.platform.schemas import AdvanceRequest, AdvanceResult, RoundRef, RoundState
+from mots.platform.worker import service_worker
 from services.orchestration.core.config import get_settings
-from services.orchestration.machine import RoundMachine
 from services.orchestration.migrations import upgrade
-from services.orchestration.models import Round
+from services.orchestration.rounds.celery_services import CeleryRoundServices
+from services.orchestration.rounds.machine import RoundMachine
+from services.orchestration.rounds.ports import RoundPorts
+from services.orchestration.rounds.sql_store import SqlRoundStore
 from services.orchestration.trainer import Trainer
 
-log = logging.getLogger(__name__)
 settings = get_settings()
-app = make_celery("orchestration", settings.redis_url, settings.redis_key_prefix)
-sessions = make_sessionmaker(make_engine(settings.database_url))
 trainer = Trainer(settings)
-machine = RoundMachine(settings, sessions, app, trainer)
-RETRY_SETTLEMENT_S = 5.0
-
-
-def _enqueue(round_id: int, state: RoundState, countdown: float = 0.0) -> None:
-    send(app, "orchestration.advance", {"round_id": round_id, "state": state.value}, countdown)
 
 
 def recover() -> list[int]:
-    """Re-enqueue the current step of every round not in a terminal state."""
-    with sessions() as session:
-        pending = [
-            (r.id, RoundState(r.state))
-            for r in session.query(Round).filter(
-                Round.state.notin_([s.value for s in TERMINAL_STATES])
-            )
-        ]
-    for round_id, state in pending:
-        log.info("recovering round %s in %s", round_id, state.value)
-        _enqueue(round_id, state)
-    return [r for r, _ in pending]
+    """Re-enqueue the current step of every unfinished round (the worker has just started)."""
+    return machine.recover()
 
 
-def _on_ready(**_: Any) -> None:
-    upgrade(settings.database_url)
-    serve_worker_metrics(settings.metrics_port, settings.metrics_host)
-    recover()
+app = service_worker(
+    "orchestration",
+    settings,
+    migrate=lambda: upgrade(settings.database_url),
+    on_ready=recover,
+    on_shutdown=trainer.stop,
+)
 
 
-signals.worker_ready.connect(_on_ready, weak=False)
+def schedule(round_id: int, state: RoundState, countdown: float = 0.0) -> None:
+    """Enqueue the step of ``state`` for a round on this service's queue."""
+    send(app, ORCHESTRATION_ADVANCE, AdvanceRequest(round_id=round_id, state=state), countdown)
 
 
-def _on_shutdown(**_: Any) -> None:
-    trainer.stop()
+machine = RoundMachine(
+    RoundPorts(
+        services=CeleryRoundServices(app, settings.task_timeout_s),
+        store=SqlRoundStore(make_sessionmaker(make_engine(settings.database_url))),
+        trainer=trainer,
+        schedule=schedule,
+        settings=settings,
+    )
+)
 
 
-signals.worker_shutdown.connect(_on_shutdown, weak=False)
-
-
-@task(app, "orchestration.start_round")
-def start_round(_: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Create a round and start its machine."""
-    round_id = machine.create()
-    _enqueue(round_id, RoundState.OPEN)
-    TASKS.labels("orchestration", "start_round", "ok").inc()
-    return {"round_id": round_id}
-
-
-@task(app, "orchestration.advance")
-def advance(payload: dict[str, Any]) -> dict[str, Any]:
+@ORCHESTRATION_ADVANCE.handler(app)
+def advance(request: AdvanceRequest) -> AdvanceResult:
     """Run one step of a round and enqueue the next."""
-    round_id, state = int(payload["round_id"]), RoundState(payload["state"])
-    try:
-        step = machine.step(round_id, state)
-    except Exception:
-        TASKS.labels("orchestration", "advance", "error").inc()
-        if state == RoundState.FAILED:  # settle-by-rule must happen: retry until the market answers
-            _enqueue(round_id, state, RETRY_SETTLEMENT_S)
-            return {"round_id": round_id, "retry": True}
-        raise
-    TASKS.labels("orchestration", "advance", "ok").inc()
-    if step.state is not None:
-        _enqueue(round_id, step.state, step.countdown)
-    return {"round_id": round_id, "next": step.state.value if step.state else None}
+    return machine.advance(request.round_id, request.state)
 
 
-@task(app, "orchestration.decisions_complete")
-def decisions_complete(payload: dict[str, Any]) -> dict[str, Any]:
+@ORCHESTRATION_DECISIONS_COMPLETE.handler(app)
+def decisions_complete(ref: RoundRef) -> AdvanceResult:
     """Event from the market: every client has declared; stop waiting for the poll."""
-    return advance({"round_id": payload["round_id"], "state": RoundState.COLLECTING.value})
+    return machine.advance(ref.round_id, RoundState.COLLECTING)

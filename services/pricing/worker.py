@@ -1,4 +1,4 @@
-"""The pricing Celery worker: ``pricing.quote`` and ``pricing.equilibrium`` for the orchestrator.
+"""The pricing Celery worker: the quote and the equilibrium check the orchestrator asks for.
 
 Run with ``celery -A services.pricing.worker worker -Q pricing --pool=solo``.
 """
@@ -6,33 +6,28 @@ Run with ``celery -A services.pricing.worker worker -Q pricing --pool=solo``.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from celery import signals
-
-from mots.platform.celery_app import make_celery, task
-from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS, serve_worker_metrics
-from mots.platform.schemas import PricingRequest
+from mots.platform.contracts import PRICING_EQUILIBRIUM, PRICING_QUOTE
+from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
+from mots.platform.schemas import (
+    EquilibriumRequest,
+    EquilibriumResult,
+    PricingRequest,
+    PricingResult,
+)
+from mots.platform.worker import service_worker
 from services.pricing import engine
 from services.pricing.core.config import get_settings
 
 settings = get_settings()
-app = make_celery("pricing", settings.redis_url, settings.redis_key_prefix)
+app = service_worker("pricing", settings)
 
 
-def _on_ready(**_: Any) -> None:
-    serve_worker_metrics(settings.metrics_port, settings.metrics_host)
-
-
-signals.worker_ready.connect(_on_ready, weak=False)
-
-
-@task(app, "pricing.quote")
-def quote(payload: dict[str, Any]) -> dict[str, Any]:
+@PRICING_QUOTE.handler(app)
+def quote(request: PricingRequest) -> PricingResult:
     """SWAN's terms at K* or at a realised state (see :class:`PricingRequest`)."""
     start = time.perf_counter()
     try:
-        request = PricingRequest.model_validate(payload)
         sc = engine.scenario_from(request.scenario, settings.max_states)
         result = engine.price(sc, request.mechanism or settings.mechanism, request)
     except Exception:
@@ -40,20 +35,17 @@ def quote(payload: dict[str, Any]) -> dict[str, Any]:
         raise
     PRICING_REQUESTS.labels("quote", "ok").inc()
     PRICING_DURATION.labels("quote").observe(time.perf_counter() - start)
-    return result.model_dump(mode="json")
+    return result
 
 
-@task(app, "pricing.equilibrium")
-def equilibrium(payload: dict[str, Any]) -> dict[str, Any]:
+@PRICING_EQUILIBRIUM.handler(app)
+def equilibrium(request: EquilibriumRequest) -> EquilibriumResult:
     """Whether a declared state (K, B) is an equilibrium of the mechanism's schedule."""
     start = time.perf_counter()
-    sc = engine.scenario_from(payload["scenario"], settings.max_states)
+    sc = engine.scenario_from(request.scenario, settings.max_states)
     out = engine.equilibrium(
-        sc,
-        payload.get("mechanism") or settings.mechanism,
-        payload["participants"],
-        payload["buyers"],
+        sc, request.mechanism or settings.mechanism, request.participants, request.buyers
     )
     PRICING_REQUESTS.labels("equilibrium", "ok").inc()
     PRICING_DURATION.labels("equilibrium").observe(time.perf_counter() - start)
-    return out
+    return EquilibriumResult.model_validate(out)

@@ -1,7 +1,8 @@
 """Pydantic schemas of the platform: REST bodies and the JSON payloads of cross-service Celery tasks.
 
 Money crosses every boundary as a Decimal string with at most six decimal places (see
-:mod:`mots.platform.money`); tasks carry ``model_dump(mode="json")`` dicts, never pickles.
+:mod:`mots.platform.money`); tasks carry ``model_dump(mode="json")`` dicts, never pickles. Which
+task takes and returns which payload is declared in :mod:`mots.platform.contracts`.
 """
 
 from __future__ import annotations
@@ -243,7 +244,57 @@ class PricingResult(_Schema):
     optimal: bool = Field(..., description="True when the state is the welfare maximiser K*")
 
 
+class EquilibriumRequest(_Schema):
+    """A realised state (K, B) of a scenario to check under a mechanism's schedule."""
+
+    scenario: dict[str, Any] = Field(..., description="types, error_model, utility, eps_req")
+    mechanism: str | None = Field(
+        None, description="mechanism name; the registry default if absent"
+    )
+    participants: list[int] = Field(..., description="K per type, in the scenario's order")
+    buyers: list[int] = Field(..., description="B per type, in the scenario's order")
+
+
+class EquilibriumResult(_Schema):
+    """Whether no client gains by a unilateral move at (K, B), and why the check stopped."""
+
+    equilibrium: bool
+    reason: str
+
+
 # ---------------------------------------------------------------- cross-service task payloads
+
+
+class NoInput(_Schema):
+    """The input of a task that takes none (an empty JSON object)."""
+
+
+class RoundRef(_Schema):
+    """A task about one round, named by its id."""
+
+    round_id: int
+
+
+class MarketRoundStatus(_Schema):
+    """A market round's state after the market acted on it (``collecting``, ``published``, …)."""
+
+    round_id: int
+    state: str
+
+
+class AdvanceRequest(_Schema):
+    """Run the step of ``state`` for a round (nothing happens if the round has left ``state``)."""
+
+    round_id: int
+    state: RoundState
+
+
+class AdvanceResult(_Schema):
+    """What a step did: the state whose step comes next (None: none), or a retry scheduled."""
+
+    round_id: int
+    next: RoundState | None = None
+    retry: bool = False
 
 
 class PopulationType(_Schema):
@@ -342,4 +393,10 @@ class EvaluationResult(_Schema):
     test_loss: float
     accuracy: float | None
     seconds: float
+    fit: ErrorFit | None
+
+
+class CurrentErrorModel(_Schema):
+    """The error model fitted to every measurement so far; None below enough measured coalitions."""
+
     fit: ErrorFit | None

@@ -7,7 +7,6 @@ Fashion-MNIST) and reports that node as not completed, as the Flower engine woul
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,8 +25,11 @@ from mots.platform.schemas import RoundState, Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
-from services.orchestration.machine import RoundMachine
 from services.orchestration.migrations import upgrade
+from services.orchestration.rounds.celery_services import CeleryRoundServices
+from services.orchestration.rounds.machine import RoundMachine
+from services.orchestration.rounds.ports import RoundPorts
+from services.orchestration.rounds.sql_store import SqlRoundStore
 from services.orchestration.trainer import Trainer, TrainingOutcome
 from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
 
@@ -71,13 +73,18 @@ def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> No
         )
         upgrade(settings.database_url)
         engine = make_engine(settings.database_url)
+        store = SqlRoundStore(make_sessionmaker(engine))
+        celery = make_celery("orchestration", redis_url, stack.key_prefix)
         machine = RoundMachine(
-            settings,
-            make_sessionmaker(engine),
-            make_celery("orchestration", redis_url, stack.key_prefix),
-            LeavingNodeTrainer(settings),
+            RoundPorts(
+                services=CeleryRoundServices(celery, settings.task_timeout_s),
+                store=store,
+                trainer=LeavingNodeTrainer(settings),
+                schedule=lambda *_: None,  # this test runs the steps itself
+                settings=settings,
+            )
         )
-        round_id = machine.create()
+        round_id = store.create()
         state: RoundState | None = RoundState.OPEN
         choices: dict[int, Strategy] = {}
         while state is not None:
@@ -88,20 +95,22 @@ def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> No
                 act(market, agents, round_id, choices)
             time.sleep(step.countdown)
             state = step.state
-        rnd = machine._load(round_id)
-        assert rnd.state == "published", rnd.rule
+        rnd = store.load(round_id)
+        assert rnd is not None and rnd.state == "published", rnd
         # The training's last report stays on the round: both FedAvg rounds, every client done.
-        progress = json.loads(rnd.training_progress_json or "{}")
-        assert progress["fedavg_round"] == progress["fedavg_rounds"] == 2
-        assert progress["clients_done"] == progress["clients"] == 1  # the other one left
-        assert progress["in_progress"] is False and progress["epsilon"] > 0
+        progress = rnd.training_progress
+        assert progress is not None
+        assert progress.fedavg_round == progress.fedavg_rounds == 2
+        assert progress.clients_done == progress.clients == 1  # the other one left
+        assert progress.in_progress is False
+        assert progress.epsilon is not None and progress.epsilon > 0
         joined = sorted(a.id for a in agents if choices[a.id] == Strategy.JOIN)
         assert len(joined) == 2
         stayed_id, left_id = joined
-        summary = json.loads(rnd.summary_json or "{}")
-        assert summary["dropped"] == [left_id]
+        summary = rnd.summary
+        assert summary is not None and summary.dropped == [left_id]
         by_id = {a.id: a for a in agents}
-        reward = Decimal(str(summary["rewards"]["type-3"])).quantize(Decimal("0.000001"))
+        reward = Decimal(str(summary.rewards["type-3"])).quantize(Decimal("0.000001"))
 
         def bal(a: object) -> Decimal:
             r = market.get("/v1/me/balance", headers=a.auth)  # type: ignore[attr-defined]

@@ -6,8 +6,8 @@ from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mots.platform.celery_app import send
-from mots.platform.schemas import DecisionIn, DecisionOut
+from mots.platform.contracts import ORCHESTRATION_DECISIONS_COMPLETE, send
+from mots.platform.schemas import DecisionIn, DecisionOut, RoundRef
 from mots.platform.transactions import in_transaction
 from services.market.api.deps import CeleryDep, CurrentClient, RoundId, SessionFactoryDep
 from services.market.decisions import all_declared, record_decision
@@ -45,7 +45,7 @@ def declare(
 
     out, complete = in_transaction(factory, work)
     if complete:  # tell the orchestrator at once instead of letting it poll
-        send(celery, "orchestration.decisions_complete", {"round_id": round_id})
+        send(celery, ORCHESTRATION_DECISIONS_COMPLETE, RoundRef(round_id=round_id))
     return out
 
 

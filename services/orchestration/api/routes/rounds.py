@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import hmac
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session, sessionmaker
 
-from mots.platform.celery_app import send
-from mots.platform.schemas import MAX_ID, RoundState
-from services.orchestration.machine import RoundFailure, create_round
-from services.orchestration.models import Round, Transition
+from mots.platform.contracts import ORCHESTRATION_ADVANCE, send
+from mots.platform.schemas import MAX_ID, AdvanceRequest, RoundState
+from services.orchestration.api.schemas import RoundDetail, RoundOut, RoundStarted, TransitionOut
+from services.orchestration.models import Transition
+from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
+from services.orchestration.rounds.sql_store import SqlRoundStore, as_utc
 
 router = APIRouter(tags=["rounds"])
 bearer = HTTPBearer(auto_error=False, description="the operator token")
+LIST_LIMIT = 100
 
 
-def _sessions(request: Request) -> sessionmaker[Session]:
-    factory: sessionmaker[Session] = request.app.state.sessions
-    return factory
+def _store(request: Request) -> SqlRoundStore:
+    return SqlRoundStore(request.app.state.sessions)
 
 
 def _operator(
@@ -36,73 +36,61 @@ def _operator(
         )
 
 
-def _view(rnd: Round, transitions: list[Transition] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": rnd.id,
-        "state": rnd.state,
-        "mechanism": rnd.mechanism,
-        "rule": rnd.rule,
-        "created_at": rnd.created_at.isoformat(),
-        "summary": json.loads(rnd.summary_json) if rnd.summary_json else None,
-        # while training: the latest FedAvg round (its number, clients done, ε so far)
-        "training_progress": (
-            json.loads(rnd.training_progress_json) if rnd.training_progress_json else None
-        ),
-        "quote": json.loads(rnd.quote_json) if rnd.quote_json else None,
-        # the priced population and error model: the body of a pricing what-if query
-        "scenario": json.loads(rnd.scenario_json) if rnd.scenario_json else None,
-    }
-    if transitions is not None:
-        out["transitions"] = [
-            {
-                "from": t.from_state,
-                "to": t.to_state,
-                "seconds_in_from": t.seconds_in_from,
-                "note": t.note,
-                "at": t.at.isoformat(),
-            }
-            for t in transitions
-        ]
-    return out
+def _out(rnd: RoundRecord) -> RoundOut:
+    return RoundOut(
+        id=rnd.id,
+        state=rnd.state,
+        mechanism=rnd.mechanism,
+        rule=rnd.rule,
+        created_at=rnd.created_at,
+        summary=rnd.summary,
+        training_progress=rnd.training_progress,
+        quote=rnd.quote,
+        scenario=rnd.scenario,
+    )
 
 
-@router.post("/v1/rounds", status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(_operator)])
-def start_round(request: Request) -> dict[str, Any]:
+def _transition(t: Transition) -> TransitionOut:
+    return TransitionOut(
+        from_state=RoundState(t.from_state),
+        to=RoundState(t.to_state),
+        seconds_in_from=t.seconds_in_from,
+        note=t.note,
+        at=as_utc(t.at),
+    )
+
+
+@router.post(
+    "/v1/rounds",
+    status_code=status.HTTP_202_ACCEPTED,
+    dependencies=[Depends(_operator)],
+    responses={409: {"description": "another round is in flight"}},
+)
+def start_round(request: Request) -> RoundStarted:
     """Open a new market round (409 while another is in flight)."""
     try:
-        round_id = create_round(_sessions(request))
-    except RoundFailure as exc:
+        round_id = _store(request).create()
+    except RoundInFlight as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
-    send(
-        request.app.state.celery,
-        "orchestration.advance",
-        {"round_id": round_id, "state": RoundState.OPEN.value},
-    )
-    return {"round_id": round_id, "state": RoundState.OPEN.value}
+    advance = AdvanceRequest(round_id=round_id, state=RoundState.OPEN)
+    send(request.app.state.celery, ORCHESTRATION_ADVANCE, advance)
+    return RoundStarted(round_id=round_id, state=RoundState.OPEN)
 
 
 @router.get("/v1/rounds")
-def list_rounds(request: Request) -> list[dict[str, Any]]:
-    """Every round, newest first."""
-    with _sessions(request)() as session:
-        return [_view(r) for r in session.query(Round).order_by(Round.id.desc()).limit(100)]
+def list_rounds(request: Request) -> list[RoundOut]:
+    """The latest rounds, newest first."""
+    return [_out(r) for r in _store(request).latest(LIST_LIMIT)]
 
 
-@router.get("/v1/rounds/{round_id}")
+@router.get("/v1/rounds/{round_id}", responses={404: {"description": "no such round"}})
 def get_round(
     round_id: Annotated[int, Path(ge=1, le=MAX_ID, description="the round's id")], request: Request
-) -> dict[str, Any]:
+) -> RoundDetail:
     """A round's state, figures and transitions."""
-    with _sessions(request)() as session:
-        rnd = session.get(Round, round_id)
-        if rnd is None:
-            raise HTTPException(
-                status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist"
-            )
-        transitions = (
-            session.query(Transition)
-            .filter(Transition.round_id == round_id)
-            .order_by(Transition.id)
-            .all()
-        )
-        return _view(rnd, transitions)
+    store = _store(request)
+    rnd = store.load(round_id)
+    if rnd is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist")
+    transitions = [_transition(t) for t in store.transitions(round_id)]
+    return RoundDetail(**dict(_out(rnd)), transitions=transitions)

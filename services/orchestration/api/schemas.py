@@ -1,0 +1,55 @@
+"""The round API's response bodies (the OpenAPI schemas of ``/v1/rounds``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mots.economics.scenario import Scenario
+from mots.platform.schemas import PricingResult, RoundState
+from services.orchestration.products import RoundSummary, TrainingProgress
+
+
+class RoundStarted(BaseModel):
+    """A round accepted: it opens as soon as the orchestration worker runs its first step."""
+
+    round_id: int
+    state: RoundState
+
+
+class TransitionOut(BaseModel):
+    """One move of a round, with the seconds it spent in the state it left."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    from_state: RoundState = Field(..., alias="from")
+    to: RoundState
+    seconds_in_from: float
+    note: str | None
+    at: datetime
+
+
+class RoundOut(BaseModel):
+    """A round's state and products: its quote at K*, the priced market, the latest FedAvg round
+    while it trains, and its figures once it has finished."""
+
+    id: int
+    state: RoundState
+    mechanism: str | None
+    rule: str | None = Field(..., description="why the round was settled by rule, if it was")
+    created_at: datetime
+    summary: RoundSummary | None = Field(..., description="the figures of a finished round")
+    training_progress: TrainingProgress | None = Field(
+        ..., description="while training: the latest FedAvg round, clients done, ε so far"
+    )
+    quote: PricingResult | None = Field(..., description="the terms at K* the round opened with")
+    scenario: Scenario | None = Field(
+        ..., description="the priced population and error model: a pricing what-if query's body"
+    )
+
+
+class RoundDetail(RoundOut):
+    """A round with its transitions, oldest first."""
+
+    transitions: list[TransitionOut]

@@ -1,0 +1,94 @@
+"""The round machine's services port over Celery: each method is one task of
+:mod:`mots.platform.contracts`, called on its service's queue and awaited."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from celery import Celery
+from pydantic import BaseModel
+
+from mots.platform.contracts import (
+    EVALUATION_ERROR_MODEL,
+    EVALUATION_EVALUATE,
+    MARKET_CLOSE_ROUND,
+    MARKET_DECISIONS,
+    MARKET_OPEN_ROUND,
+    MARKET_POPULATION,
+    MARKET_PUBLISH,
+    MARKET_SETTLE_ROUND,
+    PRICING_EQUILIBRIUM,
+    PRICING_QUOTE,
+    TaskSpec,
+    call,
+)
+from mots.platform.schemas import (
+    EquilibriumRequest,
+    EquilibriumResult,
+    ErrorFit,
+    EvaluationRequest,
+    EvaluationResult,
+    NoInput,
+    OpenRoundPayload,
+    Population,
+    PricingRequest,
+    PricingResult,
+    RoundDecisions,
+    RoundRef,
+    SettlePayload,
+    SettleResult,
+)
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
+
+
+class CeleryRoundServices:
+    """The market, pricing and evaluation services through their Celery queues."""
+
+    def __init__(self, app: Celery, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    def _call(self, spec: TaskSpec[In, Out], payload: In) -> Out:
+        return call(self.app, spec, payload, self.timeout_s)
+
+    def error_model(self) -> ErrorFit | None:
+        """The :data:`~mots.platform.contracts.EVALUATION_ERROR_MODEL` task."""
+        return self._call(EVALUATION_ERROR_MODEL, NoInput()).fit
+
+    def population(self) -> Population:
+        """The :data:`~mots.platform.contracts.MARKET_POPULATION` task."""
+        return self._call(MARKET_POPULATION, NoInput())
+
+    def quote(self, request: PricingRequest) -> PricingResult:
+        """The :data:`~mots.platform.contracts.PRICING_QUOTE` task."""
+        return self._call(PRICING_QUOTE, request)
+
+    def equilibrium(self, request: EquilibriumRequest) -> EquilibriumResult:
+        """The :data:`~mots.platform.contracts.PRICING_EQUILIBRIUM` task."""
+        return self._call(PRICING_EQUILIBRIUM, request)
+
+    def open(self, quote: OpenRoundPayload) -> None:
+        """The :data:`~mots.platform.contracts.MARKET_OPEN_ROUND` task."""
+        self._call(MARKET_OPEN_ROUND, quote)
+
+    def decisions(self, round_id: int) -> RoundDecisions:
+        """The :data:`~mots.platform.contracts.MARKET_DECISIONS` task."""
+        return self._call(MARKET_DECISIONS, RoundRef(round_id=round_id))
+
+    def close(self, round_id: int) -> RoundDecisions:
+        """The :data:`~mots.platform.contracts.MARKET_CLOSE_ROUND` task."""
+        return self._call(MARKET_CLOSE_ROUND, RoundRef(round_id=round_id))
+
+    def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
+        """The :data:`~mots.platform.contracts.EVALUATION_EVALUATE` task."""
+        return self._call(EVALUATION_EVALUATE, request)
+
+    def settle(self, payload: SettlePayload) -> SettleResult:
+        """The :data:`~mots.platform.contracts.MARKET_SETTLE_ROUND` task."""
+        return self._call(MARKET_SETTLE_ROUND, payload)
+
+    def publish(self, round_id: int) -> None:
+        """The :data:`~mots.platform.contracts.MARKET_PUBLISH` task."""
+        self._call(MARKET_PUBLISH, RoundRef(round_id=round_id))

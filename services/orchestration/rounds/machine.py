@@ -1,0 +1,118 @@
+"""A market round as an explicit state machine, persisted so that it survives a restart.
+
+    open ─► collecting ─► training ─► evaluating ─► settling ─► published
+      └──────────┴────────────┴────────────┴────────────┴─► failed ─► settled_by_rule
+
+The machine runs one state's step (:mod:`.steps`) and applies its decision with a compare-and-set
+on the round's state (``UPDATE … WHERE state = expected``): a duplicated or re-delivered step
+message finds the round elsewhere and does nothing, and only the step that moved the round
+schedules the next one. A step that raises fails the round; settling a failed round by rule is
+retried until the market answers. On start the worker re-enqueues the step of every round not in
+a terminal state (:meth:`RoundMachine.recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from mots.platform.schemas import TERMINAL_STATES, AdvanceResult, RoundState
+from services.orchestration.rounds import prometheus
+from services.orchestration.rounds.ports import (
+    Move,
+    RoundFailure,
+    RoundPorts,
+    RoundRecord,
+    RoundUpdate,
+    Wait,
+)
+from services.orchestration.rounds.steps import HANDLERS
+
+log = logging.getLogger(__name__)
+S = RoundState
+ALLOWED: dict[RoundState, set[RoundState]] = {
+    S.OPEN: {S.COLLECTING, S.FAILED},
+    S.COLLECTING: {S.TRAINING, S.FAILED},
+    S.TRAINING: {S.EVALUATING, S.FAILED},
+    S.EVALUATING: {S.SETTLING, S.FAILED},
+    S.SETTLING: {S.PUBLISHED, S.FAILED},
+    S.FAILED: {S.SETTLED_BY_RULE},
+    S.PUBLISHED: set(),
+    S.SETTLED_BY_RULE: set(),
+}
+RETRY_SETTLEMENT_S = 5.0
+"""Seconds between two tries to settle a failed round by rule (the market must answer)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do after a step: run ``state``'s step after ``countdown`` seconds, or stop (None)."""
+
+    state: RoundState | None
+    countdown: float = 0.0
+
+
+class RoundMachine:
+    """Runs the steps of rounds through its ports and persists every transition."""
+
+    def __init__(self, ports: RoundPorts) -> None:
+        self.ports = ports
+
+    def step(self, round_id: int, expected: RoundState) -> Step:
+        """Run ``expected``'s step if the round is still there; any failure fails the round."""
+        rnd = self.ports.store.load(round_id)
+        if rnd is None:
+            raise RoundFailure(f"round {round_id} does not exist")
+        handler = HANDLERS.get(expected)
+        if rnd.state != expected or handler is None:
+            return Step(None)
+        try:
+            decision = handler(rnd, self.ports)
+            if isinstance(decision, Wait):
+                return Step(expected, decision.seconds)
+            return self._apply(rnd, decision)
+        except Exception as exc:
+            if expected == S.FAILED:
+                raise  # settlement by rule is retried (see advance), not failed again
+            rule = str(exc) if isinstance(exc, RoundFailure) else f"{type(exc).__name__}: {exc}"
+            log.exception("round %s failed in %s", round_id, expected.value)
+            return self._apply(rnd, Move(S.FAILED, rule, RoundUpdate(error=rule, rule=rule)))
+
+    def _apply(self, rnd: RoundRecord, move: Move) -> Step:
+        """Compare-and-set the round to the move's state; the step to run next, if any."""
+        if move.to not in ALLOWED[rnd.state]:
+            raise AssertionError(f"transition {rnd.state} → {move.to} is not in the machine")
+        seconds = self.ports.store.move(rnd.id, rnd.state, move.to, move.note, move.update)
+        if seconds is None:
+            return Step(None)  # another delivery of this step moved the round first
+        log.info("round %s: %s → %s %s", rnd.id, rnd.state.value, move.to.value, move.note)
+        prometheus.state_left(rnd.state, seconds)
+        if "evaluation" in move.update:
+            prometheus.evaluated(move.update["evaluation"])
+        if move.to in TERMINAL_STATES:
+            if "summary" in move.update:
+                prometheus.finished(move.update["summary"])
+            return Step(None)
+        return Step(move.to)
+
+    def advance(self, round_id: int, state: RoundState) -> AdvanceResult:
+        """Run one step and schedule the next; a failed settlement by rule is tried again."""
+        try:
+            step = self.step(round_id, state)
+        except Exception:
+            if state == S.FAILED:  # settle-by-rule must happen: retry until the market answers
+                log.warning("round %s: settling by rule failed; retrying", round_id, exc_info=True)
+                self.ports.schedule(round_id, state, RETRY_SETTLEMENT_S)
+                return AdvanceResult(round_id=round_id, retry=True)
+            raise
+        if step.state is not None:
+            self.ports.schedule(round_id, step.state, step.countdown)
+        return AdvanceResult(round_id=round_id, next=step.state)
+
+    def recover(self) -> list[int]:
+        """Schedule the current step of every round not in a terminal state (after a restart)."""
+        pending = self.ports.store.unfinished()
+        for round_id, state in pending:
+            log.info("recovering round %s in %s", round_id, state.value)
+            self.ports.schedule(round_id, state, 0.0)
+        return [round_id for round_id, _ in pending]

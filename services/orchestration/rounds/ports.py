@@ -1,0 +1,198 @@
+"""The seams of the round machine: what it reads a round as, what a step decides, and the ports
+it works through (the other services, the round store, the trainer, the scheduler, the clock).
+
+Production wires them to Celery (:mod:`.celery_services`), SQL (:mod:`.sql_store`), Flower
+(:mod:`services.orchestration.trainer`) and the orchestration queue (:mod:`services.orchestration.worker`);
+the unit tests wire in-memory fakes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, TypedDict
+
+from mots.economics.scenario import Scenario
+from mots.platform.schemas import (
+    EquilibriumRequest,
+    EquilibriumResult,
+    ErrorFit,
+    EvaluationRequest,
+    EvaluationResult,
+    OpenRoundPayload,
+    Population,
+    PricingRequest,
+    PricingResult,
+    RoundDecisions,
+    RoundState,
+    SettlePayload,
+    SettleResult,
+)
+from mots.training.progress import RoundProgress
+from services.orchestration.core.config import Settings
+from services.orchestration.products import (
+    RoundSummary,
+    RoundTerms,
+    TrainingProgress,
+    TrainingRecord,
+    TypeClients,
+)
+from services.orchestration.trainer import TrainingOutcome
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """A round as the machine reads it: its state, its clock and the products of the states it
+    has passed (None until that state has run); timestamps are timezone-aware (UTC)."""
+
+    id: int
+    state: RoundState
+    created_at: datetime
+    state_entered_at: datetime
+    mechanism: str | None = None
+    scenario: Scenario | None = None
+    type_clients: TypeClients | None = None
+    quote: PricingResult | None = None
+    decisions: RoundDecisions | None = None
+    terms: RoundTerms | None = None
+    training: TrainingRecord | None = None
+    training_progress: TrainingProgress | None = None
+    evaluation: EvaluationResult | None = None
+    settlement: SettleResult | None = None
+    summary: RoundSummary | None = None
+    rule: str | None = None
+    error: str | None = None
+    collect_deadline: float | None = None
+
+
+class RoundUpdate(TypedDict, total=False):
+    """The fields a move sets on the round, alongside its new state."""
+
+    mechanism: str | None
+    scenario: Scenario
+    type_clients: TypeClients
+    quote: PricingResult
+    decisions: RoundDecisions
+    terms: RoundTerms
+    training: TrainingRecord
+    evaluation: EvaluationResult
+    settlement: SettleResult | None
+    summary: RoundSummary
+    rule: str
+    error: str
+    collect_deadline: float
+
+
+@dataclass(frozen=True)
+class Move:
+    """A step's decision: move the round to ``to``, recording ``note`` and setting ``update``."""
+
+    to: RoundState
+    note: str = ""
+    update: RoundUpdate = field(default_factory=lambda: RoundUpdate())
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A step's decision: nothing to do yet; run the same step again after ``seconds``."""
+
+    seconds: float
+
+
+class RoundFailure(RuntimeError):
+    """A step that cannot complete; the round goes to ``failed`` with this message as its rule."""
+
+
+class RoundInFlight(RuntimeError):
+    """A new round was asked for while another one is not finished (one round at a time)."""
+
+
+class RoundServices(Protocol):
+    """The other services, as the round machine calls them."""
+
+    def error_model(self) -> ErrorFit | None:
+        """The evaluation service's current fit of Eq. 3 (None below enough measurements)."""
+
+    def population(self) -> Population:
+        """The market's registered clients by type."""
+
+    def quote(self, request: PricingRequest) -> PricingResult:
+        """The pricing service's terms at K* or at a realised state."""
+
+    def equilibrium(self, request: EquilibriumRequest) -> EquilibriumResult:
+        """The pricing service's equilibrium check of a realised state."""
+
+    def open(self, quote: OpenRoundPayload) -> None:
+        """The market publishes the quote and collects decisions."""
+
+    def decisions(self, round_id: int) -> RoundDecisions:
+        """The decisions declared so far."""
+
+    def close(self, round_id: int) -> RoundDecisions:
+        """The market stops taking decisions; the final ones."""
+
+    def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
+        """The evaluation service measures the trained model."""
+
+    def settle(self, payload: SettlePayload) -> SettleResult:
+        """The market books the round's money (idempotent)."""
+
+    def publish(self, round_id: int) -> None:
+        """The market makes the model downloadable."""
+
+
+class RoundStore(Protocol):
+    """Where rounds persist; every move is a compare-and-set on the round's state."""
+
+    def create(self) -> int:
+        """A new round in ``open``; raises :class:`RoundInFlight` while another is unfinished."""
+
+    def load(self, round_id: int) -> RoundRecord | None:
+        """The round, or None if there is none with that id."""
+
+    def move(
+        self, round_id: int, src: RoundState, dst: RoundState, note: str, update: RoundUpdate
+    ) -> float | None:
+        """Move the round from ``src`` to ``dst`` with ``update`` and record the transition; the
+        seconds it spent in ``src``, or None (nothing written) if it is no longer in ``src``."""
+
+    def record_progress(self, round_id: int, progress: TrainingProgress) -> None:
+        """Note the latest FedAvg round on a round that is training."""
+
+    def phase_seconds(self, round_id: int) -> dict[str, float]:
+        """Seconds spent in each state the round has left, in the order it left them."""
+
+    def unfinished(self) -> list[tuple[int, RoundState]]:
+        """Every round not in a terminal state, with its state."""
+
+
+class RoundTrainer(Protocol):
+    """Trains a coalition (see :class:`services.orchestration.trainer.Trainer`)."""
+
+    def train(
+        self,
+        participants: list[int],
+        sizes: list[float],
+        node_types: list[int],
+        round_id: int,
+        progress: Callable[[RoundProgress], None] | None = None,
+    ) -> TrainingOutcome:
+        """Train K per type; ``progress`` hears of every FedAvg round."""
+
+
+Schedule = Callable[[int, RoundState, float], None]
+"""Run the step of a state for a round after some seconds (the orchestration queue)."""
+
+
+@dataclass(frozen=True)
+class RoundPorts:
+    """Everything a step works through."""
+
+    services: RoundServices
+    store: RoundStore
+    trainer: RoundTrainer
+    schedule: Schedule
+    settings: Settings
+    clock: Callable[[], float] = time.time

@@ -1,0 +1,39 @@
+"""The round machine's Prometheus export: time per state, and a finished round's figures as
+gauges of the latest round (dashboards in ``monitoring/grafana``)."""
+
+from __future__ import annotations
+
+from mots.platform import metrics
+from mots.platform.schemas import EvaluationResult, RoundState
+from services.orchestration.products import RoundSummary
+
+
+def state_left(state: RoundState, seconds: float) -> None:
+    """A round spent ``seconds`` in ``state`` and moved on."""
+    metrics.ROUND_PHASE_DURATION.labels(state.value).observe(seconds)
+
+
+def evaluated(evaluation: EvaluationResult) -> None:
+    """The latest round's model was measured."""
+    metrics.GENERALIZATION_ERROR.set(evaluation.test_loss)
+
+
+def finished(summary: RoundSummary) -> None:
+    """A round reached a terminal state: export its figures."""
+    metrics.ROUNDS.labels(summary.state.value).inc()
+    metrics.ROUND_DURATION.observe(summary.round_seconds)
+    if summary.platform_share is not None:
+        metrics.PLATFORM_OVERHEAD_RATIO.set(summary.platform_share)
+    metrics.INCENTIVE_COST.set(summary.incentive_cost)
+    if summary.price is not None:
+        metrics.MODEL_PRICE.set(summary.price)
+        if summary.welfare is not None:
+            metrics.SOCIAL_WELFARE.set(summary.welfare)
+    for name, reward in summary.rewards.items():
+        metrics.REWARD.labels(name).set(reward)
+    for name, k in summary.participants.items():
+        metrics.PARTICIPANTS.labels(name).set(k)
+    for name, b in summary.buyers.items():
+        metrics.BUYERS.labels(name).set(b)
+    if summary.epsilon is not None:
+        metrics.GENERALIZATION_ERROR.set(summary.epsilon)

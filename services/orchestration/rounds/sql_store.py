@@ -1,0 +1,120 @@
+"""The round store on SQL (SQLite or PostgreSQL): rounds and their transitions, moved by
+compare-and-set, read back as :class:`~.ports.RoundRecord`."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, select
+from sqlalchemy import update as sql_update
+from sqlalchemy.orm import Session, sessionmaker
+
+from mots.platform.schemas import TERMINAL_STATES, RoundState
+from services.orchestration.models import Round, Transition
+from services.orchestration.products import TrainingProgress
+from services.orchestration.rounds.ports import RoundInFlight, RoundRecord, RoundUpdate
+
+_FIELDS = [f.name for f in dataclasses.fields(RoundRecord)]
+_UNFINISHED = Round.state.notin_([s.value for s in TERMINAL_STATES])
+
+
+def as_utc(at: datetime) -> datetime:
+    """SQLite gives naive datetimes back; they were written in UTC."""
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def record(row: Round) -> RoundRecord:
+    """A round row as the machine reads it."""
+    values: dict[str, Any] = {name: getattr(row, name) for name in _FIELDS}
+    values["state"] = RoundState(row.state)
+    values["created_at"] = as_utc(row.created_at)
+    values["state_entered_at"] = as_utc(row.state_entered_at)
+    return RoundRecord(**values)
+
+
+class SqlRoundStore:
+    """Rounds in the orchestration database (see :mod:`services.orchestration.models`)."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+
+    def create(self) -> int:
+        """Insert a new round in ``open``; refuse while another round is in flight."""
+        with self.sessions() as session, session.begin():
+            busy = session.scalars(select(Round).where(_UNFINISHED).with_for_update()).first()
+            if busy is not None:
+                raise RoundInFlight(f"round {busy.id} is still {busy.state}; one round at a time")
+            rnd = Round(state=RoundState.OPEN.value)
+            session.add(rnd)
+            session.flush()
+            return rnd.id
+
+    def load(self, round_id: int) -> RoundRecord | None:
+        """The round, or None."""
+        with self.sessions() as session:
+            row = session.get(Round, round_id)
+            return None if row is None else record(row)
+
+    def latest(self, limit: int) -> list[RoundRecord]:
+        """The newest ``limit`` rounds, newest first."""
+        with self.sessions() as session:
+            rows = session.scalars(select(Round).order_by(Round.id.desc()).limit(limit))
+            return [record(r) for r in rows]
+
+    def transitions(self, round_id: int) -> list[Transition]:
+        """A round's transitions in the order they happened."""
+        with self.sessions() as session:
+            query = select(Transition).where(Transition.round_id == round_id)
+            return list(session.scalars(query.order_by(Transition.id)))
+
+    def move(
+        self, round_id: int, src: RoundState, dst: RoundState, note: str, update: RoundUpdate
+    ) -> float | None:
+        """Compare-and-set the round from ``src`` to ``dst``; seconds spent in ``src``, or None."""
+        now = datetime.now(UTC)
+        with self.sessions() as session, session.begin():
+            entered = session.scalar(select(Round.state_entered_at).where(Round.id == round_id))
+            if entered is None:
+                return None
+            seconds = (now - as_utc(entered)).total_seconds()
+            result = session.execute(
+                sql_update(Round)
+                .where(Round.id == round_id, Round.state == src.value)
+                .values(state=dst.value, state_entered_at=now, **update)
+            )
+            if not cast(CursorResult[Any], result).rowcount:
+                return None
+            session.add(
+                Transition(
+                    round_id=round_id,
+                    from_state=src.value,
+                    to_state=dst.value,
+                    seconds_in_from=seconds,
+                    note=note or None,
+                )
+            )
+        return seconds
+
+    def record_progress(self, round_id: int, progress: TrainingProgress) -> None:
+        """Note the latest FedAvg round, if the round is still training."""
+        with self.sessions() as session, session.begin():
+            session.execute(
+                sql_update(Round)
+                .where(Round.id == round_id, Round.state == RoundState.TRAINING.value)
+                .values(training_progress=progress)
+            )
+
+    def phase_seconds(self, round_id: int) -> dict[str, float]:
+        """Seconds spent in each state the round has left."""
+        phases: dict[str, float] = {}
+        for t in self.transitions(round_id):
+            phases[t.from_state] = phases.get(t.from_state, 0.0) + t.seconds_in_from
+        return phases
+
+    def unfinished(self) -> list[tuple[int, RoundState]]:
+        """Every round not in a terminal state."""
+        with self.sessions() as session:
+            rows = session.execute(select(Round.id, Round.state).where(_UNFINISHED))
+            return [(round_id, RoundState(state)) for round_id, state in rows]

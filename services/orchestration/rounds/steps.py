@@ -1,0 +1,254 @@
+"""What each state of a round does: one handler per state, from (round, ports) to a decision.
+
+A handler calls the other services through ``ports.services`` and returns a :class:`Move` (the
+next state and what to record) or a :class:`Wait`; it never writes the round itself. Raising
+fails the round (:mod:`.machine` moves it to ``failed`` with the error as its rule).
+
+Stated rules: clients silent when collection ends abstain; declared buyers who have not paid
+abstain. A participant whose node drops out mid-training forfeits its reward, is not charged and
+gets no model (the round completes with the others). A round with no participant, or whose
+training, evaluation or settlement fails, is *settled by rule*: every buyer is refunded, no reward
+is paid and no charge is made.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TypeVar
+
+from mots.economics.scenario import ErrorModel, Scenario
+from mots.platform.money import from_micros, to_micros
+from mots.platform.schemas import (
+    EquilibriumRequest,
+    EvaluationRequest,
+    OpenRoundPayload,
+    PricingRequest,
+    RoundState,
+    SettlePayload,
+)
+from mots.training.progress import RoundProgress
+from services.orchestration.products import RoundTerms, TrainingProgress, TrainingRecord
+from services.orchestration.rounds.ports import (
+    Move,
+    RoundFailure,
+    RoundPorts,
+    RoundRecord,
+    RoundUpdate,
+    Wait,
+)
+from services.orchestration.rounds.summary import round_summary
+
+log = logging.getLogger(__name__)
+S = RoundState
+T = TypeVar("T")
+MIN_FIT_POINTS = 4
+"""Measured rounds the evaluation service's fit needs before it replaces the prior."""
+
+Handler = Callable[[RoundRecord, RoundPorts], Move | Wait]
+
+
+def _product(value: T | None, name: str, rnd: RoundRecord) -> T:
+    """A product an earlier state must have stored."""
+    if value is None:
+        raise RoundFailure(f"round {rnd.id} has no {name} in {rnd.state.value}")
+    return value
+
+
+def _money(x: float) -> Decimal:
+    """An amount the pricing service computed, in the ledger's micro-units."""
+    return from_micros(to_micros(x))
+
+
+def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
+    """The evaluation service's refit of Eq. 3 once it has enough points, else the prior."""
+    try:
+        fit = ports.services.error_model()
+    except Exception as exc:  # the evaluation service being down must not stop the market
+        log.warning("the error model is unavailable (%s); using the prior", exc)
+        fit = None
+    if fit is not None and fit.points >= MIN_FIT_POINTS and fit.d_gamma2 > 0:
+        return ErrorModel(eps0=fit.eps0, d_gamma2=fit.d_gamma2, sigma2=fit.sigma2), "measured"
+    return ErrorModel.model_validate(ports.settings.prior_error_model), "prior"
+
+
+def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
+    """Price the registered population at K* and publish the quote to the market."""
+    population = ports.services.population()
+    if not population.types:
+        raise RoundFailure("no registered clients: nothing to price")
+    errors, source = error_model(ports)
+    scenario = Scenario.model_validate(
+        {
+            "types": [
+                {
+                    "name": t.name,
+                    "count": len(t.client_ids),
+                    "data_size": t.data_size,
+                    "cost": float(t.cost),
+                }
+                for t in population.types
+            ],
+            "error_model": errors,
+            "utility": ports.settings.utility,
+            "eps_req": ports.settings.eps_req,
+        }
+    )
+    quote = ports.services.quote(
+        PricingRequest(
+            scenario=scenario.model_dump(mode="json"), mechanism=ports.settings.mechanism
+        )
+    )
+    names = quote.type_names
+    ports.services.open(
+        OpenRoundPayload(
+            round_id=rnd.id,
+            mechanism=quote.mechanism,
+            price=_money(quote.price),
+            rewards={n: _money(r) for n, r in zip(names, quote.rewards, strict=True)},
+            target_participants=dict(zip(names, quote.participants, strict=True)),
+            target_buyers=dict(zip(names, quote.buyers, strict=True)),
+            epsilon=quote.epsilon,
+            welfare=quote.welfare,
+            incentive_cost=_money(quote.incentive_cost),
+        )
+    )
+    update = RoundUpdate(
+        mechanism=quote.mechanism,
+        scenario=scenario,
+        type_clients={t.name: t.client_ids for t in population.types},
+        quote=quote,
+        collect_deadline=ports.clock() + ports.settings.collect_timeout_s,
+    )
+    return Move(S.COLLECTING, f"error model: {source}", update)
+
+
+def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
+    """Wait until every client has declared or the deadline passes; then close the round and
+    price the realised state (K, B), or fail it if nobody joined."""
+    seen = ports.services.decisions(rnd.id)
+    if seen.declared < seen.registered and ports.clock() < (rnd.collect_deadline or 0.0):
+        return Wait(ports.settings.poll_interval_s)
+    final = ports.services.close(rnd.id)
+    scenario = _product(rnd.scenario, "scenario", rnd)
+    names = [t.name for t in scenario.types]
+    k = [len(final.participants.get(n, [])) for n in names]
+    b = [len(final.paid_buyers.get(n, [])) for n in names]
+    if sum(k) == 0:  # no coalition: no model, so no schedule to price (ε is +∞ at K = 0)
+        rule = "no participant joined: no model is trained; buyers are refunded"
+        update = RoundUpdate(rule=rule, decisions=final, terms=RoundTerms.no_model(names, k, b))
+        return Move(S.FAILED, rule, update)
+    document = scenario.model_dump(mode="json")
+    check = ports.services.equilibrium(
+        EquilibriumRequest(scenario=document, mechanism=rnd.mechanism, participants=k, buyers=b)
+    )
+    priced = ports.services.quote(
+        PricingRequest(scenario=document, mechanism=rnd.mechanism, participants=k, buyers=b)
+    )
+    update = RoundUpdate(decisions=final, terms=RoundTerms.at_state(priced, check))
+    return Move(S.TRAINING, f"K={k} B={b}", update)
+
+
+def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
+    """Train the coalition K; participants that did not complete have dropped out."""
+    terms = _product(rnd.terms, "terms", rnd)
+    scenario = _product(rnd.scenario, "scenario", rnd)
+    decisions = _product(rnd.decisions, "decisions", rnd)
+    k = terms.participants
+    node_types = [i for i, t in enumerate(scenario.types) for _ in range(t.count)]
+
+    def progress(p: RoundProgress) -> None:  # best effort: a failed write must not stop training
+        try:
+            ports.store.record_progress(rnd.id, TrainingProgress.of(p))
+        except Exception:
+            log.warning("round %s: training progress not recorded", rnd.id, exc_info=True)
+
+    try:
+        outcome = ports.trainer.train(
+            k, [t.data_size for t in scenario.types], node_types, rnd.id, progress=progress
+        )
+    except Exception as exc:
+        raise RoundFailure(
+            f"training failed ({type(exc).__name__}: {exc}): buyers are refunded, no reward is paid"
+        ) from exc
+    dropped: list[int] = []
+    for i, t in enumerate(scenario.types):
+        missing = k[i] - outcome.completed[i]
+        if missing > 0:  # the rule names the last-registered joiners of the type as dropped
+            dropped.extend(sorted(decisions.participants.get(t.name, []))[-missing:])
+    if sum(outcome.completed) == 0:
+        raise RoundFailure("every participant dropped out: buyers are refunded")
+    note = f"ε={outcome.epsilon:.4f} in {outcome.seconds:.1f}s"
+    if dropped:
+        note += f"; dropped out: {dropped}"
+    training = TrainingRecord(**outcome.as_dict(), dropped=dropped)
+    return Move(S.EVALUATING, note, RoundUpdate(training=training))
+
+
+def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
+    """Measure the trained model on the held-out test set."""
+    training = _product(rnd.training, "training", rnd)
+    scenario = _product(rnd.scenario, "scenario", rnd)
+    result = ports.services.evaluate(
+        EvaluationRequest(
+            round_id=rnd.id,
+            artifact_path=training.artifact_path,
+            artifact_sha256=training.artifact_sha256,
+            participants=training.completed,
+            sizes=[t.data_size for t in scenario.types],
+            train_epsilon=training.epsilon,
+        )
+    )
+    return Move(S.SETTLING, f"test loss {result.test_loss:.4f}", RoundUpdate(evaluation=result))
+
+
+def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
+    """Book the money at the realised state (dropouts forfeit) and publish the model."""
+    terms = _product(rnd.terms, "terms", rnd)
+    training = _product(rnd.training, "training", rnd)
+    decisions = _product(rnd.decisions, "decisions", rnd)
+    payload = SettlePayload(
+        round_id=rnd.id,
+        rewards={n: _money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
+        participants=sorted(c for ids in decisions.participants.values() for c in ids),
+        dropped=training.dropped,
+        artifact_path=training.artifact_path,
+        artifact_sha256=training.artifact_sha256,
+    )
+    settlement = ports.services.settle(payload)
+    ports.services.publish(rnd.id)
+    summary = round_summary(
+        rnd, terms, training, settlement, True, ports.store.phase_seconds(rnd.id), _now(ports)
+    )
+    return Move(S.PUBLISHED, "model published", RoundUpdate(settlement=settlement, summary=summary))
+
+
+def settle_by_rule(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
+    """A failed round: refund every buyer if the market had opened it; no reward, no charge."""
+    settlement = None
+    if rnd.quote is not None:  # the market opened the round: refund its buyers
+        settlement = ports.services.settle(
+            SettlePayload(round_id=rnd.id, rewards={}, participants=[], refund_buyers=True)
+        )
+    summary = round_summary(
+        rnd, rnd.terms, None, settlement, False, ports.store.phase_seconds(rnd.id), _now(ports)
+    )
+    update = RoundUpdate(settlement=settlement, summary=summary)
+    return Move(S.SETTLED_BY_RULE, rnd.rule or "settled by rule", update)
+
+
+def _now(ports: RoundPorts) -> datetime:
+    return datetime.fromtimestamp(ports.clock(), UTC)
+
+
+HANDLERS: dict[RoundState, Handler] = {
+    S.OPEN: open_round,
+    S.COLLECTING: collect,
+    S.TRAINING: train,
+    S.EVALUATING: evaluate,
+    S.SETTLING: settle,
+    S.FAILED: settle_by_rule,
+}
+"""The step of every state that has one (the terminal states have none)."""

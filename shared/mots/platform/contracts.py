@@ -1,0 +1,184 @@
+"""Every Celery task of the platform, declared once: its name, queue, input model and output model.
+
+Services never import one another. They share these declarations: a sender calls
+``call(app, MARKET_SETTLE_ROUND, SettlePayload(...), timeout_s)`` and gets a validated
+:class:`~mots.platform.schemas.SettleResult` back; a worker registers its function with
+``@MARKET_SETTLE_ROUND.handler(app)``, and mypy checks that the function takes a ``SettlePayload``
+and returns a ``SettleResult``. A renamed task or a changed field is a type error on both sides.
+On the wire a payload stays plain JSON (``model_dump(mode="json")``), validated on arrival.
+
+Why a thin layer of our own rather than Celery's ``@app.task(pydantic=True)``: Celery's option
+covers only the handler, and only through the function's annotations resolved at run time (with
+``from __future__ import annotations`` it falls back to no validation when a hint does not
+resolve). The sender still calls ``send_task("market.settle_round", ...)`` by a string and gets an
+untyped dict back, which is the gap this module closes. A :class:`TaskSpec` holds the name and both
+models once, for both sides, in ~100 lines; every handler is also counted in ``mots_tasks_total``
+by the same wrapper.
+
+Task names appear as string literals in this module only (a test keeps it so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from celery import Celery
+from pydantic import BaseModel
+
+from mots.platform.metrics import TASKS
+from mots.platform.schemas import (
+    AdvanceRequest,
+    AdvanceResult,
+    CurrentErrorModel,
+    EquilibriumRequest,
+    EquilibriumResult,
+    EvaluationRequest,
+    EvaluationResult,
+    MarketRoundStatus,
+    NoInput,
+    OpenRoundPayload,
+    Population,
+    PricingRequest,
+    PricingResult,
+    RoundDecisions,
+    RoundRef,
+    SettlePayload,
+    SettleResult,
+)
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class TaskSpec(Generic[In, Out]):
+    """One task: ``name`` (``<queue>.<verb>``), the ``queue`` its service's worker consumes, and
+    the models of its input and its result."""
+
+    name: str
+    queue: str
+    input: type[In]
+    output: type[Out]
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith(f"{self.queue}."):
+            raise ValueError(f"task {self.name}: its name must start with its queue {self.queue!r}")
+
+    @property
+    def verb(self) -> str:
+        """The task's name without its queue (the ``task`` label of ``mots_tasks_total``)."""
+        return self.name.removeprefix(f"{self.queue}.")
+
+    def handler(self, app: Celery) -> Callable[[Callable[[In], Out]], Callable[[In], Out]]:
+        """Register a function as this task of ``app``: JSON in is validated into the input model,
+        the returned model goes out as JSON; every run is counted (ok or error)."""
+
+        def register(fn: Callable[[In], Out]) -> Callable[[In], Out]:
+            def run(payload: dict[str, Any]) -> dict[str, Any]:
+                try:
+                    result = fn(self.input.model_validate(payload))
+                    if not isinstance(result, self.output):
+                        raise TypeError(f"{self.name} returned {type(result).__name__}")
+                except Exception:
+                    TASKS.labels(self.queue, self.verb, "error").inc()
+                    raise
+                TASKS.labels(self.queue, self.verb, "ok").inc()
+                return result.model_dump(mode="json")
+
+            run.__doc__, run.__name__ = fn.__doc__, fn.__name__
+            app.task(name=self.name)(run)
+            return fn
+
+        return register
+
+    def body(self, payload: In) -> dict[str, Any]:
+        """The JSON a payload travels as (refuses a payload of another model)."""
+        if not isinstance(payload, self.input):
+            raise TypeError(
+                f"{self.name} takes {self.input.__name__}, not {type(payload).__name__}"
+            )
+        return payload.model_dump(mode="json")
+
+
+def call(app: Celery, spec: TaskSpec[In, Out], payload: In, timeout_s: float) -> Out:
+    """Run another service's task and wait for its validated result (raises the task's error)."""
+    result = app.send_task(spec.name, args=[spec.body(payload)], queue=spec.queue)
+    value = result.get(timeout=timeout_s, disable_sync_subtasks=False)
+    result.forget()
+    return spec.output.model_validate(value)
+
+
+def send(app: Celery, spec: TaskSpec[In, Out], payload: In, countdown: float = 0.0) -> None:
+    """Fire-and-forget another service's task (an event); nobody waits for its result."""
+    app.send_task(
+        spec.name,
+        args=[spec.body(payload)],
+        queue=spec.queue,
+        countdown=countdown or None,
+        ignore_result=True,
+    )
+
+
+# ---------------------------------------------------------------- market (its worker: market)
+
+MARKET_POPULATION = TaskSpec("market.population", "market", NoInput, Population)
+"""The registered clients grouped by type, in non-decreasing data size."""
+MARKET_OPEN_ROUND = TaskSpec("market.open_round", "market", OpenRoundPayload, MarketRoundStatus)
+"""Publish a round's quote; the market starts collecting decisions and purchases."""
+MARKET_DECISIONS = TaskSpec("market.decisions", "market", RoundRef, RoundDecisions)
+"""The decisions declared so far in a round."""
+MARKET_CLOSE_ROUND = TaskSpec("market.close_round", "market", RoundRef, RoundDecisions)
+"""Stop taking decisions and purchases; the final decisions."""
+MARKET_SETTLE_ROUND = TaskSpec("market.settle_round", "market", SettlePayload, SettleResult)
+"""Book rewards, charges, refunds, subsidy and surplus (idempotent)."""
+MARKET_PUBLISH = TaskSpec("market.publish", "market", RoundRef, MarketRoundStatus)
+"""Make a settled round's model downloadable by its buyers and participants."""
+
+# ---------------------------------------------------------------- pricing
+
+PRICING_QUOTE = TaskSpec("pricing.quote", "pricing", PricingRequest, PricingResult)
+"""The mechanism's terms at K* or at a realised state."""
+PRICING_EQUILIBRIUM = TaskSpec(
+    "pricing.equilibrium", "pricing", EquilibriumRequest, EquilibriumResult
+)
+"""Whether a realised state (K, B) is an equilibrium of the mechanism's schedule."""
+
+# ---------------------------------------------------------------- evaluation
+
+EVALUATION_EVALUATE = TaskSpec(
+    "evaluation.evaluate", "evaluation", EvaluationRequest, EvaluationResult
+)
+"""Measure a round's model on the held-out test set and refit the error model (Eq. 3)."""
+EVALUATION_ERROR_MODEL = TaskSpec(
+    "evaluation.error_model", "evaluation", NoInput, CurrentErrorModel
+)
+"""The error model fitted to every measurement so far (None below enough points)."""
+
+# ---------------------------------------------------------------- orchestration
+
+ORCHESTRATION_ADVANCE = TaskSpec(
+    "orchestration.advance", "orchestration", AdvanceRequest, AdvanceResult
+)
+"""Run one step of a round (if it is still in that state) and enqueue the next."""
+ORCHESTRATION_DECISIONS_COMPLETE = TaskSpec(
+    "orchestration.decisions_complete", "orchestration", RoundRef, AdvanceResult
+)
+"""Event from the market: every client has declared, so collection need not wait."""
+
+ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
+    MARKET_POPULATION,
+    MARKET_OPEN_ROUND,
+    MARKET_DECISIONS,
+    MARKET_CLOSE_ROUND,
+    MARKET_SETTLE_ROUND,
+    MARKET_PUBLISH,
+    PRICING_QUOTE,
+    PRICING_EQUILIBRIUM,
+    EVALUATION_EVALUATE,
+    EVALUATION_ERROR_MODEL,
+    ORCHESTRATION_ADVANCE,
+    ORCHESTRATION_DECISIONS_COMPLETE,
+)
+"""Every task of the platform (the routes of :func:`mots.platform.celery_app.make_celery`)."""

@@ -1,0 +1,98 @@
+"""The round API's responses: typed OpenAPI schemas, and the JSON the demo and benchmarks read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.schemas import RoundState
+from services.orchestration.core.config import Settings
+from services.orchestration.main import create_app
+from services.orchestration.migrations import upgrade
+from services.orchestration.products import TrainingProgress
+from services.orchestration.rounds.ports import RoundUpdate
+from services.orchestration.rounds.sql_store import SqlRoundStore
+
+S = RoundState
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[TestClient, SqlRoundStore]]:
+    url = f"sqlite:///{tmp_path / 'orchestration.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with TestClient(create_app(Settings(database_url=url, redis_key_prefix="mots-api-test:"))) as c:
+        yield c, SqlRoundStore(make_sessionmaker(engine))
+    engine.dispose()
+
+
+def _schema(openapi: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    name = ref["$ref"].rsplit("/", 1)[-1]
+    schema: dict[str, Any] = openapi["components"]["schemas"][name]
+    return schema
+
+
+def test_the_round_routes_document_real_fields(api: tuple[TestClient, SqlRoundStore]) -> None:
+    """No free-form objects: a round, its summary and its transitions list their fields."""
+    client, _ = api
+    openapi = client.get("/openapi.json").json()
+    ok = "200"
+    listed = openapi["paths"]["/v1/rounds"]["get"]["responses"][ok]["content"]["application/json"]
+    one = openapi["paths"]["/v1/rounds/{round_id}"]["get"]["responses"][ok]["content"]
+    rnd = _schema(openapi, listed["schema"]["items"])
+    detail = _schema(openapi, one["application/json"]["schema"])
+    assert {"id", "state", "summary", "training_progress", "quote", "scenario"} <= set(
+        rnd["properties"]
+    )
+    transition = _schema(openapi, detail["properties"]["transitions"]["items"])
+    assert set(transition["properties"]) == {"from", "to", "seconds_in_from", "note", "at"}
+    summary = _schema(openapi, rnd["properties"]["summary"]["anyOf"][0])
+    assert {"participants", "phase_seconds", "settlement", "equilibrium"} <= set(
+        summary["properties"]
+    )
+    for name in ("RoundOut", "RoundDetail", "RoundSummary", "TrainingProgress", "Scenario"):
+        for field, spec in openapi["components"]["schemas"][name]["properties"].items():
+            assert spec.get("additionalProperties") is not True, (name, field)
+
+
+def test_a_round_reads_back_as_the_demo_and_benchmarks_expect(
+    api: tuple[TestClient, SqlRoundStore],
+) -> None:
+    client, store = api
+    round_id = store.create()
+    store.move(round_id, S.OPEN, S.COLLECTING, "error model: prior", RoundUpdate(mechanism="swan"))
+    store.move(round_id, S.COLLECTING, S.TRAINING, "K=[0, 2] B=[4, 0]", RoundUpdate())
+    store.record_progress(
+        round_id,
+        TrainingProgress(
+            fedavg_round=1,
+            fedavg_rounds=2,
+            clients_done=2,
+            clients=2,
+            epsilon=0.9,
+            round_seconds=3.0,
+            in_progress=False,
+        ),
+    )
+    body = client.get(f"/v1/rounds/{round_id}").json()
+    assert (body["id"], body["state"], body["mechanism"], body["summary"]) == (
+        round_id,
+        "training",
+        "swan",
+        None,
+    )
+    assert body["training_progress"]["fedavg_round"] == 1
+    assert [(t["from"], t["to"], t["note"]) for t in body["transitions"]] == [
+        ("open", "collecting", "error model: prior"),
+        ("collecting", "training", "K=[0, 2] B=[4, 0]"),
+    ]
+    (listed,) = client.get("/v1/rounds").json()
+    assert "transitions" not in listed and listed["state"] == "training"
+    missing = client.get(f"/v1/rounds/{round_id + 1}")
+    assert missing.status_code == 404 and "round_id" in missing.json()["detail"]
+    assert client.post("/v1/rounds").status_code == 401

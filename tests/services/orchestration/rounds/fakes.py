@@ -1,0 +1,337 @@
+"""In-memory stand-ins for the round machine's ports: a scripted market, pricing and evaluation,
+a store in a dict, a trainer that trains nobody, a queue in a list and a clock that only moves
+when told. The machine's rules run against them in milliseconds."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from mots.platform.schemas import (
+    TERMINAL_STATES,
+    EquilibriumRequest,
+    EquilibriumResult,
+    ErrorFit,
+    EvaluationRequest,
+    EvaluationResult,
+    OpenRoundPayload,
+    Population,
+    PopulationType,
+    PricingRequest,
+    PricingResult,
+    RoundDecisions,
+    RoundState,
+    SettlePayload,
+    SettleResult,
+)
+from mots.training.progress import RoundProgress
+from services.orchestration.core.config import Settings
+from services.orchestration.products import TrainingProgress
+from services.orchestration.rounds.machine import RoundMachine
+from services.orchestration.rounds.ports import (
+    RoundInFlight,
+    RoundPorts,
+    RoundRecord,
+    RoundUpdate,
+)
+from services.orchestration.trainer import TrainingOutcome
+
+SMALL, LARGE = "small", "large"
+CLIENTS = {SMALL: [1, 2, 3, 4], LARGE: [5, 6]}
+"""Four clients with 50 samples each, two with 300."""
+
+
+class Clock:
+    """Seconds since the epoch, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def datetime(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
+
+
+class Failing:
+    """Raises ``times`` times (forever if None), then lets calls through."""
+
+    def __init__(self, error: Exception, times: int | None = None) -> None:
+        self.error, self.times = error, times
+
+    def check(self) -> None:
+        if self.times is None or self.times > 0:
+            if self.times is not None:
+                self.times -= 1
+            raise self.error
+
+
+class FakeServices:
+    """The market, pricing and evaluation services, scripted: who joins, who buys and pays, who
+    has declared; ``failing[name]`` makes a call raise."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.clients = {k: list(v) for k, v in CLIENTS.items()}
+        self.joined: dict[str, list[int]] = {LARGE: [5, 6]}
+        self.bought: dict[str, list[int]] = {SMALL: [1, 2, 3, 4]}
+        self.paid: dict[str, list[int]] = {SMALL: [1, 2, 3, 4]}
+        self.declared: int | None = None  # None: every client has declared
+        self.fit: ErrorFit | None = None
+        self.failing: dict[str, Failing] = {}
+        self.calls: list[str] = []
+        self.opened: list[OpenRoundPayload] = []
+        self.settled: list[SettlePayload] = []
+        self.quoted: list[PricingRequest] = []
+
+    def _enter(self, name: str) -> None:
+        self.calls.append(name)
+        if name in self.failing:
+            self.failing[name].check()
+
+    def error_model(self) -> ErrorFit | None:
+        self._enter("error_model")
+        return self.fit
+
+    def population(self) -> Population:
+        self._enter("population")
+        sizes = {SMALL: 50, LARGE: 300}
+        return Population(
+            types=[
+                PopulationType(
+                    name=n, data_size=sizes[n], cost=Decimal(sizes[n]) / 100, client_ids=ids
+                )
+                for n, ids in self.clients.items()
+                if ids
+            ]
+        )
+
+    def quote(self, request: PricingRequest) -> PricingResult:
+        self._enter("quote")
+        self.quoted.append(request)
+        names = [t["name"] for t in request.scenario["types"]]
+        k = request.participants if request.participants is not None else [0, 2][: len(names)]
+        b = request.buyers if request.buyers is not None else [4, 0][: len(names)]
+        return PricingResult(
+            mechanism=request.mechanism or "swan_robust",
+            regime="low",
+            type_names=names,
+            participants=k,
+            buyers=b,
+            price=1.0,
+            rewards=[-0.5, 2.0][: len(names)],
+            welfare=81.2,
+            epsilon=0.7,
+            incentive_cost=0.0,
+            optimal=request.participants is None,
+        )
+
+    def equilibrium(self, request: EquilibriumRequest) -> EquilibriumResult:
+        self._enter("equilibrium")
+        return EquilibriumResult(equilibrium=True, reason="equilibrium")
+
+    def open(self, quote: OpenRoundPayload) -> None:
+        self._enter("open")
+        self.opened.append(quote)
+
+    def _decisions(self, round_id: int) -> RoundDecisions:
+        registered = sum(len(v) for v in self.clients.values())
+        return RoundDecisions(
+            round_id=round_id,
+            registered=registered,
+            declared=registered if self.declared is None else self.declared,
+            participants=self.joined,
+            buyers=self.bought,
+            paid_buyers=self.paid,
+        )
+
+    def decisions(self, round_id: int) -> RoundDecisions:
+        self._enter("decisions")
+        return self._decisions(round_id)
+
+    def close(self, round_id: int) -> RoundDecisions:
+        self._enter("close")
+        return self._decisions(round_id)
+
+    def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
+        self._enter("evaluate")
+        return EvaluationResult(
+            round_id=request.round_id, test_loss=0.68, accuracy=0.7, seconds=1.0, fit=None
+        )
+
+    def settle(self, payload: SettlePayload) -> SettleResult:
+        self._enter("settle")
+        self.settled.append(payload)
+        paid = Decimal(sum(len(v) for v in self.paid.values()))
+        rewards = sum(
+            (payload.rewards.get(n, Decimal(0)) for n, ids in self.joined.items() for c in ids
+             if c in payload.participants and c not in payload.dropped),
+            Decimal(0),
+        )  # fmt: skip
+        zero = Decimal(0)
+        return SettleResult(
+            round_id=payload.round_id,
+            payments=paid,
+            rewards_paid=zero if payload.refund_buyers else rewards,
+            charges=zero,
+            subsidy=zero if payload.refund_buyers else max(zero, rewards - paid),
+            surplus=zero if payload.refund_buyers else max(zero, paid - rewards),
+            refunds=paid if payload.refund_buyers else zero,
+        )
+
+    def publish(self, round_id: int) -> None:
+        self._enter("publish")
+
+
+class MemoryStore:
+    """Rounds in a dict; a move is a compare-and-set on the state, as in SQL."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.rounds: dict[int, RoundRecord] = {}
+        self.transitions: list[tuple[int, RoundState, RoundState, float, str]] = []
+        self.progress_fails = False
+
+    def create(self) -> int:
+        for rnd in self.rounds.values():
+            if rnd.state not in TERMINAL_STATES:
+                raise RoundInFlight(f"round {rnd.id} is still {rnd.state}; one round at a time")
+        round_id = len(self.rounds) + 1
+        now = self.clock.datetime()
+        self.rounds[round_id] = RoundRecord(round_id, RoundState.OPEN, now, now)
+        return round_id
+
+    def load(self, round_id: int) -> RoundRecord | None:
+        return self.rounds.get(round_id)
+
+    def move(
+        self, round_id: int, src: RoundState, dst: RoundState, note: str, update: RoundUpdate
+    ) -> float | None:
+        rnd = self.rounds.get(round_id)
+        if rnd is None or rnd.state != src:
+            return None
+        now = self.clock.datetime()
+        seconds = (now - rnd.state_entered_at).total_seconds()
+        self.rounds[round_id] = dataclasses.replace(
+            rnd,
+            state=dst,
+            state_entered_at=now,
+            **update,  # type: ignore[arg-type]
+        )
+        self.transitions.append((round_id, src, dst, seconds, note))
+        return seconds
+
+    def record_progress(self, round_id: int, progress: TrainingProgress) -> None:
+        if self.progress_fails:
+            raise ConnectionError("the database is away")
+        rnd = self.rounds[round_id]
+        if rnd.state == RoundState.TRAINING:
+            self.rounds[round_id] = dataclasses.replace(rnd, training_progress=progress)
+
+    def phase_seconds(self, round_id: int) -> dict[str, float]:
+        phases: dict[str, float] = {}
+        for rid, src, _, seconds, _ in self.transitions:
+            if rid == round_id:
+                phases[src.value] = phases.get(src.value, 0.0) + seconds
+        return phases
+
+    def unfinished(self) -> list[tuple[int, RoundState]]:
+        return [(r.id, r.state) for r in self.rounds.values() if r.state not in TERMINAL_STATES]
+
+    def path(self, round_id: int) -> list[str]:
+        """The states the round entered, in order."""
+        return [dst.value for rid, _, dst, _, _ in self.transitions if rid == round_id]
+
+
+class FakeTrainer:
+    """Trains nobody: reports each FedAvg round, then the ``completed`` participants (all of K
+    unless set); ``error`` makes it fail; every FedAvg round takes ``seconds`` on the clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.completed: Callable[[list[int]], list[int]] = list
+        self.error: Exception | None = None
+        self.calls: list[list[int]] = []
+        self.seen_progress: list[RoundProgress] = []
+
+    def train(
+        self,
+        participants: list[int],
+        sizes: list[float],
+        node_types: list[int],
+        round_id: int,
+        progress: Callable[[RoundProgress], None] | None = None,
+    ) -> TrainingOutcome:
+        self.calls.append(list(participants))
+        if self.error is not None:
+            raise self.error
+        for r in range(2):
+            self.clock.now += 3.0
+            report = RoundProgress(r, 2, sum(participants), sum(participants), 0.9 - 0.1 * r, 3.0)
+            self.seen_progress.append(report)
+            if progress is not None:
+                progress(report)
+        return TrainingOutcome(
+            epsilon=0.8,
+            losses=[0.9, 0.8],
+            round_seconds=[3.0, 3.0],
+            artifact_path=f"/artifacts/round-{round_id}/model.pt",
+            artifact_sha256="ab" * 32,
+            completed=self.completed(list(participants)),
+            seconds=6.0,
+        )
+
+
+@dataclasses.dataclass
+class Rig:
+    """A machine on fakes, with the queue its steps fill."""
+
+    clock: Clock
+    services: FakeServices
+    store: MemoryStore
+    trainer: FakeTrainer
+    settings: Settings
+    queue: list[tuple[int, RoundState, float]]
+    machine: RoundMachine
+
+    def start(self) -> int:
+        """Create a round and enqueue its first step, as ``POST /v1/rounds`` does."""
+        round_id = self.store.create()
+        self.queue.append((round_id, RoundState.OPEN, 0.0))
+        return round_id
+
+    def run(self, max_steps: int = 100) -> None:
+        """Deliver the queued steps in order, moving the clock by each one's countdown."""
+        for _ in range(max_steps):
+            if not self.queue:
+                return
+            round_id, state, countdown = self.queue.pop(0)
+            self.clock.now += countdown + 0.25
+            self.machine.advance(round_id, state)
+        raise AssertionError(f"the queue did not drain in {max_steps} steps: {self.queue}")
+
+
+def rig(**settings: object) -> Rig:
+    """A fresh machine on fakes; ``settings`` override the orchestration settings."""
+    clock = Clock()
+    services, store, trainer = FakeServices(clock), MemoryStore(clock), FakeTrainer(clock)
+    config = Settings(
+        **{"collect_timeout_s": 10.0, "poll_interval_s": 0.5, **settings}  # type: ignore[arg-type]
+    )
+    queue: list[tuple[int, RoundState, float]] = []
+
+    def schedule(round_id: int, state: RoundState, countdown: float) -> None:
+        queue.append((round_id, state, countdown))
+
+    ports = RoundPorts(
+        services=services,
+        store=store,
+        trainer=trainer,
+        schedule=schedule,
+        settings=config,
+        clock=clock,
+    )
+    return Rig(clock, services, store, trainer, config, queue, RoundMachine(ports))

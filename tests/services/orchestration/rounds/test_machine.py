@@ -1,0 +1,267 @@
+"""The round machine's rules, driven through in-memory fakes of its ports (milliseconds each)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from prometheus_client import REGISTRY
+
+from mots.platform.schemas import ErrorFit, RoundState
+from services.orchestration.rounds.machine import RETRY_SETTLEMENT_S, Step
+from services.orchestration.rounds.ports import RoundInFlight
+from tests.services.orchestration.rounds.fakes import LARGE, SMALL, Failing, rig
+
+S = RoundState
+PUBLISHED_PATH = ["collecting", "training", "evaluating", "settling", "published"]
+SUMMARY_KEYS = {
+    "round_id", "state", "rule", "mechanism", "participants", "buyers", "price", "rewards",
+    "welfare", "incentive_cost", "incentive_cost_predicted", "epsilon", "epsilon_predicted",
+    "epsilon_training", "equilibrium", "round_seconds", "phase_seconds", "platform_seconds",
+    "platform_share", "training_round_seconds", "dropped", "settlement", "error_model_fit",
+}  # fmt: skip
+"""The keys of a round's summary (the demo's summary.json, the benchmark and the dashboards)."""
+
+
+def _count(state: str) -> float:
+    return REGISTRY.get_sample_value("mots_rounds_total", {"state": state}) or 0.0
+
+
+def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
+    """Everyone declares: the round trains K, settles the rewards at (K, B) and publishes."""
+    r = rig()
+    before = _count("published")
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.PUBLISHED
+    assert r.store.path(round_id) == PUBLISHED_PATH
+    assert r.trainer.calls == [[0, 2]]
+    (settled,) = r.services.settled
+    assert settled.rewards == {SMALL: Decimal("-0.5"), LARGE: Decimal("2")}
+    assert settled.participants == [5, 6] and settled.dropped == [] and not settled.refund_buyers
+    assert r.services.calls[-2:] == ["settle", "publish"]
+    assert rnd.summary is not None
+    s = rnd.summary.model_dump(mode="json")
+    assert set(s) == SUMMARY_KEYS
+    assert s["state"] == "published" and s["rule"] is None
+    assert s["participants"] == {SMALL: 0, LARGE: 2} and s["buyers"] == {SMALL: 4, LARGE: 0}
+    assert (s["price"], s["rewards"]) == (1.0, {SMALL: -0.5, LARGE: 2.0})
+    assert (s["epsilon"], s["epsilon_predicted"], s["epsilon_training"]) == (0.68, 0.7, 0.8)
+    assert s["equilibrium"] is True and s["dropped"] == [] and s["settlement"]["payments"] == "4"
+    assert list(s["phase_seconds"]) == ["open", "collecting", "training", "evaluating", "settling"]
+    assert sum(s["phase_seconds"].values()) == pytest.approx(s["round_seconds"])
+    work = s["phase_seconds"]["training"] + s["phase_seconds"]["evaluating"]
+    assert s["platform_seconds"] == pytest.approx(s["round_seconds"] - work)
+    assert rnd.training_progress is not None and rnd.training_progress.fedavg_round == 2
+    assert _count("published") == before + 1
+
+
+def test_the_quote_is_priced_on_the_prior_until_the_fit_has_enough_points() -> None:
+    """Evaluation down or fewer than 4 measured rounds: the prior; then the measured fit."""
+    r = rig()
+    r.services.failing["error_model"] = Failing(ConnectionError("evaluation is down"))
+    r.start()
+    r.run()
+    assert r.store.transitions[0][4] == "error model: prior"
+    prior = r.services.quoted[0].scenario["error_model"]
+    assert prior == {"eps0": 0.65, "d_gamma2": 39.4, "sigma2": 0.0}
+    r.services.failing.clear()
+    r.services.fit = ErrorFit(eps0=0.5, d_gamma2=20.0, sigma2=0.01, r2=0.9, points=4)
+    r.start()
+    r.run()
+    assert r.store.transitions[-5][4] == "error model: measured"
+    assert r.services.quoted[-2].scenario["error_model"] == {
+        "eps0": 0.5,
+        "d_gamma2": 20.0,
+        "sigma2": 0.01,
+    }
+
+
+def test_collection_waits_for_the_silent_until_the_deadline_then_they_abstain() -> None:
+    """Not everyone declared: poll until the deadline, then close with those who did."""
+    r = rig(collect_timeout_s=5.0, poll_interval_s=1.0)
+    r.services.declared = 3
+    round_id = r.start()
+    r.run()
+    polls = r.services.calls.count("decisions")
+    assert 4 <= polls <= 6  # a poll a second (plus the step's own time) for five seconds
+    assert r.services.calls.count("close") == 1
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.PUBLISHED
+
+
+def test_no_participant_settles_by_rule_and_refunds_every_buyer() -> None:
+    """Nobody joins: no model, no training; the round fails and every buyer is refunded."""
+    r = rig()
+    r.services.joined = {}
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
+    assert r.store.path(round_id) == ["collecting", "failed", "settled_by_rule"]
+    assert rnd.rule is not None and "no participant" in rnd.rule
+    assert r.trainer.calls == [] and "publish" not in r.services.calls
+    (settled,) = r.services.settled
+    assert settled.refund_buyers and settled.rewards == {} and settled.participants == []
+    assert rnd.terms is not None and rnd.terms.price is None and rnd.terms.epsilon is None
+    assert rnd.summary is not None and rnd.summary.state == S.SETTLED_BY_RULE
+    assert rnd.summary.participants == {SMALL: 0, LARGE: 0}
+    assert rnd.summary.settlement is not None and rnd.summary.settlement.refunds == 4
+    assert list(rnd.summary.phase_seconds) == ["open", "collecting", "failed"]
+
+
+def test_no_registered_client_fails_before_the_market_opens_so_nothing_is_refunded() -> None:
+    r = rig()
+    r.services.clients = {SMALL: [], LARGE: []}
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
+    assert rnd.rule == "no registered clients: nothing to price"
+    assert r.services.opened == [] and r.services.settled == []
+    assert rnd.summary is not None and rnd.summary.settlement is None
+
+
+def test_a_dropout_forfeits_its_reward_and_the_round_completes_with_the_others() -> None:
+    """The last-registered joiner of a type that completed one fewer is named as dropped."""
+    r = rig()
+    r.trainer.completed = lambda k: [k[0], k[1] - 1]
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.PUBLISHED
+    assert rnd.training is not None and rnd.training.dropped == [6]
+    assert r.store.transitions[2][4].endswith("dropped out: [6]")
+    (settled,) = r.services.settled
+    assert settled.dropped == [6] and settled.participants == [5, 6]
+    assert rnd.summary is not None and rnd.summary.dropped == [6]
+
+
+def test_everyone_dropping_out_settles_by_rule() -> None:
+    r = rig()
+    r.trainer.completed = lambda k: [0 for _ in k]
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
+    assert rnd.rule == "every participant dropped out: buyers are refunded"
+    assert r.store.path(round_id) == ["collecting", "training", "failed", "settled_by_rule"]
+    assert r.services.settled[-1].refund_buyers
+
+
+def test_a_training_failure_settles_by_rule() -> None:
+    r = rig()
+    r.trainer.error = RuntimeError("the SuperLink is gone")
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
+    assert rnd.rule == (
+        "training failed (RuntimeError: the SuperLink is gone): buyers are refunded, "
+        "no reward is paid"
+    )
+    assert rnd.error == rnd.rule
+    assert [p.refund_buyers for p in r.services.settled] == [True]
+    assert rnd.summary is not None and rnd.summary.epsilon_training is None
+
+
+def test_an_evaluation_failure_settles_by_rule() -> None:
+    r = rig()
+    r.services.failing["evaluate"] = Failing(TimeoutError("no answer in 120 s"))
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
+    assert rnd.rule == "TimeoutError: no answer in 120 s"
+    assert r.store.path(round_id)[-3:] == ["evaluating", "failed", "settled_by_rule"]
+    assert [p.refund_buyers for p in r.services.settled] == [True]
+    assert "publish" not in r.services.calls
+
+
+def test_a_settlement_failure_is_settled_by_rule_retried_until_the_market_answers() -> None:
+    """Settling fails, so the round fails; settling by rule fails twice more and is retried."""
+    r = rig()
+    r.services.failing["settle"] = Failing(ConnectionError("market down"), times=3)
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
+    assert rnd.rule == "ConnectionError: market down"
+    assert r.store.path(round_id)[-3:] == ["settling", "failed", "settled_by_rule"]
+    assert r.services.calls.count("settle") == 4
+    assert r.services.settled[-1].refund_buyers
+
+
+def test_settling_by_rule_schedules_a_retry_when_the_market_does_not_answer() -> None:
+    r = rig()
+    r.services.joined = {}
+    r.services.failing["settle"] = Failing(ConnectionError("market down"))
+    round_id = r.start()
+    for _ in range(3):  # open, collect (fails the round), settle by rule (fails)
+        r.machine.advance(*r.queue.pop(0)[:2])
+    result = r.machine.advance(round_id, S.FAILED)
+    assert result.retry and result.next is None
+    assert r.queue[-1] == (round_id, S.FAILED, RETRY_SETTLEMENT_S)
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.FAILED
+
+
+def test_a_redelivered_step_does_nothing() -> None:
+    """The round has moved on: the old step message calls no service and schedules nothing."""
+    r = rig()
+    round_id = r.start()
+    r.machine.advance(round_id, S.OPEN)
+    calls, queued = list(r.services.calls), list(r.queue)
+    result = r.machine.advance(round_id, S.OPEN)
+    assert result.next is None and not result.retry
+    assert r.services.calls == calls and r.queue == queued
+    assert r.store.path(round_id) == ["collecting"]
+
+
+def test_a_step_that_loses_the_race_to_move_schedules_nothing() -> None:
+    """Two deliveries run the same step; the one whose compare-and-set fails stops there."""
+    r = rig()
+    round_id = r.start()
+    loaded = r.store.load(round_id)
+    r.machine.advance(round_id, S.OPEN)  # the other delivery moved the round first
+    r.queue.clear()
+    original_load = r.store.load
+    r.store.load = lambda _: loaded  # type: ignore[method-assign]  # read before that move
+    step = r.machine.step(round_id, S.OPEN)
+    r.store.load = original_load  # type: ignore[method-assign]
+    assert step == Step(None)
+    assert r.store.path(round_id) == ["collecting"]
+
+
+def test_recovery_re_enqueues_every_unfinished_round_and_they_complete() -> None:
+    """After a restart the worker schedules the current step of each unfinished round."""
+    r = rig()
+    done = r.start()
+    r.run()
+    stuck = r.start()
+    r.machine.advance(*r.queue.pop(0)[:2])  # opened; its collecting step was lost with the worker
+    r.queue.clear()
+    assert r.machine.recover() == [stuck]
+    assert r.queue == [(stuck, S.COLLECTING, 0.0)]
+    r.run()
+    for round_id in (done, stuck):
+        rnd = r.store.load(round_id)
+        assert rnd is not None and rnd.state == S.PUBLISHED
+
+
+def test_one_round_at_a_time() -> None:
+    r = rig()
+    r.start()
+    with pytest.raises(RoundInFlight, match="round 1 is still open"):
+        r.store.create()
+
+
+def test_a_lost_progress_write_does_not_stop_training() -> None:
+    r = rig()
+    r.store.progress_fails = True
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.PUBLISHED and rnd.training_progress is None
+    assert len(r.trainer.seen_progress) == 2

@@ -1,0 +1,88 @@
+"""The SQL round store on both databases: compare-and-set moves, one round at a time, typed
+products validated on the way in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.exc import StatementError
+
+from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.schemas import RoundState
+from services.orchestration.migrations import upgrade
+from services.orchestration.products import RoundTerms, TrainingProgress
+from services.orchestration.rounds.ports import RoundInFlight, RoundUpdate
+from services.orchestration.rounds.sql_store import SqlRoundStore
+
+S = RoundState
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[SqlRoundStore]:
+    upgrade(database_url)
+    engine = make_engine(database_url, pool_size=2)
+    try:
+        yield SqlRoundStore(make_sessionmaker(engine))
+    finally:
+        engine.dispose()
+
+
+def test_a_move_is_a_compare_and_set_on_the_state(store: SqlRoundStore) -> None:
+    """The first move from ``open`` wins and is recorded; a second finds the round elsewhere."""
+    round_id = store.create()
+    terms = RoundTerms.no_model(["a", "b"], [0, 0], [1, 0])
+    seconds = store.move(round_id, S.OPEN, S.COLLECTING, "first", RoundUpdate(mechanism="swan"))
+    assert seconds is not None and seconds >= 0
+    assert store.move(round_id, S.OPEN, S.FAILED, "second", RoundUpdate(terms=terms)) is None
+    rnd = store.load(round_id)
+    assert rnd is not None and rnd.state == S.COLLECTING and rnd.mechanism == "swan"
+    assert rnd.terms is None and rnd.created_at.tzinfo is not None
+    assert [(t.from_state, t.to_state, t.note) for t in store.transitions(round_id)] == [
+        ("open", "collecting", "first")
+    ]
+    assert list(store.phase_seconds(round_id)) == ["open"]
+    assert store.unfinished() == [(round_id, S.COLLECTING)]
+
+
+def test_one_round_at_a_time(store: SqlRoundStore) -> None:
+    first = store.create()
+    with pytest.raises(RoundInFlight, match=f"round {first} is still open"):
+        store.create()
+    store.move(first, S.OPEN, S.FAILED, "", RoundUpdate())
+    store.move(first, S.FAILED, S.SETTLED_BY_RULE, "", RoundUpdate())
+    assert store.create() == first + 1
+    assert store.load(first + 2) is None
+    assert [r.id for r in store.latest(10)] == [first + 1, first]
+
+
+def test_products_are_validated_on_write_and_read_back_as_models(store: SqlRoundStore) -> None:
+    round_id = store.create()
+    bad = RoundUpdate(terms={"type_names": ["a"]})  # type: ignore[typeddict-item]
+    with pytest.raises(StatementError, match="participants"):
+        store.move(round_id, S.OPEN, S.COLLECTING, "", bad)
+    terms = RoundTerms.no_model(["a"], [0], [2])
+    store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate(terms=terms))
+    rnd = store.load(round_id)
+    assert rnd is not None and rnd.terms == terms
+
+
+def test_progress_is_recorded_only_while_training(store: SqlRoundStore) -> None:
+    round_id = store.create()
+    progress = TrainingProgress(
+        fedavg_round=1,
+        fedavg_rounds=2,
+        clients_done=1,
+        clients=2,
+        epsilon=None,
+        round_seconds=1.5,
+        in_progress=True,
+    )
+    store.record_progress(round_id, progress)
+    rnd = store.load(round_id)
+    assert rnd is not None and rnd.training_progress is None
+    store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate())
+    store.move(round_id, S.COLLECTING, S.TRAINING, "", RoundUpdate())
+    store.record_progress(round_id, progress)
+    rnd = store.load(round_id)
+    assert rnd is not None and rnd.training_progress == progress
