@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 
 from mots.economics.utility import PowerUtility
-from mots.platform.agents import act, choose, register_population, wait_for_quote
-from mots.platform.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm, free_port
+from mots.local.agents import act, choose, register_population, wait_for_quote
+from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm, free_port
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 DEMO_TYPES: list[dict[str, Any]] = [
