@@ -18,7 +18,6 @@ from mots.economics.error_fit import Fit, fit_error_model
 from mots.training.config import TrainConfig
 
 
-
 def fig5_coalitions(
     k1_max: int = 10, families: Sequence[tuple[int, int]] = ((5, 0), (0, 5))
 ) -> list[list[int]]:

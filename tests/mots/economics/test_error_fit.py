@@ -56,7 +56,9 @@ def test_points_as_objects_and_long_tuples() -> None:
         epsilon: float
 
     eps = generalization_error(np.array(GRID), SIZES, ErrorModel(d_gamma2=2.0, eps0=0.1))
-    as_objects = fit_error_model([Point(k, float(e)) for k, e in zip(GRID, eps, strict=True)], SIZES)
+    as_objects = fit_error_model(
+        [Point(k, float(e)) for k, e in zip(GRID, eps, strict=True)], SIZES
+    )
     as_tuples = fit_error_model(
         [(k, SIZES, float(e)) for k, e in zip(GRID, eps, strict=True)], SIZES
     )
