@@ -33,8 +33,8 @@ from typing import Any
 import httpx
 import uvloop
 
+from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.launcher import Stack, exit_on_sigterm
 from mots.platform.money import to_micros
 from mots.platform.schemas import OpenRoundPayload
 from services.market import ledger, rounds

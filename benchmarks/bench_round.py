@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 
 from mots.economics.utility import PowerUtility
-from mots.platform.agents import act, choose, register_population, wait_for_quote
-from mots.platform.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
-from mots.platform.launcher import Stack, exit_on_sigterm
+from mots.local.agents import act, choose, register_population, wait_for_quote
+from mots.local.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
+from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}

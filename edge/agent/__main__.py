@@ -8,10 +8,10 @@ import sys
 import click
 
 from edge.agent.health import agent_alive, supernode_serving
-from edge.agent.market_client import MarketClient
 from edge.agent.runner import Agent
 from edge.agent.settings import AgentSettings
 from edge.agent.supernode import exec_supernode
+from mots.client import MarketClient
 
 
 def _settings() -> AgentSettings:

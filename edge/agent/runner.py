@@ -11,18 +11,26 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from decimal import Decimal
+from dataclasses import dataclass
 from pathlib import Path
 
-from edge.agent.best_response import Choice, ClientFacts, best_response, tie_draw
-from edge.agent.market_client import MarketClient, MarketError, Registration
 from edge.agent.settings import AgentSettings
-from mots.platform.schemas import Strategy
+from mots.client import ClientFacts, MarketClient, MarketError, draw_place, respond
+from mots.economics.best_response import Choice
+from mots.platform.schemas import ClientRegistration, RoundState, Strategy
 
 log = logging.getLogger("edge.agent")
 
 PAYMENT_REQUIRED = 402
 UNAUTHORIZED = 401
+
+
+@dataclass(frozen=True)
+class Registration:
+    """This device's identity at the market: its client id and bearer token."""
+
+    client_id: int
+    token: str
 
 
 class Agent:
@@ -50,22 +58,29 @@ class Agent:
             stored = json.loads(path.read_text())
             reg = Registration(int(stored["client_id"]), str(stored["token"]))
             try:
-                me = self.market.me(reg.token)
+                me = self.market.with_token(reg.token).me()
             except MarketError as exc:
                 if exc.status != UNAUTHORIZED:
                     raise
                 log.warning("stored credential refused by the market; registering again")
             else:
-                same = (me["type_name"], int(me["data_size"]), Decimal(str(me["cost"]))) == (
+                if (me.type_name, me.data_size, me.cost) == (
                     self.facts.type_name,
                     self.facts.data_size,
                     self.facts.cost,
-                )
-                if same:
+                ):
                     self._registration = reg
                     return reg
                 log.warning("this device's facts changed since it registered; registering again")
-        reg = self.market.register(self.settings.device_name(), self.facts)
+        registered = self.market.register(
+            ClientRegistration(
+                name=self.settings.device_name(),
+                type_name=self.facts.type_name,
+                data_size=self.facts.data_size,
+                cost=self.facts.cost,
+            )
+        )
+        reg = Registration(registered.id, registered.token)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _write_private(path, json.dumps({"client_id": reg.client_id, "token": reg.token}))
         log.info("registered as client %d (type %s)", reg.client_id, self.facts.type_name)
@@ -75,37 +90,44 @@ class Agent:
     def step(self) -> Choice | None:
         """Poll once; when a round collects decisions and this device has not answered, answer."""
         reg = self.ensure_registered()
+        market = self.market.with_token(reg.token)
         try:
-            quote = self.market.quote(reg.token)
+            quote = market.quote()
         except MarketError as exc:
             if exc.status == UNAUTHORIZED:  # the market forgot us (a new database): register anew
                 self._registration = None
                 (self.state_dir / "registration.json").unlink(missing_ok=True)
             raise
         self._beat()
-        if quote is None or quote.state != "collecting" or quote.round_id in self._answered:
+        if (
+            quote is None
+            or quote.state is not RoundState.COLLECTING
+            or quote.round_id in self._answered
+        ):
             return None
-        if self.market.declared(reg.token, quote.round_id) is not None:
+        if market.decision(quote.round_id) is not None:
             self._answered.add(quote.round_id)
             return None
         u = float(self.utility.value(quote.epsilon))
-        choice = best_response(self.facts, quote, u, tie_draw(reg.client_id, quote.round_id))
-        choice = self._act(reg, quote.round_id, choice)
+        place = draw_place(quote, self.facts.type_name, reg.client_id)
+        choice = self._act(market, reg, quote.round_id, respond(self.facts, quote, u, place))
         self._answered.add(quote.round_id)
         self._record(quote.round_id, u, choice)
         log.info("round %d: %s (%s)", quote.round_id, choice.strategy.value, choice.reason)
         return choice
 
-    def _act(self, reg: Registration, round_id: int, choice: Choice) -> Choice:
+    def _act(
+        self, market: MarketClient, reg: Registration, round_id: int, choice: Choice
+    ) -> Choice:
         if choice.strategy is Strategy.BUY:
-            try:
-                self.market.buy(reg.token, reg, round_id)
+            try:  # one key per (client, round): a retry, even after a restart, books once
+                market.buy(round_id, idempotency_key=f"edge-agent-{reg.client_id}-round-{round_id}")
                 return choice
             except MarketError as exc:
                 if exc.status != PAYMENT_REQUIRED:
                     raise
                 choice = Choice(Strategy.ABSTAIN, choice.payoffs, f"cannot pay: {exc.detail}")
-        self.market.declare(reg.token, round_id, choice.strategy)
+        market.declare(round_id, choice.strategy)
         return choice
 
     def _record(self, round_id: int, utility: float, choice: Choice) -> None:

@@ -121,7 +121,7 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
     from mots.training.local import evaluate, torch_threads
     from mots.training.models import build_model, get_weights, set_weights, weight_names
     from mots.training.partition import evaluation_indices
-    from mots.training.runner import ArtifactWriter, round_metadata
+    from mots.training.result import ArtifactWriter, round_metadata
 
     rc = context.run_config
     cfg = fm.train_config_from_run(rc)

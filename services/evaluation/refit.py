@@ -1,11 +1,12 @@
 """Refitting ε0, dγ² and σ² of Eq. (3) to the measured test losses of past rounds.
 
 ε(K) = ε0 + dγ²·S/K² + σ²·(K−1)/K with S = Σ_i K_i/D_i is linear in (ε0, dγ², σ²) once K is
-known; the fit itself is the training package's ``fit_error_model`` (one implementation).
+known; the fit itself is the economics core's :func:`mots.economics.error_fit.fit_error_model`.
 """
 
 from __future__ import annotations
 
+from mots.economics.error_fit import fit_error_model
 from mots.platform.schemas import ErrorFit
 
 Point = tuple[list[int], list[float], float]
@@ -17,7 +18,6 @@ def refit(points: list[Point], min_points: int) -> ErrorFit | None:
     distinct = {tuple(k) for k, _, _ in points}
     if len(distinct) < min_points:
         return None
-    from mots.training.sweep import fit_error_model
 
     sizes = points[-1][1]
     fit = fit_error_model([(k, loss) for k, _, loss in points], sizes)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fastapi import HTTPException, status
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from mots.platform.schemas import Strategy
+from services.market.errors import Conflict
 from services.market.models import Client, Decision, MarketRound, Purchase
 
 
@@ -19,11 +19,14 @@ def record_decision(
     strategy: Strategy,
     from_purchase: bool = False,
 ) -> Decision:
-    """Insert or change a client's strategy; a paid buyer cannot switch away from buying."""
+    """Insert or change a client's strategy; a paid buyer cannot switch away from buying.
+
+    Raises :class:`~services.market.errors.Conflict` when the round is not collecting or a paid
+    buyer tries to switch.
+    """
     if rnd.state != "collecting":
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"round_id: round {rnd.id} is {rnd.state}; decisions are taken while it is collecting",
+        raise Conflict(
+            "round_id", f"round {rnd.id} is {rnd.state}; decisions are taken while it is collecting"
         )
     if strategy != Strategy.BUY and not from_purchase:
         paid = session.scalar(
@@ -34,9 +37,8 @@ def record_decision(
             )
         )
         if paid is not None:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                "strategy: this client paid for the round's model; a purchase is final",
+            raise Conflict(
+                "strategy", "this client paid for the round's model; a purchase is final"
             )
     decision = session.scalar(
         select(Decision).where(Decision.round_id == rnd.id, Decision.client_id == client_id)

@@ -2,7 +2,7 @@
 
 The key row is inserted in the same database transaction as the money movement, and the pair
 (principal, key) is unique, so of two concurrent calls with one key only one books; the other
-retries and returns the stored result. The same key with a different body is a 409.
+retries and returns the stored result. The same key with a different body is a :class:`~services.market.errors.Conflict` (409).
 Only successful outcomes are stored: a refused call (e.g. 402) may be retried with the same key.
 """
 
@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import HTTPException, status
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
+from services.market.errors import Conflict
 from services.market.models import Base, IdempotencyKey
 
 
@@ -36,15 +36,12 @@ _STORE = insert(_KEYS)
 def _stored(
     session: Session, principal: str, key: str, fingerprint: str
 ) -> tuple[int, dict[str, Any]] | None:
-    """The stored outcome for (principal, key); 409 if the key was used with another body."""
+    """The stored outcome for (principal, key); Conflict if the key was used with another body."""
     stored = session.connection().execute(_LOOKUP, {"principal": principal, "key": key}).first()
     if stored is None:
         return None
     if stored.request_hash != fingerprint:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            "Idempotency-Key: this key was used with a different request body",
-        )
+        raise Conflict("Idempotency-Key", "this key was used with a different request body")
     return stored.status_code, json.loads(stored.response_json)
 
 
@@ -62,11 +59,9 @@ def run_once(
         return replay
     try:
         result = action(session)
-    except HTTPException as exc:
+    except Conflict:
         # A concurrent call with this key may have committed while we waited for a lock, and its
         # effect (e.g. "already bought") is what refused us: answer with its stored result.
-        if exc.status_code != status.HTTP_409_CONFLICT:
-            raise
         replay = _stored(session, principal, key, fingerprint)
         if replay is None:
             raise

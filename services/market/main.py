@@ -23,6 +23,7 @@ from mots.platform.db import (
 from mots.platform.metrics import install_http_metrics
 from mots.platform.schemas import RoundRef
 from mots.platform.web import install_healthz, lazy_app
+from services.market.api.errors import install_refusal_handler
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
 from services.market.auth import client_lookup
 from services.market.core.config import Settings, get_settings
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Purchases first: routes are matched in order, and theirs is the busiest.
     for module in (purchases, clients, quotes, decisions, ledger, models):
         app.include_router(module.router)
+    install_refusal_handler(app)
     install_http_metrics(app, "market")
     install_healthz(app)
     return app

@@ -17,7 +17,6 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, TypeVar
 
-from fastapi import HTTPException, status
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,6 +24,7 @@ from mots.platform.batching import MicroBatcher
 from mots.platform.transactions import in_transaction, in_transaction_async
 from services.market import ledger
 from services.market.decisions import all_declared
+from services.market.errors import Refusal, Unavailable
 from services.market.purchases import BookedBatch, PurchaseRequest, book_purchases
 from services.market.purchases_pg import NeedsSetup, PgPurchaseBook
 
@@ -130,13 +130,13 @@ def purchase_batcher(
     async def alone(request: PurchaseRequest) -> PurchaseResult | BaseException:
         try:
             done = await book([request])
-        except HTTPException as exc:
+        except Refusal as exc:
             return exc
         except Exception:
             log.exception("purchase %s could not be booked", request)
-            return HTTPException(
-                status.HTTP_503_SERVICE_UNAVAILABLE,
-                "ledger: the purchase could not be booked now; retry with the same Idempotency-Key",
+            return Unavailable(
+                "ledger",
+                "the purchase could not be booked now; retry with the same Idempotency-Key",
             )
         booked(done)
         return done.outcomes[0]

@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from fastapi import HTTPException, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -26,6 +25,7 @@ from mots.platform.bulk import BatchWrite, one_of, reserve_ids
 from mots.platform.money import from_micros
 from mots.platform.schemas import Strategy
 from services.market import ledger
+from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
 from services.market.models import (
     Account,
     Base,
@@ -80,8 +80,11 @@ def principal_of(client_id: int) -> str:
     return f"client:{client_id}"
 
 
-Outcome = tuple[int, dict[str, Any]] | HTTPException
-"""A request's answer: (status code, JSON body), or the HTTPException that refuses it."""
+CREATED = 201
+"""The status of a booked purchase (and of its stored Idempotency-Key result)."""
+
+Outcome = tuple[int, dict[str, Any]] | Refusal
+"""A request's answer: (status code, JSON body), or the refusal (a domain error) that refuses it."""
 
 
 @dataclass
@@ -142,11 +145,8 @@ def _queries(dialect: str) -> _Queries:
     )
 
 
-def _key_reused() -> HTTPException:
-    return HTTPException(
-        status.HTTP_409_CONFLICT,
-        "Idempotency-Key: this key was used with a different request body",
-    )
+def _key_reused() -> Conflict:
+    return Conflict("Idempotency-Key", "this key was used with a different request body")
 
 
 @dataclass(slots=True)
@@ -191,11 +191,7 @@ def resolve_callers(
     for i, r in enumerate(requests):
         client_id = r.client_id if r.client_id is not None else client_of.get(r.verifier)
         if client_id is None:
-            outcomes[i] = HTTPException(
-                status.HTTP_401_UNAUTHORIZED,
-                "Authorization: the token is not a registered client's",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            outcomes[i] = Unauthorized("Authorization", "the token is not a registered client's")
         out.append(_Buy(client_id or 0, r.round_id, r.key, r.fingerprint))
     return out
 
@@ -235,27 +231,22 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
             continue
         found = view.rounds.get(req.round_id)
         if found is None:
-            outcomes[i] = HTTPException(
-                status.HTTP_404_NOT_FOUND, f"round_id: round {req.round_id} does not exist"
-            )
+            outcomes[i] = NotFound("round_id", f"round {req.round_id} does not exist")
             continue
         state, price = found
         if state not in OPEN_FOR_PURCHASE:
-            outcomes[i] = HTTPException(
-                status.HTTP_409_CONFLICT,
-                f"round_id: round {req.round_id} is {state}; "
-                "purchases are taken while it is collecting",
+            outcomes[i] = Conflict(
+                "round_id",
+                f"round {req.round_id} is {state}; purchases are taken while it is collecting",
             )
         elif (req.round_id, req.client_id) in bought:
-            outcomes[i] = HTTPException(
-                status.HTTP_409_CONFLICT,
-                f"round_id: client {req.client_id} already bought round {req.round_id}",
+            outcomes[i] = Conflict(
+                "round_id", f"client {req.client_id} already bought round {req.round_id}"
             )
         elif balances[req.client_id] < price:
-            outcomes[i] = HTTPException(
-                status.HTTP_402_PAYMENT_REQUIRED,
-                f"balance: {from_micros(balances[req.client_id])} is below the price "
-                f"{from_micros(price)}",
+            outcomes[i] = PaymentRequired(
+                "balance",
+                f"{from_micros(balances[req.client_id])} is below the price {from_micros(price)}",
             )
         else:
             balances[req.client_id] -= price
@@ -356,7 +347,7 @@ def queue_bookings(
                 "principal": r.principal,
                 "key": r.key,
                 "request_hash": r.fingerprint,
-                "status_code": status.HTTP_201_CREATED,
+                "status_code": CREATED,
                 "response_json": json.dumps(body, default=str),
                 "created_at": now,
             }
@@ -364,7 +355,7 @@ def queue_bookings(
         ],
     )
     for i, body in zip(verdict.accepted, results, strict=True):
-        verdict.outcomes[i] = (status.HTTP_201_CREATED, body)
+        verdict.outcomes[i] = (CREATED, body)
 
 
 def purchase_body(

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from mots.economics.utility import PowerUtility
-from mots.platform.agents import act, choose, register_population, wait_for_quote
-from mots.platform.demo import wait_round
-from mots.platform.launcher import PROMETHEUS_BINARY, Stack
+from mots.local.agents import act, choose, register_population, wait_for_quote
+from mots.local.demo import wait_round
+from mots.local.launcher import PROMETHEUS_BINARY, Stack
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from tests.services.orchestration.conftest import OPERATOR, UTILITY, stack_env
 
@@ -56,7 +56,7 @@ def test_prometheus_scrapes_services_and_every_panel_has_data(
     """Run a round under a real Prometheus, then evaluate each dashboard query against it."""
     if not Path(PROMETHEUS_BINARY).exists():
         pytest.fail(f"{PROMETHEUS_BINARY} is missing: run `make system` (Debian's prometheus)")
-    from mots.platform.launcher import free_port
+    from mots.local.launcher import free_port
 
     env = stack_env(MOTS_TRAINER="deployment", MOTS_SUPERLINK_PORT=str(20000 + free_port() % 20000))
     stack = Stack(workdir=tmp_path / "stack", redis_url=redis_url, extra_env=env)

@@ -51,7 +51,7 @@ FIXED_PORTS = {
 )
 def demo(out_dir: Path, n_nodes: int, trainer: str, train_rounds: int) -> None:
     """Run one full market cycle on Fashion-MNIST with real training, then stop everything."""
-    from mots.platform.demo import SUMMARY_KEYS, run_demo
+    from mots.local.demo import SUMMARY_KEYS, run_demo
 
     summary = run_demo(out_dir=out_dir, n_nodes=n_nodes, trainer=trainer, train_rounds=train_rounds)
     missing = [k for k in SUMMARY_KEYS if summary.get(k) is None]
@@ -73,8 +73,8 @@ def platform() -> None:
 @click.option("--prometheus/--no-prometheus", default=True, show_default=True)
 def up(workdir: Path, prometheus: bool) -> None:
     """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all."""
-    from mots.platform.demo import start_redis
-    from mots.platform.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm
+    from mots.local.demo import start_redis
+    from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm
 
     exit_on_sigterm()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)

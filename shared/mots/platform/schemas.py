@@ -14,6 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
+from mots.economics.best_response import Strategy as Strategy
+
 Money = Annotated[Decimal, Field(max_digits=18, decimal_places=6)]
 MAX_AMOUNT = Decimal(10**9)
 """Largest amount one call may move or declare (keeps every balance far inside BIGINT micro-units)."""
@@ -25,14 +28,6 @@ TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0
 
 class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Strategy(enum.StrEnum):
-    """A client's strategy s_n ∈ {A, J, B} (Eq. 2)."""
-
-    ABSTAIN = "abstain"
-    JOIN = "join"
-    BUY = "buy"
 
 
 class RoundState(enum.StrEnum):

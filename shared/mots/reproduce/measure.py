@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from mots.economics import ErrorModel
+from mots.economics.error_fit import fit_error_model
 from mots.reproduce.settings import FIG5_FIXED, PAPER_COUNTS, Profile, Setting
 
 DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -98,8 +99,7 @@ def config_key(config: dict[str, Any], seeds: list[int], coalitions: list[list[i
 
 
 def fit_points(points: list[dict[str, Any]], sizes: list[float]) -> dict[str, float | None]:
-    """Fit ε0 + dγ²S/K² + σ²(K−1)/K to the seed-mean ε of each coalition (issue 3's fit_error_model)."""
-    from mots.training.sweep import fit_error_model
+    """Fit ε0 + dγ²S/K² + σ²(K−1)/K to the seed-mean ε of each coalition (the economics core's fit_error_model)."""
 
     groups: dict[tuple[int, ...], list[float]] = {}
     for p in points:

@@ -10,7 +10,6 @@ each round (progress callbacks), and reads ``result.json`` when the run ends.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -22,6 +21,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,25 +29,35 @@ from mots.training import flower_messages as fm
 from mots.training.config import TrainConfig
 from mots.training.federation import CONNECTION, Federation, LocalFederation, free_port_block
 from mots.training.progress import RoundProgress
+from mots.training.result import TrainingResult
+from mots.training.settings import TrainingSettings
 
 
 class DeploymentError(RuntimeError):
     """The Flower run failed or did not finish in time; the message carries the reason."""
 
 
-def app_dir() -> Path:
-    """Directory of the Flower app (``edge/flower_app``, with its pyproject.toml)."""
-    try:
-        spec = importlib.util.find_spec("edge.flower_app")
-    except ModuleNotFoundError:
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        path = Path(next(iter(spec.submodule_search_locations)))
-        if (path / "pyproject.toml").is_file():
-            return path
-    path = Path(__file__).resolve().parents[3] / "edge" / "flower_app"
+def app_dir(settings: TrainingSettings | None = None) -> Path:
+    """Directory of the Flower app that ``flwr run`` submits (holding its pyproject.toml).
+
+    ``MOTS_SERVER_APP_DIR`` when set, else the directory of the installed ``edge.flower_app``
+    package.
+    """
+    configured = (settings or TrainingSettings()).server_app_dir
+    if configured is not None:
+        path, origin = Path(configured), "MOTS_SERVER_APP_DIR"
+    else:
+        try:
+            path = Path(str(resources.files("edge.flower_app")))
+        except ModuleNotFoundError as exc:
+            raise DeploymentError(
+                "Flower app not found: edge.flower_app is not installed; set MOTS_SERVER_APP_DIR"
+            ) from exc
+        origin = "the installed edge.flower_app package"
     if not (path / "pyproject.toml").is_file():
-        raise DeploymentError(f"Flower app not found (looked for {path}/pyproject.toml)")
+        raise DeploymentError(
+            f"Flower app not found: {origin} gives {path}, without pyproject.toml"
+        )
     return path
 
 
@@ -201,11 +211,9 @@ def train_on_federation(
     federation: Federation | None,
     report: Callable[[RoundProgress], None] | None,
     artifact_dir: Path | None,
-) -> Any:
+) -> TrainingResult:
     """``train_coalition(..., engine="deployment")``: on ``federation``, or on a temporary one
     holding exactly the coalition's clients."""
-    from mots.training.runner import TrainingResult
-
     if federation is None:
         node_types = [i for i, k in enumerate(participants) for _ in range(k)]
         port = free_port_block(len(node_types) + 1)

@@ -7,94 +7,17 @@ global model of every round is saved as an artifact when ``artifact_dir`` is giv
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Literal
 
 from mots.training.config import TrainConfig
 from mots.training.progress import ProgressPrinter, RoundProgress
+from mots.training.result import ArtifactWriter, TrainingResult, round_metadata
 
 if TYPE_CHECKING:
     from mots.training.federation import Federation
-
-FloatArray = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class TrainingResult:
-    """The outcome of training one coalition: ε (final global test loss) and the per-round record."""
-
-    epsilon: float
-    losses: list[float]
-    round_seconds: list[float]
-    artifact_path: Path | None
-    artifact_sha256: str | None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    accuracy: float | None = None
-
-
-def round_metadata(
-    config: TrainConfig,
-    participants: Sequence[int],
-    round_index: int,
-    epsilon: float,
-    accuracy: float | None,
-    input_shape: Sequence[int],
-    engine: str,
-) -> dict[str, Any]:
-    """What an artifact records: data set, coalition, round (1-based), ε and the full config."""
-    return {
-        "dataset": config.dataset,
-        "data_dir": None if config.data_dir is None else str(config.data_dir),
-        "model": config.model,
-        "input_shape": [int(x) for x in input_shape],
-        "num_classes": 10,
-        "participants": [int(k) for k in participants],
-        "round": round_index + 1,
-        "rounds": config.rounds,
-        "epsilon": float(epsilon),
-        "accuracy": None if accuracy is None else float(accuracy),
-        "aggregation": config.aggregation,
-        "seed": config.seed,
-        "engine": engine,
-        "config": config.model_dump(mode="json"),
-    }
-
-
-class ArtifactWriter:
-    """Saves each round's global model under ``directory`` and keeps ``manifest.json`` current."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.entries: list[dict[str, Any]] = []
-
-    def write(
-        self, names: list[str], weights: list[FloatArray], metadata: dict[str, Any]
-    ) -> tuple[Path, str]:
-        """Save one round's artifact; return (path, sha256)."""
-        from mots.training.artifacts import save_artifact
-
-        path = self.directory / f"round-{int(metadata['round']):04d}.pt"
-        digest = save_artifact(path, names, weights, metadata)
-        self.entries.append(
-            {
-                "round": metadata["round"],
-                "epsilon": metadata["epsilon"],
-                "file": path.name,
-                "sha256": digest,
-            }
-        )
-        (self.directory / "manifest.json").write_text(
-            json.dumps({"artifacts": self.entries}, indent=1)
-        )
-        return path, digest
 
 
 def _inprocess(
@@ -172,8 +95,7 @@ def train_coalition(
     if engine == "deployment":
         from mots.training.deployment import train_on_federation
 
-        result: TrainingResult = train_on_federation(
+        return train_on_federation(
             k, config, federation=federation, report=report, artifact_dir=artifact_dir
         )
-        return result
     raise ValueError(f"engine must be 'inprocess' or 'deployment', got {engine!r}")

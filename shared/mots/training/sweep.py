@@ -1,102 +1,21 @@
 """Coalition sweeps (Fig. 5): measure ε over grids of K, fit Eq. 3 plus ε0, plot both.
 
-With S = Σ_i K_i/D_i and K = Σ_i K_i, ε(K) = ε0 + dγ²·S/K² + σ²·(K−1)/K (Eq. 3 plus the
-irreducible loss ε0) is linear in (ε0, dγ², σ²); :func:`fit_error_model` solves the least-squares
-problem with all three ≥ 0 and reports R².
+The fit is the economics core's :func:`mots.economics.error_fit.fit_error_model` (beside Eq. 3).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from mots.economics.error_fit import Fit, fit_error_model
 from mots.training.config import TrainConfig
-
-FloatArray = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class Fit:
-    """Least-squares fit of Eq. 3 plus ε0; ``r2`` is None when the losses do not vary."""
-
-    eps0: float
-    d_gamma2: float
-    sigma2: float
-    r2: float | None
-    n_points: int = 0
-
-    def predict(
-        self, participants: Sequence[Sequence[int]] | npt.ArrayLike, sizes: Sequence[float]
-    ) -> FloatArray:
-        """ε predicted for each coalition (rows of K)."""
-        a = _design(np.atleast_2d(np.asarray(participants, dtype=np.float64)), sizes)
-        return np.asarray(a @ np.array([self.eps0, self.d_gamma2, self.sigma2]), dtype=np.float64)
-
-    def as_dict(self) -> dict[str, float | None]:
-        """The keys of sweep.json's ``fit``."""
-        return {"eps0": self.eps0, "d_gamma2": self.d_gamma2, "sigma2": self.sigma2, "r2": self.r2}
-
-
-def _design(k: FloatArray, sizes: Sequence[float]) -> FloatArray:
-    d = np.asarray(sizes, dtype=np.float64)
-    if k.shape[1] != d.size:
-        raise ValueError(f"participants have {k.shape[1]} types but sizes has {d.size}")
-    total = k.sum(axis=1)
-    if np.any(total <= 0):
-        raise ValueError("points: a coalition with K = 0 has no model and no loss")
-    s = k @ (1.0 / d)
-    return np.column_stack([np.ones_like(total), s / total**2, (total - 1.0) / total])
-
-
-def _as_pairs(points: Iterable[Any]) -> tuple[FloatArray, FloatArray]:
-    ks, ys = [], []
-    for p in points:
-        if isinstance(p, dict):
-            k, y = p["participants"], p["epsilon"]
-        elif hasattr(p, "participants") and hasattr(p, "epsilon"):
-            k, y = p.participants, p.epsilon
-        else:
-            k, y = p[0], p[-1]
-        ks.append([float(x) for x in k])
-        ys.append(float(y))
-    if not ks:
-        raise ValueError("points: need at least one measured coalition")
-    return np.asarray(ks, dtype=np.float64), np.asarray(ys, dtype=np.float64)
-
-
-def fit_error_model(points: Iterable[Any], sizes: Sequence[float]) -> Fit:
-    """Non-negative least squares of ε on (1, S/K², (K−1)/K); points are {participants, epsilon}
-    dicts, (K, ε) pairs or objects with those attributes."""
-    k, y = _as_pairs(points)
-    a = _design(k, sizes)
-    if not np.all(np.isfinite(y)):
-        raise ValueError("points: every epsilon must be finite")
-    best: tuple[float, FloatArray] | None = None
-    for r in range(1, 4):
-        for cols in itertools.combinations(range(3), r):
-            sub = a[:, cols]
-            coef, *_ = np.linalg.lstsq(sub, y, rcond=None)
-            if np.any(coef < 0):
-                continue
-            full = np.zeros(3)
-            full[list(cols)] = coef
-            sse = float(np.sum((a @ full - y) ** 2))
-            if best is None or sse < best[0] - 1e-15:
-                best = (sse, full)
-    if best is None:  # only possible with all-negative losses
-        best = (float(np.sum(y**2)), np.zeros(3))
-    sse, coef = best
-    sst = float(np.sum((y - y.mean()) ** 2))
-    r2 = None if sst <= 0.0 or len(y) < 2 else 1.0 - sse / sst
-    return Fit(float(coef[0]), float(coef[1]), float(coef[2]), r2, len(y))
 
 
 def fig5_coalitions(
@@ -249,4 +168,4 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
     return dict(json.loads(Path(path).read_text()))
 
 
-__all__ = ["Fit", "SweepResult", "fig5_coalitions", "fit_error_model", "run_sweep"]
+__all__ = ["SweepResult", "fig5_coalitions", "run_sweep"]

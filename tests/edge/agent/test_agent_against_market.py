@@ -24,10 +24,10 @@ import pytest
 import uvicorn
 
 from edge.agent.health import agent_alive
-from edge.agent.market_client import MarketClient, MarketError
 from edge.agent.runner import Agent
 from edge.agent.settings import AgentSettings
-from mots.platform.schemas import OpenRoundPayload, Strategy
+from mots.client import MarketClient, MarketError
+from mots.platform.schemas import ClientRegistration, OpenRoundPayload, Strategy
 from mots.platform.transactions import in_transaction
 from services.market import rounds
 from services.market.core.config import Settings
@@ -184,7 +184,8 @@ def test_unfunded_buyer_abstains(market: Market, make_agent: Callable[..., Agent
     assert choice is not None and choice.strategy is Strategy.ABSTAIN
     assert "cannot pay" in choice.reason
     token = agent.ensure_registered().token
-    assert agent.market.declared(token, 1) is Strategy.ABSTAIN
+    declared = agent.market.with_token(token).decision(1)
+    assert declared is not None and declared.strategy is Strategy.ABSTAIN and not declared.paid
 
 
 def test_registration_is_kept_across_restarts(
@@ -220,13 +221,42 @@ def test_agent_registers_again_when_the_market_forgets_it(
 
 def test_market_errors_carry_the_markets_detail(market: Market) -> None:
     """A refused registration surfaces the market's own message (field and rule)."""
-    from edge.agent.best_response import ClientFacts
-
     with MarketClient(market.url) as client:
-        client.register("a", ClientFacts("small", 50, Decimal("0.5")))
+        client.register(
+            ClientRegistration(name="a", type_name="small", data_size=50, cost=Decimal("0.5"))
+        )
         with pytest.raises(MarketError, match="type_name") as err:
-            client.register("b", ClientFacts("small", 60, Decimal("0.5")))
+            client.register(
+                ClientRegistration(name="b", type_name="small", data_size=60, cost=Decimal("0.5"))
+            )
         assert err.value.status == 422
+
+
+def test_sdk_round_trip_against_the_market(market: Market, tmp_path: Path) -> None:
+    """The SDK's calls against the real market: register, fund, quote, buy (replayed by its key),
+    balance, the operator's client list, and the download refused before publication."""
+    with MarketClient(market.url) as sdk:
+        me = sdk.register(
+            ClientRegistration(name="sdk", type_name="large", data_size=300, cost=Decimal(9))
+        )
+        operator = sdk.with_token(OPERATOR_TOKEN)
+        assert operator.deposit(me.id, Decimal(10), idempotency_key="fund-sdk").balance == 10
+        assert operator.deposit(me.id, Decimal(10), idempotency_key="fund-sdk").balance == 10
+        mine = sdk.with_token(me.token)
+        assert mine.quote() is None
+        market.open_round(1, price="2.5", rewards={"large": "4.0"}, k=1, b=1)
+        quote = mine.wait_for_quote(1, timeout_s=10)
+        assert quote.price == Decimal("2.5") and quote.types[0].target_buyers == 1
+        first = mine.buy(1, idempotency_key="buy-sdk-1")
+        assert mine.buy(1, idempotency_key="buy-sdk-1") == first  # a retry books nothing more
+        assert first.balance == Decimal("7.5") and mine.balance().balance == Decimal("7.5")
+        with pytest.raises(MarketError) as err:
+            mine.buy(1)  # another key: a second purchase of the round is refused
+        assert err.value.status == 409 and "already bought" in err.value.detail
+        assert [c.id for c in operator.clients()] == [me.id]
+        with pytest.raises(MarketError) as err:
+            mine.download_model(1, tmp_path / "model.pt")
+        assert err.value.status == 409 and not (tmp_path / "model.pt").exists()
 
 
 def test_heartbeat_tracks_polls(market: Market, make_agent: Callable[..., Agent]) -> None:

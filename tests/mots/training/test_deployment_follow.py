@@ -60,3 +60,23 @@ def test_run_config_roundtrip() -> None:
     assert fm.participants_from_run(parsed) == [1, 0, 2] and parsed["noop"] is True
     app = tomllib.loads((app_dir() / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert set(values) <= set(app["config"]) and app["components"]["serverapp"] == "server_app:app"
+
+
+def test_app_dir_defaults_to_the_installed_flower_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without MOTS_SERVER_APP_DIR the app is the installed edge.flower_app package's directory."""
+    import edge.flower_app
+
+    monkeypatch.delenv("MOTS_SERVER_APP_DIR", raising=False)
+    assert app_dir() == Path(edge.flower_app.__file__).parent
+    assert (app_dir() / "server_app.py").is_file()
+
+
+def test_app_dir_comes_from_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MOTS_SERVER_APP_DIR moves the app; a directory without pyproject.toml is refused by name."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "pyproject.toml").write_text("[tool.flwr.app]\n")
+    monkeypatch.setenv("MOTS_SERVER_APP_DIR", str(tmp_path / "app"))
+    assert app_dir() == tmp_path / "app"
+    monkeypatch.setenv("MOTS_SERVER_APP_DIR", str(tmp_path))
+    with pytest.raises(DeploymentError, match="MOTS_SERVER_APP_DIR"):
+        app_dir()

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from mots.local.launcher import Stack
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.launcher import Stack
 from mots.platform.transactions import in_transaction
 from services.market import rounds
 from tests.services.conftest import _create_pg_database, _drop_pg_database

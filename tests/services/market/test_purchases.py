@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from fastapi import HTTPException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, select
@@ -25,7 +24,9 @@ from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import PurchaseOut
 from mots.platform.transactions import in_transaction
 from services.market import ledger, migrations, rounds
+from services.market.api.errors import as_http, status_of
 from services.market.auth import hash_token
+from services.market.errors import Refusal, Unauthorized
 from services.market.idempotency import request_hash
 from services.market.models import Account, Client, Purchase
 from services.market.purchase_batcher import purchase_batcher
@@ -152,16 +153,16 @@ def booker(request: pytest.FixtureRequest, database_url: str) -> Any:
 
 
 def _code(outcome: Outcome) -> int:
-    return outcome.status_code if isinstance(outcome, HTTPException) else outcome[0]
+    return status_of(outcome) if isinstance(outcome, Refusal) else outcome[0]
 
 
-def _refusal(outcome: Outcome) -> HTTPException:
-    assert isinstance(outcome, HTTPException), outcome
+def _refusal(outcome: Outcome) -> Refusal:
+    assert isinstance(outcome, Refusal), outcome
     return outcome
 
 
 def _body(outcome: Outcome) -> dict[str, Any]:
-    assert not isinstance(outcome, HTTPException), outcome
+    assert not isinstance(outcome, Refusal), outcome
     return outcome[1]
 
 
@@ -207,7 +208,7 @@ def test_one_mixed_batch_applies_every_rule_in_order(mixed: Market, booker: Any)
     first = _book(mixed, [_req(c["rich"], OPEN, "k-rich")])
     assert [_code(o) for o in first.outcomes] == [201]
     stored_body = first.outcomes[0]
-    assert not isinstance(stored_body, HTTPException)
+    assert not isinstance(stored_body, Refusal)
 
     batch = [
         _req(c["rich"], OPEN, "k-rich"),  # 0 stored key, same body: the stored result
@@ -239,7 +240,8 @@ def test_one_mixed_batch_applies_every_rule_in_order(mixed: Market, booker: Any)
     assert "already bought" in str(_refusal(out[2]).detail)
     assert "already bought" in str(_refusal(out[6]).detail)
     assert "closed" in str(_refusal(out[8]).detail)
-    assert _refusal(out[11]).headers == {"WWW-Authenticate": "Bearer"}
+    assert isinstance(out[11], Unauthorized)
+    assert as_http(_refusal(out[11])).headers == {"WWW-Authenticate": "Bearer"}
 
     bodies = {i: _body(out[i]) for i in (3, 12, 13, 14)}
     assert bodies[12]["client_id"] == c["bytoken"]
@@ -406,8 +408,8 @@ def _view(outcome: Outcome, ids: bool = True) -> tuple[int, Any]:
     ``ids=False`` leaves out the new rows' ids (the pipelined path reserves ids for every request
     of a batch, so its ids may skip numbers that one-at-a-time booking uses).
     """
-    if isinstance(outcome, HTTPException):
-        return outcome.status_code, outcome.detail
+    if isinstance(outcome, Refusal):
+        return status_of(outcome), outcome.detail
     code, body = outcome
     return code, body if ids else {k: v for k, v in body.items() if k not in IDS}
 
@@ -456,7 +458,7 @@ def _assert_batches_answer_as_singles(
     assert [_view(o, same_ids) for o in got] == [_view(o, same_ids) for o in want]
     booked = {
         (b["purchase_id"], b["transaction_id"])
-        for code, b in (o for o in got if not isinstance(o, HTTPException))
+        for code, b in (o for o in got if not isinstance(o, Refusal))
         if code == 201
     }
     with batched.sessions() as s:

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mots.platform.agents import Agent, register_population
-from mots.platform.launcher import Stack
+from mots.local.agents import Agent, register_population
+from mots.local.launcher import Stack
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from mots.economics.utility import PowerUtility
-from mots.platform.agents import act, choose, register_population, wait_for_quote
+from mots.local.agents import act, choose, register_population, wait_for_quote
+from mots.local.launcher import Stack
 from mots.platform.celery_app import make_celery
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.launcher import Stack
 from mots.platform.schemas import RoundState, Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.training.progress import RoundProgress

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from mots.economics.utility import PowerUtility
-from mots.platform.agents import act, choose, wait_for_quote
-from mots.platform.demo import wait_round
+from mots.local.agents import act, choose, wait_for_quote
+from mots.local.demo import wait_round
 from mots.platform.schemas import Strategy
 from tests.services.orchestration.conftest import OPERATOR, UTILITY
 

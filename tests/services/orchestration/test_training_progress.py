@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from mots.platform.demo import fedavg_line
+from mots.local.demo import fedavg_line
 from mots.training.progress import RoundProgress
 from services.orchestration.products import TrainingProgress
 

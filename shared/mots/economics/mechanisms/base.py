@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from mots.economics.best_response import buy_payoff, join_payoff
 from mots.economics.error import generalization_error
 from mots.economics.scenario import Scenario
 
@@ -56,6 +57,8 @@ class Mechanism(ABC):
     def payoffs(self, states: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         """Eq. (6) at the states a mover expects: J per type (M, I) and B (M,); A pays 0.
 
+        The payoffs are :mod:`mots.economics.best_response`'s (one definition of Eq. 6).
+
         Values may be scaled by one positive factor shared by every strategy (only their order with
         each other and with 0 matters). Buying where nobody trains (K = 0) is impossible: −∞.
         """
@@ -64,9 +67,9 @@ class Mechanism(ABC):
         u = sc.utility.value(generalization_error(k, sc.sizes, sc.error_model))
         prices, rewards = self.quote_many(k)
         with np.errstate(invalid="ignore"):
-            join = u[:, None] - sc.costs + rewards
-            buy = np.where(k.sum(axis=1) > 0, u - prices, -np.inf)
-        return np.asarray(join, dtype=np.float64), np.asarray(buy, dtype=np.float64)
+            join = join_payoff(u[:, None], sc.costs, rewards)
+            buy = np.where(k.sum(axis=1) > 0, buy_payoff(u, prices), -np.inf)
+        return join, np.asarray(buy, dtype=np.float64)
 
     def start_state(self) -> tuple[IntArray, IntArray] | None:
         """The mechanism's own start (K, B), or None to start where the caller says."""
@@ -133,7 +136,11 @@ class PotentialMechanism(Mechanism):
         return 1e-9 * scale * max(abs(self.floor), abs(self.peak), 1e-12)
 
     def payoffs(self, states: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
-        """τ[Φ(K') − Φ0] for J and B, computed directly (no U − U cancellation); in units of τ when τ → 0+."""
+        """Eq. (6) with this schedule substituted: π(J) = U − C_i + r_i = π(B) = U − p = τ[Φ(K') − Φ0].
+
+        Computed in that closed form, not through :func:`~mots.economics.best_response.join_payoff`
+        (no U − U cancellation); in units of τ when τ → 0+.
+        """
         k = np.atleast_2d(np.asarray(states, dtype=np.int64))
         scale = 1.0 if self.tau_is_limit else self.tau
         value = scale * (self.potential(k) - self.floor)

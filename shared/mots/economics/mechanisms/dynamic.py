@@ -19,6 +19,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from mots.economics.best_response import join_payoff
 from mots.economics.error import generalization_error
 from mots.economics.mechanisms.base import Mechanism, Quote
 from mots.economics.scenario import Scenario
@@ -85,7 +86,7 @@ class DynamicMechanism(Mechanism):
             short = k < self.target
             need = np.maximum(0.0, sc.costs[None, :] - u[:, None]) + self.margin
             rewards = np.where(short, need, 0.0)
-        join = u[:, None] - sc.costs + rewards
+        join = join_payoff(u[:, None], sc.costs, rewards)
         buy = np.where(k.sum(axis=1) > 0, 0.0, -np.inf)
         return np.asarray(join, dtype=np.float64), np.asarray(buy, dtype=np.float64)
 

@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from mots.economics.best_response import join_payoff
 from mots.economics.error import generalization_error
 from mots.economics.mechanisms.base import Mechanism, Quote
 from mots.economics.optimum import solve_mots_optimum
@@ -51,6 +52,6 @@ class ModifiedFLMechanism(Mechanism):
         k = np.atleast_2d(np.asarray(states, dtype=np.int64))
         sc = self.scenario
         u = sc.utility.value(generalization_error(k, sc.sizes, sc.error_model))
-        join = u[:, None] - sc.costs + self.reward
+        join = join_payoff(u[:, None], sc.costs, self.reward)
         buy = np.where(k.sum(axis=1) > 0, 0.0, -np.inf)
         return np.asarray(join, dtype=np.float64), np.asarray(buy, dtype=np.float64)

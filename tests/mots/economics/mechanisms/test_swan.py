@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mots.economics import ClientType, ErrorModel, PowerUtility, Scenario
+from mots.economics.best_response import buy_payoff, join_payoff
 from mots.economics.dynamics import run_dynamics
 from mots.economics.error import generalization_error
 from mots.economics.lagrangian import vertex_states
@@ -63,8 +64,8 @@ def test_payoffs_are_eq6_and_equal_tau_times_theta_gap(stall: Scenario) -> None:
     join, buy = mech.payoffs(states)
     u = stall.utility.value(generalization_error(states, stall.sizes, stall.error_model))
     prices, rewards = mech.quote_many(states)
-    np.testing.assert_allclose(join, u[:, None] - stall.costs + rewards, atol=1e-12)
-    np.testing.assert_allclose(buy, u - prices, atol=1e-12)
+    np.testing.assert_allclose(join, join_payoff(u[:, None], stall.costs, rewards), atol=1e-12)
+    np.testing.assert_allclose(buy, buy_payoff(u, prices), atol=1e-12)
     np.testing.assert_allclose(buy, mech.tau * (mech.potential(states) - mech.floor), atol=1e-12)
     assert mech.payoffs(np.array([[0, 0]]))[1][0] == -np.inf
 

@@ -9,7 +9,6 @@ writes ``summary.json`` and stops every process it started.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import socket
@@ -20,9 +19,11 @@ from typing import Any
 
 import httpx
 
+from mots.client import MarketClient, ModelIntegrityError
 from mots.economics.utility import PowerUtility
-from mots.platform.agents import act, choose, register_population, wait_for_quote
-from mots.platform.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm, free_port
+from mots.local.agents import act, choose, register_population, wait_for_quote
+from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm, free_port
+from mots.platform.schemas import Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 DEMO_TYPES: list[dict[str, Any]] = [
@@ -171,7 +172,7 @@ def run_demo(
         if Path(PROMETHEUS_BINARY).exists():
             prometheus = stack.start_prometheus(interval="1s")
             print(f"Prometheus scraping every service at {prometheus}", flush=True)
-        market = httpx.Client(base_url=stack.url("market"), timeout=60)
+        market = MarketClient(stack.url("market"), timeout_s=60)
         orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
         operator = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
         agents = register_population(market, DEMO_TYPES, DEV_OPERATOR_TOKEN)
@@ -181,8 +182,8 @@ def run_demo(
         round_id = r.json()["round_id"]
         quote = wait_for_quote(market, agents[0], round_id)
         print(
-            f"quote: price {quote['price']}, rewards "
-            + ", ".join(f"{t['type_name']} {t['reward']}" for t in quote["types"]),
+            f"quote: price {quote.price}, rewards "
+            + ", ".join(f"{t.type_name} {t.reward}" for t in quote.types),
             flush=True,
         )
         choices = choose(agents, quote, PowerUtility.model_validate(DEMO_UTILITY))
@@ -190,18 +191,22 @@ def run_demo(
         print("every client declared; training the chosen participants with Flower ...", flush=True)
         body = wait_round(orchestration, round_id, timeout_s)
         summary: dict[str, Any] = body["summary"]
-        buyer = next((a for a in agents if choices[a.id].value == "buy"), None)
+        buyer = next((a for a in agents if choices[a.id] is Strategy.BUY), None)
         if buyer is not None and body["state"] == "published":
-            got = market.get(f"/v1/rounds/{round_id}/model", headers=buyer.auth)
-            got.raise_for_status()
-            ok = hashlib.sha256(got.content).hexdigest() == got.headers["X-Model-SHA256"]
+            try:
+                got = market.with_token(buyer.token).download_model(
+                    round_id, out_dir / f"model-round-{round_id}.pt"
+                )
+                ok, size = True, got.size
+            except ModelIntegrityError:
+                ok, size = False, 0
             summary["buyer_download_verified"] = ok
-            print(f"a buyer downloaded the model ({len(got.content)} bytes), sha256 verified: {ok}")
-        check = market.get("/v1/ledger/check", headers=operator).json()
-        summary["ledger"] = check
+            print(f"a buyer downloaded the model ({size} bytes), sha256 verified: {ok}")
+        check = market.with_token(DEV_OPERATOR_TOKEN).ledger_check()
+        summary["ledger"] = check.model_dump(mode="json")
         print(
-            f"ledger: {check['transactions']} transactions, total {check['total']}, "
-            f"unbalanced {check['unbalanced_transactions']}"
+            f"ledger: {check.transactions} transactions, total {check.total}, "
+            f"unbalanced {check.unbalanced_transactions}"
         )
         if prometheus is not None:
             time.sleep(2.5)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mots.economics.mechanisms.swan_robust import RobustSwanMechanism
-from mots.platform.demo import DEMO_TYPES, DEMO_UTILITY
+from mots.local.demo import DEMO_TYPES, DEMO_UTILITY
 from mots.scenario_file import load_scenario
 from services.orchestration.core.config import CALIBRATED_PRIOR, Settings
 

@@ -1,0 +1,39 @@
+"""The platform's client SDK: the market's REST API as Python calls, and a client's answer to a quote.
+
+::
+
+    from mots.client import MarketClient
+    from mots.platform.schemas import ClientRegistration
+
+    with MarketClient("http://127.0.0.1:8000") as market:
+        me = market.register(ClientRegistration(name="pi-1", type_name="small", data_size=50, cost=0.5))
+        mine = market.with_token(me.token)
+        quote = mine.wait_for_quote(round_id=1)
+        mine.buy(quote.round_id)
+
+Used by the edge agent (:mod:`edge.agent`), the platform's simulated clients
+(:mod:`mots.local.agents`) and the ``mots market`` command line.
+"""
+
+from mots.client.decision import ClientFacts, draw_place, respond, targets_for, terms_for, tie_draw
+from mots.client.market import (
+    DownloadedModel,
+    MarketClient,
+    MarketError,
+    ModelIntegrityError,
+    new_idempotency_key,
+)
+
+__all__ = [
+    "ClientFacts",
+    "DownloadedModel",
+    "MarketClient",
+    "MarketError",
+    "ModelIntegrityError",
+    "draw_place",
+    "new_idempotency_key",
+    "respond",
+    "targets_for",
+    "terms_for",
+    "tie_draw",
+]

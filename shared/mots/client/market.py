@@ -1,0 +1,408 @@
+"""The market's REST API as a Python client (synchronous, over one ``httpx.Client``).
+
+Every call sends and parses the platform's own pydantic schemas (:mod:`mots.platform.schemas`).
+A refusal raises :class:`MarketError` carrying the HTTP status and the market's ``detail``, which
+names the field and the rule. Money-moving calls (``buy``, ``deposit``) carry an Idempotency-Key
+(made per call unless given) and are retried with the same key after a lost connection or a 502,
+503 or 504: the market books a key at most once and answers a replay with the first result.
+Reads and the strategy declaration are retried alike (they are idempotent); registration is not.
+
+A client holds one bearer token (a client's, or the operator's); :meth:`MarketClient.with_token`
+gives another credential's view over the same connection pool.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from mots.platform.schemas import (
+    BalanceOut,
+    ClientOut,
+    ClientRegistration,
+    DecisionIn,
+    DecisionOut,
+    DepositIn,
+    DepositOut,
+    LedgerCheck,
+    PurchaseIn,
+    PurchaseOut,
+    QuoteOut,
+    RegisteredClient,
+    RoundState,
+    Strategy,
+)
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_RETRIES = 3
+RETRY_STATUSES = frozenset({502, 503, 504})
+"""Answers after which a retry may succeed (a proxy or the ledger was briefly unavailable)."""
+MODEL_DIGEST_HEADER = "X-Model-SHA256"
+
+M = TypeVar("M", bound=BaseModel)
+_CLIENTS: TypeAdapter[list[ClientOut]] = TypeAdapter(list[ClientOut])
+
+
+class MarketError(Exception):
+    """The market refused a call, answered something unreadable, or could not be reached.
+
+    ``status`` is the HTTP status (None when no answer came), ``detail`` the market's message
+    (it names the field and the rule), ``method`` and ``path`` the call.
+    """
+
+    def __init__(self, status: int | None, detail: str, method: str = "", path: str = "") -> None:
+        where = f"{method} {path}: " if method else ""
+        answer = f"market answered {status}" if status is not None else "market unreachable"
+        super().__init__(f"{where}{answer}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.method = method
+        self.path = path
+
+
+class ModelIntegrityError(MarketError):
+    """A downloaded model's SHA-256 differs from the digest the market published for it."""
+
+
+@dataclass(frozen=True)
+class DownloadedModel:
+    """A round's model saved to ``path``, its SHA-256 checked against the market's."""
+
+    round_id: int
+    path: Path
+    sha256: str
+    size: int
+
+
+def new_idempotency_key() -> str:
+    """A fresh Idempotency-Key (retries of one call reuse it; another call gets another)."""
+    return f"mots-client-{uuid.uuid4().hex}"
+
+
+def _detail(response: httpx.Response) -> str:
+    """The market's ``detail``; a validation error list becomes ``field: message; …``."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text or response.reason_phrase
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    if isinstance(detail, list):
+        parts = []
+        for err in detail:
+            if isinstance(err, dict):
+                loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+                parts.append(f"{loc}: {err.get('msg', err)}" if loc else str(err.get("msg", err)))
+            else:
+                parts.append(str(err))
+        return "; ".join(parts)
+    return str(detail)
+
+
+class MarketClient:
+    """A client of the market API: the calls of a registered client and of the operator.
+
+    ``base_url`` is the market's address (``http://host:8000``), ``token`` the bearer credential
+    the calls carry (None: only registration works). ``timeout_s`` bounds every request,
+    ``retries`` the extra attempts of a retryable call (with ``backoff_s``, doubling, between).
+    ``transport`` replaces the network (tests: ``httpx.MockTransport``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        backoff_s: float = 0.2,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url: must start with http:// or https://, got {base_url!r}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s: must be > 0, got {timeout_s}")
+        http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
+        self._setup(http, True, token, retries, backoff_s, sleep)
+
+    @classmethod
+    def over(
+        cls,
+        http: httpx.Client,
+        token: str | None = None,
+        *,
+        retries: int = DEFAULT_RETRIES,
+        backoff_s: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> MarketClient:
+        """A client over an existing ``httpx.Client`` (its base URL, timeouts and transport);
+        closing it leaves ``http`` open."""
+        client = cls.__new__(cls)
+        client._setup(http, False, token, retries, backoff_s, sleep)
+        return client
+
+    def _setup(
+        self,
+        http: httpx.Client,
+        owner: bool,
+        token: str | None,
+        retries: int,
+        backoff_s: float,
+        sleep: Callable[[float], None],
+    ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries: must be ≥ 0, got {retries}")
+        if backoff_s < 0:
+            raise ValueError(f"backoff_s: must be ≥ 0, got {backoff_s}")
+        self._http = http
+        self._owner = owner
+        self._token = token
+        self._retries = retries
+        self._backoff_s = backoff_s
+        self._sleep = sleep
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def base_url(self) -> str:
+        """The market's address."""
+        return str(self._http.base_url).rstrip("/")
+
+    @property
+    def token(self) -> str | None:
+        """The bearer credential this client's calls carry."""
+        return self._token
+
+    def with_token(self, token: str | None) -> MarketClient:
+        """The same connection pool with another credential (closing it leaves the pool open)."""
+        view = copy.copy(self)
+        view._token = token
+        view._owner = False
+        return view
+
+    def close(self) -> None:
+        """Close the connection pool (a :meth:`with_token` view leaves its owner's open)."""
+        if self._owner:
+            self._http.close()
+
+    def __enter__(self) -> MarketClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: BaseModel | None = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        retry: bool = True,
+        ok_missing: bool = False,
+    ) -> httpx.Response | None:
+        """One call, retried when ``retry`` after a lost connection or a retryable status.
+
+        Returns the response (2xx), or None for a 404 when ``ok_missing``; raises
+        :class:`MarketError` otherwise.
+        """
+        payload = None if body is None else body.model_dump(mode="json")
+        attempts = 1 + (self._retries if retry else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                r = self._http.request(
+                    method, path, json=payload, params=params, headers=self._headers(headers)
+                )
+            except httpx.TransportError as exc:
+                if last:
+                    raise MarketError(None, f"{type(exc).__name__}: {exc}", method, path) from exc
+            else:
+                if r.is_success:
+                    return r
+                if r.status_code == 404 and ok_missing:
+                    return None
+                if last or r.status_code not in RETRY_STATUSES:
+                    raise MarketError(r.status_code, _detail(r), method, path)
+            self._sleep(self._backoff_s * 2**attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _call(self, model: type[M], method: str, path: str, **kw: Any) -> M:
+        r = self._send(method, path, **kw)
+        assert r is not None  # ok_missing is not passed here
+        return _parse(model, r, method, path)
+
+    def _maybe(self, model: type[M], method: str, path: str, **kw: Any) -> M | None:
+        r = self._send(method, path, ok_missing=True, **kw)
+        return None if r is None else _parse(model, r, method, path)
+
+    # ------------------------------------------------------------------ a client's calls
+
+    def register(self, registration: ClientRegistration) -> RegisteredClient:
+        """``POST /v1/clients``: declare type, D_i and C_i; the returned token is shown only once.
+
+        Not retried (a lost answer would register twice): on a connection error, check with
+        :meth:`clients` (operator) before registering again.
+        """
+        return self._call(RegisteredClient, "POST", "/v1/clients", body=registration, retry=False)
+
+    def me(self) -> ClientOut:
+        """``GET /v1/me``: the registered facts behind this client's token."""
+        return self._call(ClientOut, "GET", "/v1/me")
+
+    def quote(self, round_id: int | None = None) -> QuoteOut | None:
+        """The quote of round ``round_id`` (``GET /v1/rounds/{id}/quote``), or of the latest round
+        (``GET /v1/quote``); None when there is no such round (yet)."""
+        path = "/v1/quote" if round_id is None else f"/v1/rounds/{round_id}/quote"
+        return self._maybe(QuoteOut, "GET", path)
+
+    def wait_for_quote(
+        self,
+        round_id: int,
+        *,
+        state: RoundState = RoundState.COLLECTING,
+        timeout_s: float = 120.0,
+        poll_s: float = 0.05,
+    ) -> QuoteOut:
+        """Poll until round ``round_id``'s quote is in ``state`` (collecting decisions, by default).
+
+        Raises TimeoutError when it is not within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            quote = self.quote(round_id)
+            if quote is not None and quote.state == state:
+                return quote
+            if time.monotonic() >= deadline:
+                seen = "no quote" if quote is None else f"state {quote.state.value}"
+                raise TimeoutError(
+                    f"round {round_id}: not {state.value} within {timeout_s}s ({seen})"
+                )
+            self._sleep(poll_s)
+
+    def decision(self, round_id: int) -> DecisionOut | None:
+        """``GET /v1/rounds/{id}/decision``: the strategy this client declared, or None."""
+        return self._maybe(DecisionOut, "GET", f"/v1/rounds/{round_id}/decision")
+
+    def declare(self, round_id: int, strategy: Strategy) -> DecisionOut:
+        """``PUT /v1/rounds/{id}/decision``: join, buy (a purchase is still needed) or abstain."""
+        return self._call(
+            DecisionOut,
+            "PUT",
+            f"/v1/rounds/{round_id}/decision",
+            body=DecisionIn(strategy=strategy),
+        )
+
+    def buy(self, round_id: int, *, idempotency_key: str | None = None) -> PurchaseOut:
+        """``POST /v1/purchases``: pay the round's price from this client's wallet.
+
+        Safe to retry: the call (and every retry of it) carries ``idempotency_key`` (a fresh one
+        when None; pass a key derived from client and round to make retries across restarts of the
+        caller safe as well).
+        """
+        key = idempotency_key or new_idempotency_key()
+        return self._call(
+            PurchaseOut,
+            "POST",
+            "/v1/purchases",
+            body=PurchaseIn(round_id=round_id),
+            headers={"Idempotency-Key": key},
+        )
+
+    def balance(self, limit: int = 100) -> BalanceOut:
+        """``GET /v1/me/balance``: the wallet's balance and its ``limit`` latest ledger entries."""
+        return self._call(BalanceOut, "GET", "/v1/me/balance", params={"limit": limit})
+
+    def download_model(self, round_id: int, dest: str | os.PathLike[str]) -> DownloadedModel:
+        """``GET /v1/rounds/{id}/model`` into the file ``dest``, its SHA-256 checked against the
+        digest the market publishes (``X-Model-SHA256``).
+
+        The bytes land in ``dest`` only once they match; a mismatch raises
+        :class:`ModelIntegrityError` and leaves no file.
+        """
+        path = Path(dest)
+        method, url = "GET", f"/v1/rounds/{round_id}/model"
+        partial = path.with_name(f".{path.name}.part")
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with self._http.stream(method, url, headers=self._headers()) as r:
+                if not r.is_success:
+                    r.read()
+                    raise MarketError(r.status_code, _detail(r), method, url)
+                expected = r.headers.get(MODEL_DIGEST_HEADER, "").lower()
+                with partial.open("wb") as f:
+                    for chunk in r.iter_bytes():
+                        digest.update(chunk)
+                        size += len(chunk)
+                        f.write(chunk)
+        except httpx.TransportError as exc:
+            partial.unlink(missing_ok=True)
+            raise MarketError(None, f"{type(exc).__name__}: {exc}", method, url) from exc
+        got = digest.hexdigest()
+        if not expected or got != expected:
+            partial.unlink(missing_ok=True)
+            raise ModelIntegrityError(
+                r.status_code,
+                f"{MODEL_DIGEST_HEADER}: the model's SHA-256 is {got}, the market published "
+                f"{expected or 'none'}",
+                method,
+                url,
+            )
+        partial.replace(path)
+        return DownloadedModel(round_id, path, got, size)
+
+    # ------------------------------------------------------------------ the operator's calls
+
+    def deposit(
+        self, client_id: int, amount: Decimal, *, idempotency_key: str | None = None
+    ) -> DepositOut:
+        """``POST /v1/deposits`` (operator): credit a client's wallet; safe to retry like
+        :meth:`buy`."""
+        key = idempotency_key or new_idempotency_key()
+        return self._call(
+            DepositOut,
+            "POST",
+            "/v1/deposits",
+            body=DepositIn(client_id=client_id, amount=amount),
+            headers={"Idempotency-Key": key},
+        )
+
+    def clients(self) -> list[ClientOut]:
+        """``GET /v1/clients`` (operator): every registered client."""
+        method, path = "GET", "/v1/clients"
+        r = self._send(method, path)
+        assert r is not None
+        try:
+            return _CLIENTS.validate_json(r.content)
+        except ValidationError as exc:
+            raise MarketError(r.status_code, f"unexpected answer: {exc}", method, path) from exc
+
+    def ledger_check(self) -> LedgerCheck:
+        """``GET /v1/ledger/check`` (operator): the ledger's invariants."""
+        return self._call(LedgerCheck, "GET", "/v1/ledger/check")
+
+
+def _parse(model: type[M], response: httpx.Response, method: str, path: str) -> M:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        raise MarketError(response.status_code, f"unexpected answer: {exc}", method, path) from exc
