@@ -264,6 +264,19 @@ def _beaten_reason(n: int) -> str:
     )
 
 
+def high_regime_domain_size(scenario: Scenario) -> int:
+    """How many states :func:`grid_or_candidates` returns at most, without building them.
+
+    Π(N_i + 1) when that is at most MAX_GRID_STATES, else the candidates' bound
+    Σ N_i + 2 + 4I² + 2^I (the last term only when I ≤ 16): linear in N, whatever the split.
+    """
+    grid = state_count(scenario.counts)
+    if grid <= MAX_GRID_STATES:
+        return grid
+    i = scenario.n_types
+    return int(scenario.counts.sum()) + 2 + 4 * i * i + (2**i if i <= 16 else 0)
+
+
 def grid_or_candidates(
     scenario: Scenario, optimum: IntArray
 ) -> tuple[IntArray, Literal["grid", "candidates"]]:
