@@ -7,7 +7,8 @@ SGD step for the chunk); the CNN, or ``vectorised=False``, loops over clients wi
 Memory does not grow with the coalition size K beyond index arrays: a client's data stays in the
 shared uint8 training set as a shard of indices, the vectorised engine gathers the mini-batches of
 at most :data:`CHUNK_BYTES` worth of clients at a time and adds each chunk's share of the FedAvg
-average into the global model, and the loop engine holds one client's data and a running average.
+average into the global model, and the loop engine holds one client's data (all of them when they
+fit in CHUNK_BYTES) and a running average.
 A coalition that fits one chunk (K ≤ 33 at E = 20, b = 32 on 28×28 images) computes exactly what
 the unchunked engine did; more chunks sum the average in another order (float32 rounding).
 """
@@ -241,6 +242,10 @@ def _loop_rounds(
     local_model = build_model(config.model, fed.input_shape, fed.num_classes, seed=config.seed)
     names = weight_names(global_model)
     sizes = np.asarray(fed.sizes)
+    features = int(np.prod(fed.input_shape))
+    kept: list[ClientData] | None = None
+    if int(sizes.sum()) * features * 4 <= CHUNK_BYTES:  # small coalitions: build the data once
+        kept = [fed.client(k) for k in range(len(fed.shards))]
     current = get_weights(global_model)
     out: list[RoundOutcome] = []
     for r in range(config.rounds):
@@ -250,7 +255,7 @@ def _loop_rounds(
         weights = aggregation_weights(sizes[members].tolist(), config.aggregation)
         average = RunningAverage()
         for k, w in zip(members, weights, strict=True):
-            c = fed.client(int(k))
+            c = kept[int(k)] if kept is not None else fed.client(int(k))
             b = batch_indices(config.seed, r, c.pid, c.size, config.local_steps, config.batch_size)
             set_weights(local_model, current)
             train_local(local_model, c, b, lr)
