@@ -54,7 +54,7 @@ def test_too_many_samples_refused_when_shards_must_be_disjoint() -> None:
     a single client larger than the whole set is refused either way."""
     with pytest.raises(PartitionError, match="need 60010"):
         client_partitions(LABELS, TrainConfig(sizes=[6001], counts=[10], shards="disjoint"))
-    with pytest.raises(PartitionError, match="class \\d has 6000 training samples"):
+    with pytest.raises(PartitionError, match=r"class \d has 6000 training samples"):
         client_partitions(
             LABELS,
             TrainConfig(partition="label_skew", sizes=[6001], counts=[1], shards="disjoint"),
