@@ -58,7 +58,7 @@ def plain_loop(
 def throughput(cfg: TrainConfig, model_name: str, steps: int, repeats: int) -> dict[str, Any]:
     """Samples/s of train_local and of the plain loop on client (type 3, index 0)'s data."""
     fed = prepare([0, 0, 1], cfg.model_copy(update={"model": model_name}))
-    client = fed.clients[0]
+    client = fed.client(0)
     idx = batch_indices(0, 0, client.pid, client.size, steps, cfg.batch_size)
     ours, plain = [], []
     with torch_threads(1):

@@ -28,7 +28,7 @@ def quote(request: PricingRequest) -> PricingResult:
     """SWAN's terms at K* or at a realised state (see :class:`PricingRequest`)."""
     start = time.perf_counter()
     try:
-        sc = engine.scenario_from(request.scenario, settings.max_states)
+        sc = engine.scenario_from(request.scenario, settings.max_types)
         result = engine.price(sc, request.mechanism or settings.mechanism, request)
     except Exception:
         PRICING_REQUESTS.labels("quote", "error").inc()
@@ -42,7 +42,7 @@ def quote(request: PricingRequest) -> PricingResult:
 def equilibrium(request: EquilibriumRequest) -> EquilibriumResult:
     """Whether a declared state (K, B) is an equilibrium of the mechanism's schedule."""
     start = time.perf_counter()
-    sc = engine.scenario_from(request.scenario, settings.max_states)
+    sc = engine.scenario_from(request.scenario, settings.max_types)
     out = engine.equilibrium(
         sc, request.mechanism or settings.mechanism, request.participants, request.buyers
     )

@@ -36,7 +36,7 @@ orchestration_upgrade(_ORCH_DB)
 MARKET = market_app(
     MarketSettings(database_url=_MARKET_DB, redis_key_prefix=_PREFIX, artifact_root=str(_DIR))
 )
-PRICING = pricing_app(PricingSettings(max_states=2000))
+PRICING = pricing_app(PricingSettings(max_types=8))
 ORCHESTRATION = orchestration_app(
     OrchestrationSettings(database_url=_ORCH_DB, redis_key_prefix=_PREFIX)
 )

@@ -16,10 +16,11 @@ class Settings(PlatformSettings):
         "swan_robust",
         description="mechanism used when a request names none (a name from the mechanism registry)",
     )
-    max_states: int = Field(
-        200_000,
+    max_types: int = Field(
+        32,
         ge=1,
-        description="largest Π(N_i + 1) the service prices; larger populations are refused (422)",
+        description="most distinct client types a scenario may have (the solver's time grows about "
+        "as I³, not with the number of clients); more are refused (422)",
     )
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 DatasetName = Literal["fashion-mnist", "mnist", "cifar10", "svhn"]
 ModelName = Literal["logistic", "cnn"]
 PartitionName = Literal["iid", "label_skew"]
+ShardsName = Literal["reuse", "disjoint"]
 AggregationName = Literal["uniform", "weighted"]
 
 PAPER_MNIST_SIZES = (50, 120, 300)
@@ -35,6 +36,11 @@ class TrainConfig(BaseModel):
     data_dir: Path | None = Field(None, description="directory of the data set's files")
     model: ModelName = "logistic"
     partition: PartitionName = "iid"
+    shards: ShardsName = Field(
+        "reuse",
+        description="reuse: shards are disjoint while Σ N_i·D_i fits the training set, then "
+        "further seeded passes over it (shards overlap); disjoint: refuse populations that do not fit",
+    )
     sizes: tuple[int, ...] = Field(PAPER_MNIST_SIZES, min_length=1, description="D_i per type")
     counts: tuple[int, ...] | None = Field(
         None, description="N_i per type (clients holding data); default (10, 5, 5) or 10 per type"
@@ -50,6 +56,18 @@ class TrainConfig(BaseModel):
     seed: int = Field(0, ge=0)
     zero_init: bool = Field(True, description="start from w0 = 0 as in the paper")
     test_subset: int | None = Field(None, ge=1, description="evaluate on this many test samples")
+    fraction_train: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="cross-device sampling: share of the participants that train in each FedAvg "
+        "round, as Flower's FedAvg(fraction_train); 1 = every participant every round",
+    )
+    min_train_clients: int = Field(
+        1,
+        ge=1,
+        description="at least this many participants train per round (Flower's min_train_nodes)",
+    )
 
     @field_validator("sizes", mode="before")
     @classmethod

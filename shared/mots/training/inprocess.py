@@ -1,8 +1,16 @@
 """The in-process engine: FedAvg over the coalition's clients in this process (no Flower).
 
-Logistic regression runs all K clients at once with batched matrix products (one ``bmm`` per SGD
-step for the whole coalition); the CNN, or ``vectorised=False``, loops over clients with
+Logistic regression runs a chunk of clients at once with batched matrix products (one ``bmm`` per
+SGD step for the chunk); the CNN, or ``vectorised=False``, loops over clients with
 :func:`mots.training.local.train_local`, the same update the Flower ClientApp runs.
+
+Memory does not grow with the coalition size K beyond index arrays: a client's data stays in the
+shared uint8 training set as a shard of indices, the vectorised engine gathers the mini-batches of
+at most :data:`CHUNK_BYTES` worth of clients at a time and adds each chunk's share of the FedAvg
+average into the global model, and the loop engine holds one client's data (all of them when they
+fit in CHUNK_BYTES) and a running average.
+A coalition that fits one chunk (K ≤ 33 at E = 20, b = 32 on 28×28 images) computes exactly what
+the unchunked engine did; more chunks sum the average in another order (float32 rounding).
 """
 
 from __future__ import annotations
@@ -18,17 +26,23 @@ from torch.nn import functional as F
 
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, load_dataset, to_float
-from mots.training.fedavg import aggregate, aggregation_weights, learning_rate
+from mots.training.fedavg import aggregation_weights, learning_rate
 from mots.training.local import ClientData, batch_indices, evaluate, torch_threads, train_local
 from mots.training.models import build_model, get_weights, set_weights, weight_names
 from mots.training.partition import (
-    client_partitions,
     coalition_ids,
     evaluation_indices,
     partition_id,
+    round_sample,
+    shard_indices,
 )
 
 FloatArray = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+UInt8Array = npt.NDArray[np.uint8]
+
+CHUNK_BYTES = 64 * 2**20
+"""The vectorised engine gathers at most this many bytes of float32 mini-batches at once."""
 
 
 @dataclass(frozen=True)
@@ -49,35 +63,45 @@ RoundCallback = Callable[[RoundOutcome], None]
 
 @dataclass(frozen=True)
 class Federation:
-    """The coalition's local data sets and the evaluation set, ready as tensors."""
+    """The coalition's shards (indices into the shared training set) and the evaluation set."""
 
-    clients: list[ClientData]
+    x_train: UInt8Array
+    y_train: IntArray
+    shards: list[IntArray]
+    pids: list[int]
     x_test: torch.Tensor
     y_test: torch.Tensor
     input_shape: tuple[int, int, int]
     num_classes: int
 
+    @property
+    def sizes(self) -> list[int]:
+        """D_k of each participant, in coalition order."""
+        return [int(s.size) for s in self.shards]
+
+    def client(self, k: int) -> ClientData:
+        """Participant k's local data set as tensors (built on demand, one client at a time)."""
+        idx = self.shards[k]
+        return ClientData(
+            torch.from_numpy(to_float(self.x_train[idx])),
+            torch.from_numpy(self.y_train[idx]),
+            self.pids[k],
+        )
+
 
 def prepare(
     participants: Sequence[int], config: TrainConfig, dataset: Dataset | None = None
 ) -> Federation:
-    """Partition the training set and cut out the coalition's clients and the test subset."""
+    """The coalition's shards of the training set (only theirs) and the test subset."""
     k = config.check_participants(list(participants))
     ds = dataset if dataset is not None else load_dataset(config.dataset, config.data_dir)
-    parts = client_partitions(ds.y_train, config)
-    clients = []
-    for i, j in coalition_ids(k, config.type_counts):
-        idx = parts[i][j]
-        clients.append(
-            ClientData(
-                torch.from_numpy(to_float(ds.x_train[idx])),
-                torch.from_numpy(ds.y_train[idx]),
-                partition_id(i, j, config.type_counts),
-            )
-        )
+    ids = coalition_ids(k, config.type_counts)
     t = evaluation_indices(len(ds.y_test), config.test_subset)
     return Federation(
-        clients,
+        ds.x_train,
+        ds.y_train,
+        shard_indices(ds.y_train, config, ids),
+        [partition_id(i, j, config.type_counts) for i, j in ids],
         torch.from_numpy(to_float(ds.x_test[t])),
         torch.from_numpy(ds.y_test[t]),
         ds.input_shape,
@@ -85,50 +109,86 @@ def prepare(
     )
 
 
-def _client_batches(fed: Federation, config: TrainConfig, r: int) -> list[npt.NDArray[np.int64]]:
-    return [
-        batch_indices(config.seed, r, c.pid, c.size, config.local_steps, config.batch_size)
-        for c in fed.clients
-    ]
+def _chunks(members: IntArray, config: TrainConfig, features: int) -> list[IntArray]:
+    """``members`` cut so that a chunk's E·b float32 inputs per client stay within CHUNK_BYTES."""
+    per_client = config.local_steps * config.batch_size * features * 4
+    size = max(1, CHUNK_BYTES // per_client)
+    return [members[s : s + size] for s in range(0, members.size, size)]
+
+
+def _local_sgd(
+    fed: Federation,
+    config: TrainConfig,
+    r: int,
+    chunk: IntArray,
+    start: tuple[torch.Tensor, torch.Tensor],
+    lr: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """E SGD steps of logistic regression for every client of ``chunk`` at once (batched over k)."""
+    gidx = np.stack(
+        [
+            fed.shards[k][
+                batch_indices(
+                    config.seed,
+                    r,
+                    fed.pids[k],
+                    int(fed.shards[k].size),
+                    config.local_steps,
+                    config.batch_size,
+                )
+            ]
+            for k in chunk
+        ]
+    )
+    xb = torch.from_numpy(to_float(fed.x_train[gidx])).flatten(3)
+    yb = torch.from_numpy(fed.y_train[gidx])
+    gw, gb = start
+    wk = gw.expand(len(chunk), *gw.shape).clone()
+    bk = gb.expand(len(chunk), *gb.shape).clone()
+    eye = torch.eye(fed.num_classes)
+    bsz = xb.shape[2]
+    for s in range(config.local_steps):
+        x_s = xb[:, s]
+        logits = torch.baddbmm(bk.unsqueeze(1), x_s, wk.transpose(1, 2))
+        g = (torch.softmax(logits, dim=-1) - eye[yb[:, s]]) / bsz
+        wk -= lr * torch.bmm(g.transpose(1, 2), x_s)
+        bk -= lr * g.sum(1)
+    return wk, bk
 
 
 def _vectorised_rounds(
     fed: Federation, config: TrainConfig, on_round: RoundCallback | None
 ) -> list[RoundOutcome]:
-    """Logistic regression for all clients at once: W_k ← W_k − η ∇ CE, batched over k."""
+    """Logistic regression, a chunk of clients at a time: W_k ← W_k − η ∇ CE, batched over k."""
     model = build_model(
         "logistic", fed.input_shape, fed.num_classes, zero_init=config.zero_init, seed=config.seed
     )
     names = weight_names(model)
     w_init, b_init = (torch.from_numpy(a) for a in get_weights(model))
-    weights = torch.as_tensor(
-        aggregation_weights([c.size for c in fed.clients], config.aggregation), dtype=torch.float32
-    )
-    n_k = len(fed.clients)
-    xs = [c.x.flatten(1) for c in fed.clients]
+    features = int(np.prod(fed.input_shape))
+    sizes = np.asarray(fed.sizes)
     x_test = fed.x_test.flatten(1)
     gw, gb = w_init.clone(), b_init.clone()
-    eye = torch.eye(fed.num_classes)
     out: list[RoundOutcome] = []
     for r in range(config.rounds):
         start = time.perf_counter()
         lr = learning_rate(config.lr, r)
-        batches = _client_batches(fed, config, r)
-        xb = torch.stack([x[torch.from_numpy(b)] for x, b in zip(xs, batches, strict=True)])
-        yb = torch.stack(
-            [c.y[torch.from_numpy(b)] for c, b in zip(fed.clients, batches, strict=True)]
+        members = round_sample(len(fed.shards), config, r)
+        weights = torch.as_tensor(
+            aggregation_weights(sizes[members].tolist(), config.aggregation), dtype=torch.float32
         )
-        wk = gw.expand(n_k, *gw.shape).clone()
-        bk = gb.expand(n_k, *gb.shape).clone()
-        bsz = xb.shape[2]
-        for s in range(config.local_steps):
-            x_s = xb[:, s]
-            logits = torch.baddbmm(bk.unsqueeze(1), x_s, wk.transpose(1, 2))
-            g = (torch.softmax(logits, dim=-1) - eye[yb[:, s]]) / bsz
-            wk -= lr * torch.bmm(g.transpose(1, 2), x_s)
-            bk -= lr * g.sum(1)
-        gw = torch.einsum("k,kij->ij", weights, wk)
-        gb = weights @ bk
+        new_w: torch.Tensor | None = None
+        new_b: torch.Tensor | None = None
+        pos = 0
+        for chunk in _chunks(members, config, features):
+            wk, bk = _local_sgd(fed, config, r, chunk, (gw, gb), lr)
+            share = weights[pos : pos + len(chunk)]
+            pos += len(chunk)
+            part_w, part_b = torch.einsum("k,kij->ij", share, wk), share @ bk
+            new_w = part_w if new_w is None else new_w + part_w
+            new_b = part_b if new_b is None else new_b + part_b
+        assert new_w is not None and new_b is not None
+        gw, gb = new_w, new_b
         with torch.no_grad():
             logits = torch.addmm(gb, x_test, gw.T)
             eps = float(F.cross_entropy(logits, fed.y_test))
@@ -138,7 +198,7 @@ def _vectorised_rounds(
             eps,
             acc,
             time.perf_counter() - start,
-            n_k,
+            len(members),
             [gw.numpy().copy(), gb.numpy().copy()],
             names,
         )
@@ -148,31 +208,63 @@ def _vectorised_rounds(
     return out
 
 
+class RunningAverage:
+    """Σ_k w_k · model_k layer by layer, one model at a time: float64 accumulation in the order
+    models arrive, float32 result (exactly :func:`mots.training.fedavg.aggregate`'s arithmetic,
+    without holding every model)."""
+
+    def __init__(self) -> None:
+        self._acc: list[npt.NDArray[np.float64]] | None = None
+
+    def add(self, model: Sequence[FloatArray], weight: float) -> None:
+        """Add w · model."""
+        if self._acc is None:
+            self._acc = [np.zeros(np.shape(layer), dtype=np.float64) for layer in model]
+        if len(model) != len(self._acc):
+            raise ValueError("aggregate: models differ in their number of layers")
+        for acc, layer in zip(self._acc, model, strict=True):
+            acc += float(weight) * np.asarray(layer, dtype=np.float64)
+
+    def result(self) -> list[FloatArray]:
+        """The weighted sum as float32 layers."""
+        if self._acc is None:
+            raise ValueError("aggregate: no model was added")
+        return [acc.astype(np.float32) for acc in self._acc]
+
+
 def _loop_rounds(
     fed: Federation, config: TrainConfig, on_round: RoundCallback | None
 ) -> list[RoundOutcome]:
-    """Any model: each client trains a copy with train_local, then FedAvg aggregates."""
+    """Any model: each client in turn trains a copy with train_local, FedAvg adds it to the average."""
     global_model = build_model(
         config.model, fed.input_shape, fed.num_classes, zero_init=config.zero_init, seed=config.seed
     )
     local_model = build_model(config.model, fed.input_shape, fed.num_classes, seed=config.seed)
     names = weight_names(global_model)
-    weights = aggregation_weights([c.size for c in fed.clients], config.aggregation)
+    sizes = np.asarray(fed.sizes)
+    features = int(np.prod(fed.input_shape))
+    kept: list[ClientData] | None = None
+    if int(sizes.sum()) * features * 4 <= CHUNK_BYTES:  # small coalitions: build the data once
+        kept = [fed.client(k) for k in range(len(fed.shards))]
     current = get_weights(global_model)
     out: list[RoundOutcome] = []
     for r in range(config.rounds):
         start = time.perf_counter()
         lr = learning_rate(config.lr, r)
-        updates = []
-        for c, b in zip(fed.clients, _client_batches(fed, config, r), strict=True):
+        members = round_sample(len(fed.shards), config, r)
+        weights = aggregation_weights(sizes[members].tolist(), config.aggregation)
+        average = RunningAverage()
+        for k, w in zip(members, weights, strict=True):
+            c = kept[int(k)] if kept is not None else fed.client(int(k))
+            b = batch_indices(config.seed, r, c.pid, c.size, config.local_steps, config.batch_size)
             set_weights(local_model, current)
             train_local(local_model, c, b, lr)
-            updates.append(get_weights(local_model))
-        current = aggregate(updates, weights)
+            average.add(get_weights(local_model), float(w))
+        current = average.result()
         set_weights(global_model, current)
         eps, acc = evaluate(global_model, fed.x_test, fed.y_test)
         outcome = RoundOutcome(
-            r, eps, acc, time.perf_counter() - start, len(fed.clients), current, names
+            r, eps, acc, time.perf_counter() - start, len(members), current, names
         )
         out.append(outcome)
         if on_round is not None:

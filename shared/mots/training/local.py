@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, load_dataset, to_float
-from mots.training.partition import client_partitions, partition_id
+from mots.training.partition import partition_id, shard_indices
 
 IntArray = npt.NDArray[np.int64]
 
@@ -69,7 +69,7 @@ def client_data(
     """Client (i, j)'s partition of the training set, as ``config`` prescribes."""
     ds = dataset if dataset is not None else load_dataset(config.dataset, config.data_dir)
     pid = partition_id(type_index, client_index, config.type_counts)
-    idx = client_partitions(ds.y_train, config)[type_index][client_index]
+    idx = shard_indices(ds.y_train, config, [(type_index, client_index)])[0]
     return ClientData(
         torch.from_numpy(to_float(ds.x_train[idx])), torch.from_numpy(ds.y_train[idx]), pid
     )

@@ -27,7 +27,7 @@ def quote(body: PricingRequest, request: Request) -> PricingResult:
     settings = _settings(request)
     start = time.perf_counter()
     try:
-        sc = engine.scenario_from(body.scenario, settings.max_states)
+        sc = engine.scenario_from(body.scenario, settings.max_types)
         result = engine.price(sc, body.mechanism or settings.mechanism, body)
     except engine.PricingInputError as exc:
         PRICING_REQUESTS.labels("quote", "invalid").inc()
@@ -45,7 +45,7 @@ def what_if(body: WhatIfRequest, request: Request) -> PricingResult:
     settings = _settings(request)
     start = time.perf_counter()
     try:
-        result = engine.what_if(body, settings.mechanism, settings.max_states)
+        result = engine.what_if(body, settings.mechanism, settings.max_types)
     except engine.PricingInputError as exc:
         PRICING_REQUESTS.labels("what_if", "invalid").inc()
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
