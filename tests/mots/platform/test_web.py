@@ -15,7 +15,7 @@ import pytest
 from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 
-from mots.platform.launcher import free_port
+from mots.local.launcher import free_port
 from mots.platform.settings import PlatformSettings
 from mots.platform.web import API_VERSION, install_healthz, service_app
 
