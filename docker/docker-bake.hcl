@@ -36,28 +36,50 @@ target "_common" {
   }
 }
 
-target "market" {
+# The four services share docker/service/Dockerfile; their args say what differs (compose's builds
+# pass the same ones). The SuperLink and the edge node have Dockerfiles of their own.
+target "_service" {
   inherits   = ["_common"]
-  dockerfile = "docker/market/Dockerfile"
-  tags       = ["${REGISTRY}/market:${VERSION}"]
+  dockerfile = "docker/service/Dockerfile"
+}
+
+target "market" {
+  inherits = ["_service"]
+  tags     = ["${REGISTRY}/market:${VERSION}"]
+  args = {
+    SERVICE = "market"
+  }
 }
 
 target "pricing" {
-  inherits   = ["_common"]
-  dockerfile = "docker/pricing/Dockerfile"
-  tags       = ["${REGISTRY}/pricing:${VERSION}"]
+  inherits = ["_service"]
+  tags     = ["${REGISTRY}/pricing:${VERSION}"]
+  args = {
+    SERVICE = "pricing"
+  }
 }
 
 target "orchestration" {
-  inherits   = ["_common"]
-  dockerfile = "docker/orchestration/Dockerfile"
-  tags       = ["${REGISTRY}/orchestration:${VERSION}"]
+  inherits = ["_service"]
+  tags     = ["${REGISTRY}/orchestration:${VERSION}"]
+  args = {
+    SERVICE  = "orchestration"
+    TRAINING = "true"
+    EDGE     = "true"
+  }
 }
 
+# A Celery worker only: no API; its /metrics endpoint doubles as the health check.
 target "evaluation" {
-  inherits   = ["_common"]
-  dockerfile = "docker/evaluation/Dockerfile"
-  tags       = ["${REGISTRY}/evaluation:${VERSION}"]
+  inherits = ["_service"]
+  tags     = ["${REGISTRY}/evaluation:${VERSION}"]
+  args = {
+    SERVICE    = "evaluation"
+    TRAINING   = "true"
+    COMMAND    = "celery -A services.evaluation.worker worker -Q evaluation --pool=solo --loglevel=INFO"
+    PORT       = "9100"
+    HEALTH_URL = "http://127.0.0.1:9100/metrics"
+  }
 }
 
 target "superlink" {

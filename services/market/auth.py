@@ -2,13 +2,13 @@
 
 Tokens carry 256 bits of randomness, so an unsalted SHA-256 is a sound verifier (no dictionary
 to attack); a token is looked up once per API process and remembered (:func:`client_lookup`
-answers the lookups in flight with one query). The operator's token comes from ``MOTS_OPERATOR_TOKEN`` and is compared in constant time.
+answers the lookups in flight with one query). The operator's token is checked by
+:func:`mots.platform.deps.operator`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 from collections.abc import Sequence
 
@@ -30,11 +30,6 @@ def new_token() -> str:
 def hash_token(token: str) -> str:
     """The stored verifier of a token."""
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def is_operator(token: str, operator_token: str) -> bool:
-    """Whether ``token`` is the operator's (constant-time comparison)."""
-    return hmac.compare_digest(token.encode(), operator_token.encode())
 
 
 def client_lookup(

@@ -1,6 +1,7 @@
 """The market's FastAPI app: registration, quotes, decisions, purchases, models and the ledger.
 
-Run with ``uvicorn services.market.main:app``; ``MOTS_DATABASE_URL`` picks the ledger database.
+Run with ``uvicorn --factory services.market.main:create_app``; ``MOTS_DATABASE_URL`` picks the
+ledger database.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 
@@ -20,9 +22,8 @@ from mots.platform.db import (
     make_engine,
     make_sessionmaker,
 )
-from mots.platform.metrics import install_http_metrics
 from mots.platform.schemas import RoundRef
-from mots.platform.web import install_healthz, lazy_app
+from mots.platform.web import service_app
 from services.market.api.errors import install_refusal_handler
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
 from services.market.auth import client_lookup
@@ -73,7 +74,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        upgrade(settings.database_url)
         watch_ledger(sessions)
         # Start-up objects (modules, app, compiled statements) never die: keep them out of the
         # collector's way, so a request does not pay for scanning them (p99 latency).
@@ -95,26 +95,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if async_engine is not None:
                 await async_engine.dispose()
 
-    app = FastAPI(
-        title="MoTS market",
-        version="1",
-        summary="Register, read SWAN's quote, declare a strategy, buy and download the model.",
+    app = service_app(
+        "market",
+        "Register, read SWAN's quote, declare a strategy, buy and download the model.",
+        settings,
+        # Purchases first: routes are matched in order, and theirs is the busiest.
+        [m.router for m in (purchases, clients, quotes, decisions, ledger, models)],
+        state={
+            "sessions": sessions,
+            "clients_by_token": {},  # token verifier → client, see api.deps.current_client
+            "celery": celery,
+            "purchases": batcher,
+            "client_lookup": lookup,
+        },
+        migrate=partial(upgrade, settings.database_url),
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.sessions = sessions
-    app.state.clients_by_token = {}  # token verifier → client, see api.deps.current_client
-    app.state.celery = celery
-    app.state.purchases = batcher
-    app.state.client_lookup = lookup
-    # Purchases first: routes are matched in order, and theirs is the busiest.
-    for module in (purchases, clients, quotes, decisions, ledger, models):
-        app.include_router(module.router)
     install_refusal_handler(app)
-    install_http_metrics(app, "market")
-    install_healthz(app)
     return app
-
-
-# uvicorn's import string ``services.market.main:app`` builds the app on first access.
-__getattr__ = lazy_app(globals(), create_app)

@@ -1,14 +1,17 @@
-"""The orchestration's Alembic scripts and the upgrade its API and worker run at start."""
+"""The orchestration's Alembic revisions (``alembic/versions``) and the upgrade its processes run at start."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mots.platform.migrations import upgrade as upgrade_scripts
+from mots.platform.migrations import ServiceMigrations
+from services.orchestration.models import Base
 
-SCRIPTS = Path(__file__).with_name("alembic")
+MIGRATIONS = ServiceMigrations(
+    "orchestration", Path(__file__).parent / "alembic" / "versions", Base.metadata
+)
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the orchestration's database to ``revision``."""
-    upgrade_scripts(database_url, SCRIPTS, revision)
+    MIGRATIONS.upgrade(database_url, revision)

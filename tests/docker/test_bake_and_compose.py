@@ -11,52 +11,52 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import hcl2
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCKER = ROOT / "docker"
-IMAGES = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
-
-
-def _unquote(value: str) -> str:
-    return value[1:-1] if value.startswith('"') and value.endswith('"') else value
+from tests.docker.images import (
+    DOCKER,
+    IMAGES,
+    ROOT,
+    SERVICES,
+    dockerfile_of,
+    load_bake,
+    resolved_target,
+    unquote,
+)
 
 
 @pytest.fixture(scope="module")
-def bake() -> dict:
-    """The bake file as {"variable": {...}, "group": {...}, "target": {...}}, quotes removed."""
-    raw = hcl2.load((DOCKER / "docker-bake.hcl").open())
-    out: dict[str, dict] = {}
-    for block in ("variable", "group", "target"):
-        out[block] = {}
-        for entry in raw.get(block, []):
-            for name, body in entry.items():
-                out[block][_unquote(name)] = body
-    return out
+def bake() -> dict[str, dict[str, Any]]:
+    """The bake file as {"variable": {...}, "group": {...}, "target": {...}}, names unquoted."""
+    return load_bake()
 
 
-def test_bake_has_one_target_per_dockerfile(bake: dict) -> None:
-    """Each docker/<name>/Dockerfile is built by target <name>, tagged REGISTRY/name:VERSION."""
+def test_bake_has_one_target_per_image(bake: dict[str, dict[str, Any]]) -> None:
+    """Each image is built by target <name>, tagged REGISTRY/name:VERSION, from the services'
+    shared Dockerfile (docker/service) or, for the SuperLink and the edge node, their own."""
     targets = {n: t for n, t in bake["target"].items() if not n.startswith("_")}
     assert set(targets) == set(IMAGES)
     for name, t in targets.items():
-        assert _unquote(t["dockerfile"]) == f"docker/{name}/Dockerfile"
-        assert (ROOT / _unquote(t["dockerfile"])).is_file()
-        assert [_unquote(x) for x in t["tags"]] == [f"${{REGISTRY}}/{name}:${{VERSION}}"]
-        assert [_unquote(x) for x in t["inherits"]] == ["_common"]
-    groups = {n: [_unquote(x) for x in g["targets"]] for n, g in bake["group"].items()}
+        resolved = resolved_target(bake, name)
+        assert resolved["dockerfile"] == str(dockerfile_of(name).relative_to(ROOT))
+        assert (ROOT / resolved["dockerfile"]).is_file()
+        assert [unquote(x) for x in t["tags"]] == [f"${{REGISTRY}}/{name}:${{VERSION}}"]
+        parent = "_service" if name in SERVICES else "_common"
+        assert [unquote(x) for x in t["inherits"]] == [parent]
+    assert [unquote(x) for x in bake["target"]["_service"]["inherits"]] == ["_common"]
+    groups = {n: [unquote(x) for x in g["targets"]] for n, g in bake["group"].items()}
     assert sorted(groups["default"]) == sorted(IMAGES)
 
 
 def test_bake_builds_for_amd64_and_arm64_from_the_root(bake: dict) -> None:
     """The common target builds from the repository root for linux/amd64 and linux/arm64."""
     common = bake["target"]["_common"]
-    assert _unquote(common["context"]) == "."
+    assert unquote(common["context"]) == "."
     assert common["platforms"] == '${split(",", PLATFORMS)}'
-    platforms = _unquote(bake["variable"]["PLATFORMS"]["default"]).split(",")
+    platforms = unquote(bake["variable"]["PLATFORMS"]["default"]).split(",")
     assert set(platforms) == {"linux/amd64", "linux/arm64"}
 
 
@@ -125,16 +125,20 @@ def test_compose_runs_the_whole_platform(compose: dict) -> None:
     }  # fmt: skip
 
 
-def test_compose_builds_match_the_bake_targets(compose: dict) -> None:
-    """Each build names an existing Dockerfile and its image is that Dockerfile's bake target."""
+def test_compose_builds_match_the_bake_targets(
+    compose: dict, bake: dict[str, dict[str, Any]]
+) -> None:
+    """Each build is an image's bake target: the same Dockerfile, the same build args."""
     built = {}
     for name, svc in compose["services"].items():
         if "build" not in svc:
             continue
-        dockerfile = svc["build"]["dockerfile"]
-        assert svc["build"]["context"] == ".."
-        assert (ROOT / dockerfile).is_file(), dockerfile
-        image = Path(dockerfile).parent.name
+        build = svc["build"]
+        assert build["context"] == ".."
+        args = {k: str(v) for k, v in build.get("args", {}).items()}
+        image = args.get("SERVICE") or Path(build["dockerfile"]).parent.name
+        assert build["dockerfile"] == resolved_target(bake, image)["dockerfile"], name
+        assert args == resolved_target(bake, image)["args"], name
         assert svc["image"] == f"${{MOTS_IMAGE_PREFIX:-mots}}/{image}:${{MOTS_VERSION:-dev}}"
         built[image] = name
     assert set(built) == set(IMAGES)
@@ -143,9 +147,7 @@ def test_compose_builds_match_the_bake_targets(compose: dict) -> None:
 def test_compose_services_are_healthchecked_and_depend_on_real_services(compose: dict) -> None:
     """Every service has a health check (its own or its image's) and depends only on services."""
     services = compose["services"]
-    image_health = {
-        p.parent.name for p in DOCKER.glob("*/Dockerfile") if "HEALTHCHECK" in p.read_text()
-    }
+    image_health = {image for image in IMAGES if "HEALTHCHECK" in dockerfile_of(image).read_text()}
     for name, svc in services.items():
         ours = re.search(r"/([a-z]+):\$\{MOTS_VERSION", svc.get("image", ""))
         assert "healthcheck" in svc or (ours and ours.group(1) in image_health), name
@@ -202,7 +204,7 @@ def test_writable_volumes_of_our_images_are_owned_by_the_image_user(compose: dic
         ours = re.search(r"/([a-z]+):\$\{MOTS_VERSION", svc.get("image", ""))
         if not ours:
             continue
-        dockerfile = (DOCKER / ours.group(1) / "Dockerfile").read_text()
+        dockerfile = dockerfile_of(ours.group(1)).read_text()
         created = set(re.findall(r"install -d -o mots -g mots ([^\n\\]+)", dockerfile))
         created_dirs = {d for line in created for d in line.split()}
         for volume in svc.get("volumes", []):

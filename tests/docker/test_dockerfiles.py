@@ -6,16 +6,29 @@ from the build context exist, the commands name modules that exist, torch is a C
 
 from __future__ import annotations
 
+import importlib
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILES = sorted((ROOT / "docker").glob("*/Dockerfile"))
-SERVICES = ("market", "pricing", "orchestration", "evaluation")
+from tests.docker.images import (
+    DOCKER,
+    ROOT,
+    SERVICE_DOCKERFILE,
+    SERVICES,
+    declared_args,
+    final_args,
+    final_stage,
+    instructions,
+    load_bake,
+    resolved_target,
+)
+
+DOCKERFILES = sorted(DOCKER.glob("*/Dockerfile"))
 
 
 def _hadolint() -> str:
@@ -24,36 +37,14 @@ def _hadolint() -> str:
     return exe
 
 
-def _instructions(path: Path) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
-    lines: list[str] = []
-    buf = ""
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not buf and (not line or line.startswith("#")):
-            continue
-        if line.startswith("#"):
-            continue
-        buf += " " + line[:-1] if line.endswith("\\") else " " + line
-        if not line.endswith("\\"):
-            lines.append(buf.strip())
-            buf = ""
-    out = []
-    for line in lines:
-        word, _, rest = line.partition(" ")
-        out.append((word.upper(), rest.strip()))
-    return out
-
-
-def _final_stage(path: Path) -> list[tuple[str, str]]:
-    ins = _instructions(path)
-    last = max(i for i, (w, _) in enumerate(ins) if w == "FROM")
-    return ins[last:]
+@pytest.fixture(scope="module")
+def bake() -> dict[str, dict[str, Any]]:
+    return load_bake()
 
 
 def test_every_image_has_a_dockerfile() -> None:
-    """One Dockerfile per service, the edge node and the SuperLink."""
-    assert {p.parent.name for p in DOCKERFILES} == {*SERVICES, "edge", "superlink"}
+    """One Dockerfile for the four services, one for the edge node, one for the SuperLink."""
+    assert {p.parent.name for p in DOCKERFILES} == {"service", "edge", "superlink"}
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
@@ -79,7 +70,7 @@ def test_hadolint_can_fail(tmp_path: Path) -> None:
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_base_images_are_pinned_slim_python(dockerfile: Path) -> None:
     """Every stage starts from the PYTHON_IMAGE argument, a python x.y.z slim tag."""
-    ins = _instructions(dockerfile)
+    ins = instructions(dockerfile)
     args = dict(
         a.split("=", 1) for w, a in ins if w == "ARG" and "=" in a and a.startswith("PYTHON_IMAGE")
     )
@@ -91,7 +82,7 @@ def test_base_images_are_pinned_slim_python(dockerfile: Path) -> None:
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_runtime_stage_is_non_root_with_healthcheck(dockerfile: Path) -> None:
     """The image's last stage switches to uid 10001 and declares a HEALTHCHECK."""
-    final = _final_stage(dockerfile)
+    final = final_stage(dockerfile)
     users = [a for w, a in final if w == "USER"]
     assert users == ["10001:10001"]
     assert any(w == "HEALTHCHECK" and a.startswith("--") for w, a in final)
@@ -99,13 +90,15 @@ def test_runtime_stage_is_non_root_with_healthcheck(dockerfile: Path) -> None:
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_copy_sources_exist_in_the_build_context(dockerfile: Path) -> None:
-    """Every COPY from the context (the repository root) names files that exist."""
-    for word, args in _instructions(dockerfile):
+    """Every COPY from the context (the repository root) names files that exist, for every
+    service where the path depends on ``${SERVICE}``."""
+    for word, args in instructions(dockerfile):
         if word != "COPY" or "--from=" in args:
             continue
         parts = [p for p in args.split() if not p.startswith("--")]
         for src in parts[:-1]:
-            assert (ROOT / src).exists(), f"{dockerfile.parent.name}: COPY {src} is missing"
+            for path in {src.replace("${SERVICE}", service) for service in SERVICES}:
+                assert (ROOT / path).exists(), f"{dockerfile.parent.name}: COPY {path} is missing"
 
 
 def _module_file(dotted: str) -> Path:
@@ -115,21 +108,81 @@ def _module_file(dotted: str) -> Path:
     return candidate.with_suffix(".py") if candidate.with_suffix(".py").exists() else candidate
 
 
+def _image_of(service: str, bake: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The runtime ARGs of a service's image: its bake target's args over the defaults."""
+    target = resolved_target(bake, service)
+    assert target["dockerfile"] == "docker/service/Dockerfile"
+    return final_args(SERVICE_DOCKERFILE, target["args"])
+
+
 @pytest.mark.parametrize("service", SERVICES)
-def test_service_commands_name_existing_modules(service: str) -> None:
-    """uvicorn's app module and celery's worker module of each service exist in the source tree."""
-    text = (ROOT / "docker" / service / "Dockerfile").read_text()
-    compose = (ROOT / "docker/compose.yaml").read_text()
-    modules = set(re.findall(r'"services\.([a-z_.]+)(?::app)?"', text + compose))
+def test_service_commands_name_existing_modules(
+    service: str, bake: dict[str, dict[str, Any]]
+) -> None:
+    """The image's default command (its API's factory, or the evaluation's worker) and compose's
+    worker command name modules of this service that exist in the source tree."""
+    command = _image_of(service, bake)["COMMAND"]
+    compose = (DOCKER / "compose.yaml").read_text()
+    modules = set(re.findall(r"services\.([a-z_]+\.[a-z_]+)", command + compose))
     mine = {m for m in modules if m.startswith(service + ".")}
     assert f"{service}.worker" in mine
     for m in mine:
         assert _module_file("services." + m).exists(), f"services.{m} does not exist"
+    if service != "evaluation":  # the evaluation service has no API
+        assert command.split() == [
+            "uvicorn", "--factory", f"services.{service}.main:create_app",
+            "--host", "0.0.0.0", "--port", "8000",
+        ]  # fmt: skip
+        module = importlib.import_module(f"services.{service}.main")
+        assert callable(module.create_app)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_service_image_health_check_fits_its_command(
+    service: str, bake: dict[str, dict[str, Any]]
+) -> None:
+    """An API image checks its /healthz on the port it exposes; a worker image its /metrics."""
+    args = _image_of(service, bake)
+    api = args["COMMAND"].startswith("uvicorn")
+    path = "/healthz" if api else "/metrics"
+    assert args["HEALTH_URL"] == f"http://127.0.0.1:{args['PORT']}{path}"
+    if not api:
+        assert f"-Q {service}" in args["COMMAND"]
+    assert f"--port {args['PORT']}" in args["COMMAND"] or not api
+    final = dict(final_stage(SERVICE_DOCKERFILE))
+    assert final["EXPOSE"] == "${PORT}"
+    assert "SERVICE_HEALTH_URL" in final["HEALTHCHECK"] and "SERVICE_COMMAND" in final["CMD"]
+
+
+def test_service_targets_pass_only_args_the_dockerfile_declares(
+    bake: dict[str, dict[str, Any]],
+) -> None:
+    """A misspelt build arg would be ignored silently: every one passed is declared."""
+    declared = declared_args(SERVICE_DOCKERFILE)
+    for service in SERVICES:
+        args = resolved_target(bake, service)["args"]
+        assert args["SERVICE"] == service
+        assert set(args) <= declared, set(args) - declared
+    assert "SERVICE" in {a for w, a in final_stage(SERVICE_DOCKERFILE) if w == "ARG"}
+
+
+def test_only_the_training_services_carry_torch_and_only_orchestration_edge(
+    bake: dict[str, dict[str, Any]],
+) -> None:
+    """torch, flwr and scipy where models are trained or evaluated; the Flower app where a local
+    federation runs it."""
+    training = {s for s in SERVICES if resolved_target(bake, s)["args"].get("TRAINING") == "true"}
+    edge = {s for s in SERVICES if resolved_target(bake, s)["args"].get("EDGE") == "true"}
+    assert training == {"orchestration", "evaluation"}
+    assert edge == {"orchestration"}
+    text = SERVICE_DOCKERFILE.read_text()
+    assert 'if [ "${TRAINING}" = "true" ]; then training=("flwr==1.42.0" "scipy==1.17.1")' in text
+    assert 'if [ "${EDGE}" = "true" ]; then mv /tmp/edge edge; fi' in text
 
 
 def test_edge_entrypoint_is_the_agent_cli() -> None:
     """The edge image starts ``python -m edge.agent`` (SuperNode by default)."""
-    final = dict(_final_stage(ROOT / "docker/edge/Dockerfile"))
+    final = dict(final_stage(ROOT / "docker/edge/Dockerfile"))
     assert final["ENTRYPOINT"] == '["python", "-m", "edge.agent"]'
     assert final["CMD"] == '["supernode"]'
     assert (ROOT / "edge/agent/__main__.py").is_file()

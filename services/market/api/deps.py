@@ -1,52 +1,45 @@
-"""Dependencies of the market routes, as ``Annotated`` aliases a route's signature reads as its needs."""
+"""Dependencies of the market routes, as ``Annotated`` aliases a route's signature reads as its needs.
+
+The ones every service has (operator, session factory, Celery client) come from
+:mod:`mots.platform.deps`; the market adds its clients' identity (:data:`CurrentClient`,
+:data:`CallerDep`), its typed settings, the Idempotency-Key header and the round id in a path.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from celery import Celery
-from fastapi import Depends, Header, HTTPException, Path, Request, status
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session, sessionmaker
+from fastapi import Depends, Header, Path, Request
 
 from mots.platform.batching import MicroBatcher
+from mots.platform.deps import (
+    CeleryDep,
+    Credentials,
+    OperatorDep,
+    SessionFactoryDep,
+    app_settings,
+    bearer,
+    unauthorized,
+)
 from mots.platform.schemas import MAX_ID
-from services.market.auth import hash_token, is_operator
+from services.market.auth import hash_token
 from services.market.core.config import Settings
 from services.market.models import Client
 
-bearer = HTTPBearer(auto_error=False, description="the token returned at registration")
+__all__ = [
+    "BEARER_SECURITY",
+    "CallerDep",
+    "CeleryDep",
+    "CurrentClient",
+    "IdempotencyKeyHeader",
+    "OperatorDep",
+    "RoundId",
+    "SessionFactoryDep",
+    "SettingsDep",
+]
 
-
-async def get_factory(request: Request) -> sessionmaker[Session]:
-    """The app's session factory."""
-    factory: sessionmaker[Session] = request.app.state.sessions
-    return factory
-
-
-async def get_settings(request: Request) -> Settings:
-    """The app's settings."""
-    settings: Settings = request.app.state.settings
-    return settings
-
-
-async def get_celery(request: Request) -> Celery:
-    """The app's Celery client (to emit events to other services)."""
-    app: Celery = request.app.state.celery
-    return app
-
-
-SessionFactoryDep = Annotated[sessionmaker[Session], Depends(get_factory)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-CeleryDep = Annotated[Celery, Depends(get_celery)]
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-
-
-def _unauthorized(detail: str) -> HTTPException:
-    return HTTPException(
-        status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"}
-    )
+SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 
 CLIENT_CACHE_SIZE = 100_000
@@ -60,7 +53,7 @@ async def current_client(request: Request, credentials: Credentials) -> Client:
     A remembered token costs a dict lookup; a new one waits for the next batched query.
     """
     if credentials is None:
-        raise _unauthorized("Authorization: a bearer token is required")
+        raise unauthorized("Authorization: a bearer token is required")
     verifier = hash_token(credentials.credentials)
     known: dict[str, Client] = request.app.state.clients_by_token
     client = known.get(verifier)
@@ -69,7 +62,7 @@ async def current_client(request: Request, credentials: Credentials) -> Client:
     lookup: MicroBatcher[str, Client | None] = request.app.state.client_lookup
     client = await lookup.submit(verifier)
     if client is None:  # unknown tokens are not remembered: a later registration may match
-        raise _unauthorized("Authorization: the token is not a registered client's")
+        raise unauthorized("Authorization: the token is not a registered client's")
     if len(known) >= CLIENT_CACHE_SIZE:
         known.clear()
     known[verifier] = client
@@ -95,7 +88,7 @@ async def caller(request: Request) -> Caller:
     """
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
-        raise _unauthorized("Authorization: a bearer token is required")
+        raise unauthorized("Authorization: a bearer token is required")
     verifier = hash_token(token)
     known: dict[str, Client] = request.app.state.clients_by_token
     client = known.get(verifier)
@@ -106,17 +99,8 @@ BEARER_SECURITY: dict[str, Any] = {"security": [{bearer.scheme_name: []}]}
 """A route's ``openapi_extra`` when it reads the bearer token without :data:`bearer`."""
 
 
-async def operator(credentials: Credentials, settings: SettingsDep) -> None:
-    """Admit only the platform operator (401 otherwise)."""
-    if credentials is None or not is_operator(
-        credentials.credentials, settings.operator_token.get_secret_value()
-    ):
-        raise _unauthorized("Authorization: this call needs the operator token")
-
-
 CurrentClient = Annotated[Client, Depends(current_client)]
 CallerDep = Annotated[Caller, Depends(caller)]
-Operator = Annotated[None, Depends(operator)]
 IdempotencyKeyHeader = Annotated[
     str,
     Header(

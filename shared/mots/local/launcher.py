@@ -126,7 +126,8 @@ class Stack:
                 if service in SERVICES_WITH_API:
                     port = self.ports.setdefault(service, free_port())
                     argv = [
-                        self.python, "-m", "uvicorn", f"services.{service}.main:app",
+                        self.python, "-m", "uvicorn", "--factory",
+                        f"services.{service}.main:create_app",
                         "--host", "127.0.0.1", "--port", str(port),
                         "--no-access-log", "--log-level", "warning",
                     ]  # fmt: skip

@@ -1,16 +1,33 @@
-"""What every service's FastAPI app has in common: the liveness route and the lazily built app.
+"""The one shape of every service's FastAPI app: :func:`service_app`.
 
-Each service module exposes ``create_app()``; uvicorn's import string ``services.<name>.main:app``
-reads ``app``, which is built on first access so that importing the module (tests, Celery
-workers, schema dumps) does not read settings or open database pools.
+Each service's ``main.py`` has a ``create_app(settings=None)`` that builds its own parts (database
+engines, batchers, the Celery client) and hands them to :func:`service_app`, which adds what every
+service has: title, summary and API version, the migrations run at start, the service's own
+start/stop work, its routers, HTTP metrics (``/metrics``) and the liveness route (``/healthz``).
+uvicorn calls the factory when the process starts::
+
+    uvicorn --factory services.<service>.main:create_app --host 0.0.0.0 --port 8000
+
+so importing a service module (tests, Celery workers, schema dumps) reads no settings and opens no
+database pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+
+from mots.platform.metrics import install_http_metrics
+from mots.platform.settings import PlatformSettings
+
+API_VERSION = "1"
+"""The version of every service's HTTP API (its routes live under ``/v1``)."""
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+"""A service's own start-up and shut-down work around the time it serves requests."""
 
 
 def install_healthz(app: FastAPI) -> None:
@@ -22,20 +39,41 @@ def install_healthz(app: FastAPI) -> None:
         return {"status": "ok"}
 
 
-def lazy_app(
-    namespace: MutableMapping[str, Any], create_app: Callable[[], FastAPI]
-) -> Callable[[str], FastAPI]:
-    """A module ``__getattr__`` that builds ``app`` with ``create_app`` on first access.
+def service_app(
+    service: str,
+    summary: str,
+    settings: PlatformSettings,
+    routers: Sequence[APIRouter],
+    *,
+    state: Mapping[str, Any] | None = None,
+    migrate: Callable[[], None] | None = None,
+    lifespan: Lifespan | None = None,
+) -> FastAPI:
+    """The FastAPI app of ``service``, every service's common parts around its own.
 
-    The app is stored in ``namespace`` (the module's ``globals()``), so it is built once and
-    later reads do not come back here. Any other missing name raises ``AttributeError``.
+    At start the app runs ``migrate`` (the service's Alembic upgrade), then enters ``lifespan``
+    (the service's own start-up; its exit is the shutdown). ``settings`` and ``state`` become
+    ``app.state`` attributes, which the shared dependencies (:mod:`mots.platform.deps`) read.
+    Routers are matched in the order given, then ``/metrics`` and ``/healthz``: put the busiest
+    first.
     """
 
-    def __getattr__(name: str) -> FastAPI:
-        if name != "app":
-            raise AttributeError(name)
-        application = create_app()
-        namespace["app"] = application
-        return application
+    @asynccontextmanager
+    async def run(app: FastAPI) -> AsyncIterator[None]:
+        if migrate is not None:
+            migrate()
+        if lifespan is None:
+            yield
+            return
+        async with lifespan(app):
+            yield
 
-    return __getattr__
+    app = FastAPI(title=f"MoTS {service}", version=API_VERSION, summary=summary, lifespan=run)
+    app.state.settings = settings
+    for name, value in (state or {}).items():
+        setattr(app.state, name, value)
+    for router in routers:
+        app.include_router(router)
+    install_http_metrics(app, service)
+    install_healthz(app)
+    return app

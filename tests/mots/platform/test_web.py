@@ -1,14 +1,25 @@
-"""The services' shared app parts: the liveness route and the lazily built module-level app."""
+"""Every service's app has one shape: title, version, routers, metrics, liveness, start-up order."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
+import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 
-from mots.platform.web import install_healthz, lazy_app
+from mots.local.launcher import free_port
+from mots.platform.settings import PlatformSettings
+from mots.platform.web import API_VERSION, install_healthz, service_app
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_healthz_answers_ok_and_is_documented() -> None:
@@ -21,29 +32,114 @@ def test_healthz_answers_ok_and_is_documented() -> None:
         assert "/healthz" in client.get("/openapi.json").json()["paths"]
 
 
-def test_lazy_app_builds_once_on_first_access() -> None:
-    built: list[FastAPI] = []
+def _router(path: str) -> APIRouter:
+    router = APIRouter()
 
-    def create() -> FastAPI:
-        built.append(FastAPI())
-        return built[-1]
+    @router.get(path)
+    def answer() -> dict[str, str]:
+        return {"path": path}
 
-    namespace: dict[str, Any] = {}
-    getattr_ = lazy_app(namespace, create)
-    assert built == []  # nothing built by defining the hook
-    app = getattr_("app")
-    assert built == [app] and namespace["app"] is app
-    with pytest.raises(AttributeError, match="settings"):
-        getattr_("settings")
-    assert len(built) == 1
+    return router
 
 
-def test_a_service_module_builds_its_app_through_the_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_service_app_has_every_common_part() -> None:
+    """Title, summary, API version, settings and state, the routers in order, metrics, healthz."""
+    settings = PlatformSettings()
+    app = service_app(
+        "demo", "A demonstration.", settings, [_router("/v1/a"), _router("/v1/b")], state={"x": 7}
+    )
+    assert (app.title, app.summary, app.version) == ("MoTS demo", "A demonstration.", API_VERSION)
+    assert app.state.settings is settings and app.state.x == 7
+    assert list(app.openapi()["paths"]) == ["/v1/a", "/v1/b", "/healthz"]  # service's first
+    with TestClient(app) as client:
+        assert client.get("/v1/b").json() == {"path": "/v1/b"}
+        assert client.get("/healthz").json() == {"status": "ok"}
+        metrics = client.get("/metrics").text
+        assert 'service="demo"' in metrics and "/v1/b" in metrics
+
+
+def test_start_up_migrates_before_the_services_own_work_and_stops_it_after() -> None:
+    """``migrate`` runs first, then the service's lifespan; its exit is the shutdown."""
+    events: list[str] = []
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        events.append("start")
+        yield
+        events.append("stop")
+
+    app = service_app(
+        "demo",
+        "A demonstration.",
+        PlatformSettings(),
+        [],
+        migrate=lambda: events.append("migrate"),
+        lifespan=lifespan,
+    )
+    assert events == []  # building the app does nothing yet
+    with TestClient(app) as client:
+        assert events == ["migrate", "start"]
+        client.get("/healthz")
+    assert events == ["migrate", "start", "stop"]
+
+
+def test_a_failed_migration_stops_the_start_before_the_services_work() -> None:
+    """A service whose schema cannot be brought up does not start serving."""
+    events: list[str] = []
+
+    def migrate() -> None:
+        raise RuntimeError("no database")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        events.append("start")
+        yield
+
+    app = service_app(
+        "demo", "A demonstration.", PlatformSettings(), [], migrate=migrate, lifespan=lifespan
+    )
+    with pytest.raises(RuntimeError, match="no database"), TestClient(app):
+        pass
+    assert events == []
+
+
+@pytest.mark.integration
+def test_uvicorn_serves_a_service_through_its_factory(tmp_path: Path) -> None:
+    """``uvicorn --factory services.pricing.main:create_app`` builds the app and serves it."""
+    port = free_port()
+    log = (tmp_path / "uvicorn.log").open("wb")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'shared'}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "services.pricing.main:create_app",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, (tmp_path / "uvicorn.log").read_text()
+                assert time.monotonic() < deadline, "uvicorn did not answer within 60 s"
+                time.sleep(0.2)
+        assert health.json() == {"status": "ok"}
+        openapi = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5).json()
+        assert openapi["info"]["title"] == "MoTS pricing"
+        assert "/v1/quote" in openapi["paths"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_importing_a_service_builds_no_app() -> None:
+    """A service module holds only its factory: importing it (workers, tests) reads no settings."""
+    import services.market.main as market_main
+    import services.orchestration.main as orchestration_main
     import services.pricing.main as pricing_main
 
-    monkeypatch.delitem(vars(pricing_main), "app", raising=False)
-    app = pricing_main.app
-    assert isinstance(app, FastAPI) and app.title == "MoTS pricing"
-    assert pricing_main.app is app
-    with pytest.raises(AttributeError):
-        _ = pricing_main.no_such_name
+    for module in (market_main, orchestration_main, pricing_main):
+        assert callable(module.create_app)
+        assert not hasattr(module, "app"), module.__name__

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mots.reproduce.measure import Measurement
 from mots.reproduce.pipeline import ReproduceOptions, analyse_setting, publish
-from mots.reproduce.report import fig5_peaks
+from mots.reproduce.report import analyse, fig5_peaks, framework_checks, mechanism_table
 from mots.reproduce.settings import MNIST_LIKE
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -60,3 +60,23 @@ def test_fig5_peaks_of_eq3_contradict_the_papers_text(measurement: Measurement) 
     assert peaks["0,5"]["measured_first_rise"]
     assert peaks["5,0"]["theory_peak"] == 1
     assert not peaks["5,0"]["theory_monotone_down"]
+
+
+def test_the_analysis_holds_what_the_report_states(measurement: Measurement) -> None:
+    """analyse() computes, without layout, the numbers the report's sections render."""
+    options = ReproduceOptions.for_profile(
+        "quick", out_dir=Path("unused"), points=3, random_starts=0
+    )
+    result = analyse_setting(MNIST_LIKE, measurement, options.points, options.random_starts)
+    a = analyse([result])["iid_logistic"]
+    assert a.peaks == fig5_peaks(measurement)
+    assert a.epsilons == [p["epsilon"] for p in measurement.points]
+    assert a.zero_fit == ["sigma2"]  # the synthetic fit: σ² = 0, dγ² and ε0 positive
+    assert a.near_uniform == 0  # ε of the synthetic model lies far below ln 10
+    assert a.frameworks == {
+        "cost": framework_checks(result.fw_cost),
+        "req": framework_checks(result.fw_req),
+    }
+    assert [r["name"] for r in a.mechanisms["cost"]] == [
+        r["name"] for r in mechanism_table(result.mech_cost)
+    ]

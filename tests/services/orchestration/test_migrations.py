@@ -14,9 +14,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.migrations import alembic_config
 from services.orchestration.api.routes.rounds import _out
-from services.orchestration.migrations import SCRIPTS, upgrade
+from services.orchestration.migrations import MIGRATIONS, upgrade
 from services.orchestration.models import Base
 from services.orchestration.rounds.sql_store import SqlRoundStore
 
@@ -125,7 +124,7 @@ def test_0003_keeps_rounds_written_before_it_readable(database_url: str) -> None
     engine = make_engine(database_url, pool_size=1)
     try:
         with engine.begin() as conn:
-            cfg = alembic_config(SCRIPTS)
+            cfg = MIGRATIONS.config()
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, "0002")
         with engine.connect() as conn:

@@ -18,6 +18,12 @@ depends_on = None
 
 def upgrade() -> None:
     """Apply this revision."""
+    _create_tables_without_references()
+    _create_tables_with_references()
+
+
+def _create_tables_without_references() -> None:
+    """Clients, idempotency keys, ledger transactions and rounds (referenced by the others)."""
     op.create_table(
         "clients",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -72,6 +78,10 @@ def upgrade() -> None:
         sa.Column("opened_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
+
+
+def _create_tables_with_references() -> None:
+    """Accounts, decisions, purchases and ledger entries (foreign keys to the tables above)."""
     op.create_table(
         "accounts",
         sa.Column("id", sa.Integer(), nullable=False),

@@ -10,7 +10,7 @@ from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import ClientOut, ClientRegistration, RegisteredClient
 from mots.platform.transactions import in_transaction
 from services.market import ledger
-from services.market.api.deps import CurrentClient, Operator, SessionFactoryDep
+from services.market.api.deps import CurrentClient, OperatorDep, SessionFactoryDep
 from services.market.auth import hash_token, new_token
 from services.market.models import Client
 
@@ -64,7 +64,7 @@ def me(client: CurrentClient) -> ClientOut:
 
 
 @router.get("/v1/clients", response_model=list[ClientOut])
-def list_clients(_: Operator, factory: SessionFactoryDep) -> list[ClientOut]:
+def list_clients(_: OperatorDep, factory: SessionFactoryDep) -> list[ClientOut]:
     """Every registered client (operator only)."""
     with factory() as session:
         return [_out(c) for c in session.scalars(select(Client).order_by(Client.id))]

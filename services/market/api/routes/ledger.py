@@ -15,7 +15,7 @@ from services.market import ledger
 from services.market.api.deps import (
     CurrentClient,
     IdempotencyKeyHeader,
-    Operator,
+    OperatorDep,
     SessionFactoryDep,
 )
 from services.market.idempotency import request_hash, run_once
@@ -65,7 +65,7 @@ def my_balance(
 def deposit(
     body: DepositIn,
     response: Response,
-    _: Operator,
+    _: OperatorDep,
     idempotency_key: IdempotencyKeyHeader,
     factory: SessionFactoryDep,
 ) -> Any:
@@ -100,7 +100,7 @@ def deposit(
 
 
 @router.get("/v1/ledger/check", response_model=LedgerCheck)
-def check(_: Operator, factory: SessionFactoryDep) -> LedgerCheck:
+def check(_: OperatorDep, factory: SessionFactoryDep) -> LedgerCheck:
     """Verify that every transaction sums to zero and every balance equals its entries."""
     with factory() as session:
         return ledger.check(session)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mots.platform.contracts import ORCHESTRATION_ADVANCE, send
+from mots.platform.deps import operator
 from mots.platform.schemas import MAX_ID, AdvanceRequest, RoundState
 from services.orchestration.api.schemas import RoundDetail, RoundOut, RoundStarted, TransitionOut
 from services.orchestration.models import Transition
@@ -16,24 +15,11 @@ from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
 from services.orchestration.rounds.sql_store import SqlRoundStore, as_utc
 
 router = APIRouter(tags=["rounds"])
-bearer = HTTPBearer(auto_error=False, description="the operator token")
 LIST_LIMIT = 100
 
 
 def _store(request: Request) -> SqlRoundStore:
     return SqlRoundStore(request.app.state.sessions)
-
-
-def _operator(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-) -> None:
-    expected = request.app.state.settings.operator_token.get_secret_value()
-    if credentials is None or not hmac.compare_digest(credentials.credentials, expected):
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            "Authorization: this call needs the operator token",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
 
 
 def _out(rnd: RoundRecord) -> RoundOut:
@@ -63,7 +49,7 @@ def _transition(t: Transition) -> TransitionOut:
 @router.post(
     "/v1/rounds",
     status_code=status.HTTP_202_ACCEPTED,
-    dependencies=[Depends(_operator)],
+    dependencies=[Depends(operator)],
     responses={409: {"description": "another round is in flight"}},
 )
 def start_round(request: Request) -> RoundStarted:

@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, Depends, HTTPException, status
 
+from mots.platform.deps import app_settings
 from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
 from mots.platform.schemas import PricingRequest, PricingResult, WhatIfRequest
 from services.pricing import engine
 from services.pricing.core.config import Settings
 
 router = APIRouter(tags=["pricing"])
-
-
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 
 @router.post(
     "/v1/quote", response_model=PricingResult, responses={422: {"description": "invalid scenario"}}
 )
-def quote(body: PricingRequest, request: Request) -> PricingResult:
+def quote(body: PricingRequest, settings: SettingsDep) -> PricingResult:
     """The mechanism's price and rewards at K* (or at the given state) for a scenario."""
-    settings = _settings(request)
     start = time.perf_counter()
     try:
         sc = engine.scenario_from(body.scenario, settings.max_types)
@@ -40,9 +37,8 @@ def quote(body: PricingRequest, request: Request) -> PricingResult:
 @router.post(
     "/v1/what-if", response_model=PricingResult, responses={422: {"description": "invalid query"}}
 )
-def what_if(body: WhatIfRequest, request: Request) -> PricingResult:
+def what_if(body: WhatIfRequest, settings: SettingsDep) -> PricingResult:
     """The terms at K* under another ε_req or another cost of one type."""
-    settings = _settings(request)
     start = time.perf_counter()
     try:
         result = engine.what_if(body, settings.mechanism, settings.max_types)

@@ -1,0 +1,66 @@
+"""The purchase batcher's parts: the "every client declared?" watch after a batch commits.
+
+The booking itself (batches, shards, one-at-a-time fallback) is tested through
+:func:`purchase_batcher` against both databases in test_purchases.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from services.market import purchase_batcher as pb
+from services.market.purchase_batcher import DeclaredWatch
+
+
+class _Answers:
+    """Stands in for the ledger's transactions: "is the round fully declared?" answered in turn."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+        self.asked = 0
+
+    async def run(self, work: Callable[[Any], bool]) -> bool:
+        answer = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        await asyncio.sleep(0.01)  # a round trip
+        return answer
+
+
+def test_a_round_booked_again_during_its_check_is_checked_once_more(monkeypatch: Any) -> None:
+    """Two more batches of a round while its check runs: one check at a time, one recheck after
+    the interval, and the round reported complete once."""
+    monkeypatch.setattr(pb, "DECLARED_CHECK_INTERVAL_S", 0.05)
+    answers = _Answers([False, True])
+    heard: list[int] = []
+
+    async def scenario() -> None:
+        watch = DeclaredWatch(answers, heard.append)  # type: ignore[arg-type]
+        watch.booked([7])
+        await asyncio.sleep(0.005)  # the check is waiting for its answer
+        watch.booked([7])
+        watch.booked([7])
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if heard:
+                break
+        await asyncio.sleep(0.1)
+
+    asyncio.run(scenario())
+    assert answers.asked == 2 and heard == [7]
+
+
+def test_a_round_not_booked_again_is_not_rechecked(monkeypatch: Any) -> None:
+    """Not yet declared and no purchase since: the check ends (the orchestration also polls)."""
+    monkeypatch.setattr(pb, "DECLARED_CHECK_INTERVAL_S", 0.02)
+    answers = _Answers([False, False])
+    heard: list[int] = []
+
+    async def scenario() -> None:
+        watch = DeclaredWatch(answers, heard.append)  # type: ignore[arg-type]
+        watch.booked([3, 4])
+        await asyncio.sleep(0.2)
+
+    asyncio.run(scenario())
+    assert answers.asked == 2 and heard == []  # one check per round, none rechecked
