@@ -1,17 +1,17 @@
 """The market's refusals (domain errors) as HTTP answers: one status per kind, the detail as is.
 
 A :class:`~services.market.errors.Refusal` raised by a route or by the domain code it calls (or
-returned by the purchase batcher and raised to its caller) becomes ``{"detail": "<field>:
-<message>"}`` with the kind's status, exactly what an ``HTTPException`` with that status and
-detail would answer.
+returned by the purchase batcher and raised to its caller) becomes the problem details of
+:mod:`mots.platform.problems` (``detail``: ``"<field>: <message>"``) with the kind's status,
+exactly what an ``HTTPException`` with that status and detail would answer.
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Request, status
-from fastapi.exception_handlers import http_exception_handler
 from starlette.responses import Response
 
+from mots.platform.problems import problem_response
 from services.market.errors import (
     Conflict,
     NotFound,
@@ -47,7 +47,8 @@ def as_http(refusal: Refusal) -> HTTPException:
 
 async def _answer(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Refusal)
-    return await http_exception_handler(request, as_http(exc))
+    http = as_http(exc)
+    return problem_response(http.status_code, exc.detail, headers=http.headers)
 
 
 def install_refusal_handler(app: FastAPI) -> None:

@@ -3,7 +3,8 @@
 Each service's ``main.py`` has a ``create_app(settings=None)`` that builds its own parts (database
 engines, batchers, the Celery client) and hands them to :func:`service_app`, which adds what every
 service has: title, summary and API version, the migrations run at start, the service's own
-start/stop work, its routers, HTTP metrics (``/metrics``) and the liveness route (``/healthz``).
+start/stop work, its routers, errors as RFC 9457 problem details with strict JSON bodies
+(:mod:`mots.platform.problems`), HTTP metrics (``/metrics``) and the liveness route (``/healthz``).
 uvicorn calls the factory when the process starts::
 
     uvicorn --factory services.<service>.main:create_app --host 0.0.0.0 --port 8000
@@ -21,6 +22,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 
 from mots.platform.metrics import install_http_metrics
+from mots.platform.problems import PROBLEM_RESPONSES, install_problem_handlers
 from mots.platform.settings import PlatformSettings
 
 API_VERSION = "1"
@@ -68,12 +70,19 @@ def service_app(
         async with lifespan(app):
             yield
 
-    app = FastAPI(title=f"MoTS {service}", version=API_VERSION, summary=summary, lifespan=run)
+    app = FastAPI(
+        title=f"MoTS {service}",
+        version=API_VERSION,
+        summary=summary,
+        lifespan=run,
+        responses=PROBLEM_RESPONSES,
+    )
     app.state.settings = settings
     for name, value in (state or {}).items():
         setattr(app.state, name, value)
     for router in routers:
         app.include_router(router)
+    install_problem_handlers(app)
     install_http_metrics(app, service)
     install_healthz(app)
     return app

@@ -1,4 +1,5 @@
-"""Domain refusals answer exactly as the HTTPExceptions they replaced: status, headers, bytes."""
+"""Domain refusals answer exactly as the HTTPExceptions they replaced (status, headers, bytes), in
+the platform's one error shape (RFC 9457 problem+json)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
+from mots.platform.problems import PROBLEM_JSON, install_problem_handlers
 from services.market.api.errors import as_http, install_refusal_handler, status_of
 from services.market.errors import (
     Conflict,
@@ -33,6 +35,7 @@ CASES = [
 def client() -> TestClient:
     """An app with the market's refusal handler, raising each refusal or its old HTTPException."""
     app = FastAPI()
+    install_problem_handlers(app)
     install_refusal_handler(app)
 
     @app.get("/refusal/{i}")
@@ -49,13 +52,15 @@ def client() -> TestClient:
 
 @pytest.mark.parametrize("i", range(len(CASES)))
 def test_refusal_answers_like_its_http_exception(client: TestClient, i: int) -> None:
-    """Same status, same WWW-Authenticate, byte-identical JSON body ``{"detail": "field: …"}``."""
+    """Same status, same WWW-Authenticate, byte-identical problem body (detail ``field: …``)."""
     refusal, code, headers = CASES[i]
     new = client.get(f"/refusal/{i}")
     old = client.get(f"/http/{i}")
     assert new.status_code == old.status_code == code == status_of(refusal)
     assert new.content == old.content
-    assert new.json() == {"detail": refusal.detail}
+    assert new.headers["content-type"] == PROBLEM_JSON
+    body = new.json()
+    assert (body["status"], body["detail"], body["type"]) == (code, refusal.detail, "about:blank")
     assert new.headers.get("www-authenticate") == old.headers.get("www-authenticate")
     assert (headers or {}).get("WWW-Authenticate") == new.headers.get("www-authenticate")
 

@@ -1,0 +1,291 @@
+"""Errors in one shape on every API: RFC 9457 problem details (``application/problem+json``).
+
+Every refusal a service answers, whatever its status (401, 403, 404, 409, 402, 422, 429, …), has
+the body::
+
+    {"type": "about:blank", "title": "Unprocessable Content", "status": 422,
+     "detail": "body.amount: Decimal input should have no more than 6 decimal places",
+     "errors": [{"field": "body.amount", "loc": ["body", "amount"],
+                 "msg": "Decimal input should have no more than 6 decimal places",
+                 "type": "decimal_max_places"}]}
+
+``type`` is ``about:blank`` (the status says what kind of problem it is, ``title`` is the status's
+phrase), ``detail`` names the field and the rule, and ``errors`` (only for a validation failure)
+lists each field's problem. The input is never echoed: an error body stays ASCII JSON whatever the
+request held (FastAPI's default handler echoed the input and failed to encode ``NaN`` or a lone
+surrogate, answering 500).
+
+:class:`StrictJSONMiddleware` refuses, before any route runs, a JSON body that Python's parser
+would accept but no client may send: non-finite numbers (``NaN``, ``Infinity``, ``1e400``),
+integers of more than :data:`MAX_INT_DIGITS` digits, unpaired surrogates and NUL characters in
+strings (PostgreSQL cannot store them), and bodies over :data:`MAX_BODY_BYTES`.
+:func:`install_problem_handlers` answers ``HTTPException``, validation errors and anything
+unexpected in the shape above; :func:`mots.platform.web.service_app` installs both on every API.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError, ResponseValidationError
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body an API reads (1 MiB; a scenario of the most types is a few KiB)."""
+MAX_INT_DIGITS = 40
+"""Longest integer literal a body may hold (every integer field is bounded far below 10⁴⁰)."""
+
+
+class FieldProblem(BaseModel):
+    """One field's problem in a refused request: where, what rule, and the rule's code."""
+
+    field: str = Field(..., description="dotted location, e.g. body.amount or query.limit")
+    loc: list[str | int] = Field(..., description="the location as a list")
+    msg: str = Field(..., description="the rule the value broke")
+    type: str = Field(..., description="a machine-readable code of the rule (pydantic's)")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, the body of every error answer."""
+
+    type: str = Field("about:blank", description="the problem type (about:blank: see status)")
+    title: str = Field(..., description="the HTTP status phrase")
+    status: int = Field(..., description="the HTTP status code")
+    detail: str = Field(..., description="what was wrong: the field and the rule")
+    errors: list[FieldProblem] | None = Field(
+        None, description="for a validation failure: each field's problem"
+    )
+
+
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": Problem, "content": {PROBLEM_JSON: {}}, "description": "refused"},
+}
+"""An ``APIRouter(responses=…)`` entry documenting the problem body of every 4xx answer."""
+
+
+_RFC_9110_TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}
+
+
+def _title(status: int) -> str:
+    if status in _RFC_9110_TITLES:
+        return _RFC_9110_TITLES[status]
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    *,
+    errors: Sequence[FieldProblem] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A problem+json answer (ASCII JSON: any character of ``detail`` is escaped)."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": _title(status),
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = [e.model_dump() for e in errors]
+    content = json.dumps(body, ensure_ascii=True, allow_nan=False).encode()
+    return Response(content, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def field_problems(errors: Sequence[Any]) -> list[FieldProblem]:
+    """Pydantic's error list as field problems, keeping only location, message and code."""
+    out = []
+    for err in errors:
+        loc = [x if isinstance(x, int) else str(x) for x in err.get("loc", ())]
+        msg = str(err.get("msg", "invalid"))
+        ctx = err.get("ctx") or {}
+        if err.get("type") == "json_invalid" and isinstance(ctx.get("error"), str):
+            msg = f"{msg}: {ctx['error']}"
+        field = ".".join(str(x) for x in loc) or "body"
+        out.append(FieldProblem(field=field, loc=loc, msg=msg, type=str(err.get("type", ""))))
+    return out
+
+
+def validation_problem(errors: Sequence[FieldProblem]) -> Response:
+    """The 422 answer listing ``errors``; its detail names each field and rule."""
+    detail = "; ".join(f"{e.field}: {e.msg}" for e in errors) or "the request is invalid"
+    return problem_response(422, detail, errors=errors)
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail, default=str)
+    return problem_response(exc.status_code, detail, headers=exc.headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return validation_problem(field_problems(exc.errors()))
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return problem_response(500, "the service failed to answer; the request may be retried")
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Answer HTTP exceptions, validation errors and unexpected failures as problem+json, and
+    refuse malformed JSON bodies (:class:`StrictJSONMiddleware`) before they reach a route."""
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(ResponseValidationError, _server_error)
+    app.add_exception_handler(Exception, _server_error)
+    app.add_middleware(StrictJSONMiddleware)
+
+
+# ---------------------------------------------------------------- strict JSON bodies
+
+
+class BodyRefused(ValueError):
+    """A JSON body that no client may send; the message names the rule (ASCII only)."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise BodyRefused(
+            f"the number {text[:32]} is out of range (non-finite numbers are refused)"
+        )
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise BodyRefused(f"an integer has more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise BodyRefused(f"{name} is not a JSON number (non-finite numbers are refused)")
+
+
+_DECODER = json.JSONDecoder(
+    parse_float=_finite_float, parse_int=_bounded_int, parse_constant=_no_constant
+)
+_ESCAPES = re.compile(rb"\\u(?:d[89a-f]|0000)", re.IGNORECASE)
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse unpaired surrogates and NUL in every string (keys included) of a parsed body."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if "\x00" in v:
+                raise BodyRefused("a string holds a NUL character (\\u0000)")
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BodyRefused("a string holds an unpaired surrogate") from None
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+def strict_loads(body: bytes) -> Any:
+    """Parse a JSON body as :class:`StrictJSONMiddleware` admits it; raise :class:`BodyRefused`
+    (or ``ValueError`` for plain bad JSON) otherwise."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BodyRefused("the body is not UTF-8") from None
+    value = _DECODER.decode(text)
+    if _ESCAPES.search(body):  # only a \u escape makes a surrogate or a NUL
+        _check_strings(value)
+    return value
+
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _is_json(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    for name, value in headers:
+        if name == b"content-type":
+            media = value.split(b";", 1)[0].strip().lower()
+            return media == b"application/json" or media.endswith(b"+json")
+    return True  # FastAPI parses a body without a content type as JSON
+
+
+class StrictJSONMiddleware:
+    """Plain ASGI middleware: a JSON request body is read once, checked by :func:`strict_loads`
+    and passed on unchanged; a refused one is answered 422 (413 when too large) at once."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("method") not in _BODY_METHODS
+            or not _is_json(scope.get("headers", ()))
+        ):
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                response = problem_response(
+                    413,
+                    f"body: larger than {MAX_BODY_BYTES} bytes",
+                    headers={"Connection": "close"},
+                )
+                await response(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if body:
+            try:
+                strict_loads(body)
+            except BodyRefused as exc:
+                problem = FieldProblem(
+                    field="body", loc=["body"], msg=str(exc), type="json_invalid"
+                )
+                await validation_problem([problem])(scope, receive, send)
+                return
+            except ValueError:
+                pass  # plain bad JSON: FastAPI answers it (422, json_invalid) like any other
+        replay = {"type": "http.request", "body": body, "more_body": False}
+        await self.app(scope, _replay([replay], receive), send)
+
+
+def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
+    """A ``receive`` that first returns ``messages``, then the real ones."""
+    pending = list(messages)
+
+    async def again() -> dict[str, Any]:
+        if pending:
+            return pending.pop(0)
+        message: dict[str, Any] = await receive()
+        return message
+
+    return again

@@ -1,0 +1,133 @@
+"""Errors in one shape (RFC 9457 problem+json) and strict JSON bodies, on an app of the factory."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi import APIRouter, HTTPException
+from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field
+
+from mots.platform.problems import MAX_BODY_BYTES, BodyRefused, strict_loads
+from mots.platform.settings import PlatformSettings
+from mots.platform.web import service_app
+
+
+class Body(BaseModel):
+    x: float = Field(..., ge=0, allow_inf_nan=False)
+    name: str = "n"
+
+
+def _app() -> TestClient:
+    router = APIRouter()
+
+    @router.post("/v1/echo")
+    def echo(body: Body) -> dict[str, Any]:
+        return body.model_dump()
+
+    @router.get("/v1/teapot")
+    def teapot() -> None:
+        raise HTTPException(418, "kettle: the teapot refuses", headers={"X-Why": "tea"})
+
+    @router.get("/v1/boom")
+    def boom() -> None:
+        raise RuntimeError("secret internals")
+
+    app = service_app("demo", "A demonstration.", PlatformSettings(), [router])
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def _is_problem(r: Any, status: int) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = r.json()
+    assert body["status"] == status and body["type"] == "about:blank"
+    assert isinstance(body["title"], str) and body["title"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    r.content.decode("ascii")  # never a character a client could fail to decode
+    return body
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"x": NaN}',
+        '{"x": Infinity}',
+        '{"x": -Infinity}',
+        '{"x": 1e400}',
+        '{"x": -1e999}',
+        '{"x": 1, "name": "\\ud800"}',
+        '{"x": 1, "name": "a\\u0000b"}',
+        '{"x": 1, "\\udfff": 2}',
+        '{"x": ' + "9" * 50 + "}",
+        '{"x": 1',
+        "[]",
+        '{"x": "1e400"}',
+        '{"x": "nan"}',
+        '{"x": -1}',
+    ],
+)
+def test_malformed_bodies_are_422_problems_that_never_echo_the_input(raw: str) -> None:
+    """Non-finite numbers, surrogates, NUL, huge integers, bad JSON, broken rules: one shape."""
+    with _app() as client:
+        r = client.post("/v1/echo", content=raw, headers={"content-type": "application/json"})
+        body = _is_problem(r, 422)
+        assert body["errors"] and all(e["field"] and e["msg"] for e in body["errors"])
+        assert "ud800" not in r.text.lower() or "surrogate" in body["detail"]
+
+
+def test_http_errors_unknown_routes_and_failures_are_problems() -> None:
+    """An HTTPException keeps its status, detail and headers; 404/405 and a 500 are problems."""
+    with _app() as client:
+        body = _is_problem(client.get("/v1/teapot"), 418)
+        assert body["detail"] == "kettle: the teapot refuses"
+        assert client.get("/v1/teapot").headers["X-Why"] == "tea"
+        _is_problem(client.get("/nowhere"), 404)
+        _is_problem(client.delete("/v1/echo"), 405)
+        failed = _is_problem(client.get("/v1/boom"), 500)
+        assert "secret" not in failed["detail"]
+        assert client.post("/v1/echo", json={"x": 2.5}).json() == {"x": 2.5, "name": "n"}
+
+
+def test_an_oversized_body_is_413() -> None:
+    with _app() as client:
+        raw = '{"x": 1, "name": "' + "a" * MAX_BODY_BYTES + '"}'
+        _is_problem(
+            client.post("/v1/echo", content=raw, headers={"content-type": "application/json"}), 413
+        )
+
+
+def test_the_openapi_documents_the_problem_body() -> None:
+    with _app() as client:
+        spec = client.get("/openapi.json").json()
+    assert "Problem" in spec["components"]["schemas"]
+    assert "4XX" in spec["paths"]["/v1/echo"]["post"]["responses"]
+
+
+_text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=8)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=False, allow_infinity=False) | _text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json)
+def test_strict_loads_reads_every_finite_document_as_json_does(value: Any) -> None:
+    """What a well-behaved client sends (json.dumps of finite data) parses to the same value."""
+    for raw in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        assert strict_loads(raw.encode()) == json.loads(raw)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["NaN", "Infinity", "-Infinity", "1e309", "-2E+400"]), _json)
+def test_strict_loads_refuses_non_finite_numbers_anywhere(bad: str, value: Any) -> None:
+    raw = json.dumps({"v": value, "w": "PLACEHOLDER"}).replace('"PLACEHOLDER"', bad)
+    with pytest.raises(BodyRefused):
+        strict_loads(raw.encode())
