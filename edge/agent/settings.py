@@ -50,6 +50,15 @@ class AgentSettings(BaseSettings):
     superlink_address: str = Field(
         "127.0.0.1:9092", description="host:port of the SuperLink's Fleet API"
     )
+    root_certificates: Path = Field(
+        Path("/var/lib/mots/ca/ca.crt"),
+        description="the CA certificate that verifies the SuperLink (TLS)",
+    )
+    node_key: Path = Field(
+        Path("/var/lib/mots/agent/supernode.key"),
+        description="this device's SuperNode private key: made here on first start, never leaves "
+        "the device; its public key is what the platform registers with the SuperLink",
+    )
     health_port: int = Field(
         8081, ge=1, le=65535, description="port of the SuperNode's gRPC health service"
     )

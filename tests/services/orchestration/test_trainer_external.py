@@ -2,12 +2,14 @@
 
 A real SuperLink and two SuperNodes are started apart from the trainer (standing in for the deployed
 SuperLink and the Pis); the trainer, given only that address, must train on them through
-`flwr run` and start no federation of its own.
+`flwr run` (TLS, verified by the CA the SuperLink publishes on the shared work directory) and start
+no federation of its own. Which nodes are which comes from the participants' registered keys.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from mots.training.federation import (
     LocalFederation,
     descendants,
     free_port_block,
+    ports_needed,
 )
 from services.orchestration.core.config import Settings
 from services.orchestration.trainer import Trainer
@@ -31,7 +34,7 @@ def _settings(tmp_path: Path, **extra: object) -> Settings:
     base: dict[str, object] = {
         "trainer": "deployment",
         "train_rounds": 1,
-        "train_local_steps": 2,
+        "train_local_steps": 5,
         "train_test_subset": 500,
         "work_dir": str(tmp_path / "orchestration"),
         "artifact_dir": str(tmp_path / "artifacts"),
@@ -59,15 +62,20 @@ def test_trainer_trains_on_an_external_superlink(tmp_path: Path) -> None:
     the trainer starts no federation of its own."""
     if not (FASHION / "t10k-labels-idx1-ubyte.gz").is_file():
         pytest.skip("Fashion-MNIST missing: apt-get install -y dataset-fashion-mnist")
-    port = free_port_block(3)
+    port = free_port_block(ports_needed(2))
     with LocalFederation(
         n_nodes=2, node_types=[0, 1], superlink_port=port, workdir=tmp_path / "deployed"
     ) as deployed:
-        own_port = free_port_block(3, start=port + 3)
+        own_port = free_port_block(ports_needed(2), start=port + ports_needed(2))
         settings = _settings(tmp_path, superlink_address=deployed.address, superlink_port=own_port)
+        assert deployed.ca_cert is not None  # published where the orchestration reads it
+        (tmp_path / "orchestration" / "tls").mkdir(parents=True)
+        shutil.copy(deployed.ca_cert, tmp_path / "orchestration" / "tls" / "ca.crt")
         trainer = Trainer(settings)
         before = descendants([os.getpid()])
         try:
+            external = trainer._ensure_federation([0, 0, 0, 1, 1])
+            assert external.register_nodes(deployed.participant_keys()) == deployed.node_map()
             outcome = trainer.train([1, 1], [50.0, 300.0], [0, 0, 0, 1, 1], round_id=7)
             assert isinstance(trainer._federation, ExternalSuperLink)
             spawned = descendants([os.getpid()]) - before - deployed.all_pids()
