@@ -67,7 +67,7 @@ def supernode_argv(settings: AgentSettings) -> list[str]:
         "--root-certificates",
         str(settings.root_certificates),
         "--auth-supernode-private-key",
-        str(settings.node_key),
+        str(settings.node_key_path()),
         "--node-config",
         node_config(settings),
         "--health-server-address",
@@ -79,7 +79,7 @@ def node_public_key(settings: AgentSettings) -> bytes:
     """This device's public key (PEM), the key pair made first if the device has none."""
     from mots.training.pki import ensure_node_key
 
-    return ensure_node_key(settings.node_key).public_pem
+    return ensure_node_key(settings.node_key_path()).public_pem
 
 
 def exec_supernode(settings: AgentSettings) -> None:

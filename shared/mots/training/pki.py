@@ -69,10 +69,12 @@ def fingerprint(public_pem: bytes) -> str:
     return hashlib.sha256(public_pem.strip()).hexdigest()
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` readable by its owner only (created 0600, never world-readable)."""
+def write_private(path: Path, data: bytes, *, replace: bool = True) -> None:
+    """Write ``data`` readable by its owner only (created 0600, never world-readable);
+    ``replace=False`` raises FileExistsError when ``path`` exists."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
+    if replace:
+        path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
@@ -159,9 +161,10 @@ def make_tls(directory: Path, hosts: Sequence[str], common_name: str = "superlin
     return files
 
 
-def make_node_key(private_key: Path) -> NodeKey:
+def make_node_key(private_key: Path, *, replace: bool = True) -> NodeKey:
     """A fresh SuperNode key pair: the OpenSSH private key at ``private_key`` (0600, what
-    ``flower-supernode --auth-supernode-private-key`` reads) and its ``.pub`` beside it."""
+    ``flower-supernode --auth-supernode-private-key`` reads) and its ``.pub`` beside it.
+    ``replace=False`` raises FileExistsError instead of replacing an existing key."""
     key = ec.generate_private_key(ec.SECP384R1())
     write_private(
         private_key,
@@ -170,6 +173,7 @@ def make_node_key(private_key: Path) -> NodeKey:
             serialization.PrivateFormat.OpenSSH,
             serialization.NoEncryption(),
         ),
+        replace=replace,
     )
     public = private_key.with_name(private_key.name + ".pub")
     public.write_bytes(
@@ -192,10 +196,14 @@ def load_node_key(private_key: Path) -> NodeKey:
 
 
 def ensure_node_key(private_key: Path) -> NodeKey:
-    """The key pair at ``private_key``, made there first if absent (a device's first start)."""
+    """The key pair at ``private_key``, made there first if absent (a device's first start; when
+    the SuperNode and the agent start together, the one that loses the race loads the other's)."""
     if private_key.is_file():
         return load_node_key(private_key)
-    return make_node_key(private_key)
+    try:
+        return make_node_key(private_key, replace=False)
+    except FileExistsError:
+        return load_node_key(private_key)
 
 
 def public_pem(key: ec.EllipticCurvePublicKey) -> bytes:
