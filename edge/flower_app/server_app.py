@@ -166,18 +166,20 @@ def send_and_receive(
 
 
 def choose(setup: RunSetup) -> list[Participant]:
-    """The first K_i mapped nodes (by client index) of each type i: the participants."""
-    by_type: dict[int, list[tuple[int, int]]] = {}
-    for node, (i, j) in setup.node_map.items():
-        by_type.setdefault(i, []).append((j, node))
+    """The participants: for each type i, the mapped nodes of indices 0..K_i−1 (the orchestration
+    maps the round's participants there; a local federation's nodes by their client index). A
+    participant without a registered node is recorded as dropped (node id 0)."""
+    by_key = {(i, j): node for node, (i, j) in setup.node_map.items()}
     chosen: list[Participant] = []
     for i, k in enumerate(setup.participants):
-        have = sorted(by_type.get(i, []))[:k]
-        if len(have) < k:
-            raise RunFailedError(
-                f"node-map: type {i + 1} needs {k} participants, {len(have)} have a registered node"
-            )
-        chosen.extend(Participant(node, i, j) for j, node in have)
+        for j in range(k):
+            node = by_key.get((i, j))
+            if node is None:
+                missing = Participant(0, i, j)
+                missing.leave(DROPPED, None, "no registered SuperNode key")
+                chosen.append(missing)
+            else:
+                chosen.append(Participant(node, i, j))
     return chosen
 
 
@@ -186,7 +188,7 @@ def wait_connected(grid: Grid, chosen: list[Participant], timeout: float) -> Non
     deadline = time.monotonic() + timeout
     while True:
         online = set(grid.get_node_ids())
-        absent = [p for p in chosen if p.node_id not in online]
+        absent = [p for p in chosen if p.active and p.node_id not in online]
         if not absent or time.monotonic() > deadline:
             break
         time.sleep(0.5)

@@ -90,7 +90,7 @@ def _setup(node_map: dict[int, tuple[int, int]], k: list[int], **policy: object)
 
 
 def test_participants_come_from_the_node_map_not_from_the_nodes() -> None:
-    """The first K_i mapped nodes (by client index) of each type; too few mapped is an error."""
+    """The mapped nodes of indices 0..K_i−1 of each type; a participant without one is dropped."""
     s = _setup({11: (0, 1), 12: (0, 0), 13: (1, 0), 14: (0, 2)}, [2, 1])
     chosen = sa.choose(s)
     assert [(p.node_id, p.type_index, p.client_index) for p in chosen] == [
@@ -98,8 +98,12 @@ def test_participants_come_from_the_node_map_not_from_the_nodes() -> None:
         (11, 0, 1),
         (13, 1, 0),
     ]
-    with pytest.raises(sa.RunFailedError, match="type 2 needs 2 participants, 1 have"):
-        sa.choose(_setup({12: (0, 0), 13: (1, 0)}, [1, 2]))
+    short = sa.choose(_setup({12: (0, 0), 13: (1, 0)}, [1, 2]))
+    assert [(p.node_id, p.status, p.reason) for p in short] == [
+        (12, sa.VERIFIED, ""),
+        (13, sa.VERIFIED, ""),
+        (0, sa.DROPPED, "no registered SuperNode key"),
+    ]
     with pytest.raises(ValueError, match="node-map"):
         fm.node_map_from_run({fm.RUN_NODE_MAP: "{}"})
 
