@@ -3,7 +3,8 @@
 A real SuperLink and two SuperNodes are started apart from the trainer (standing in for the deployed
 SuperLink and the Pis); the trainer, given only that address, must train on them through
 `flwr run` (TLS, verified by the CA the SuperLink publishes on the shared work directory) and start
-no federation of its own. Which nodes are which comes from the participants' registered keys.
+no federation of its own. Before training it registers with the SuperLink the SuperNode keys the
+clients registered at the market; which node is which participant comes from those keys.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mots.training.federation import (
     ports_needed,
 )
 from services.orchestration.core.config import Settings
-from services.orchestration.trainer import Trainer
+from services.orchestration.trainer import Coalition, Trainer
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -74,9 +75,21 @@ def test_trainer_trains_on_an_external_superlink(tmp_path: Path) -> None:
         trainer = Trainer(settings)
         before = descendants([os.getpid()])
         try:
-            external = trainer._ensure_federation([0, 0, 0, 1, 1])
-            assert external.register_nodes(deployed.participant_keys()) == deployed.node_map()
-            outcome = trainer.train([1, 1], [50.0, 300.0], [0, 0, 0, 1, 1], round_id=7)
+            # the market's view: clients 11 (type 1) and 21 (type 2) joined and registered the
+            # public keys of their devices (the deployed nodes); client 12 enrolled without a key
+            keys = deployed.participant_keys()
+            coalition = Coalition(
+                clients=[[11], [21]],
+                enrolled=[[11, 12], [21]],
+                node_keys={11: keys[(0, 0)].decode(), 21: keys[(1, 0)].decode()},
+            )
+            outcome = trainer.train(
+                [1, 1], [50.0, 300.0], [0, 0, 0, 1, 1], round_id=7, coalition=coalition
+            )
+            assert [(p["client_id"], p["status"]) for p in outcome.participants] == [
+                (11, "verified"),
+                (21, "verified"),
+            ]
             assert isinstance(trainer._federation, ExternalSuperLink)
             spawned = descendants([os.getpid()]) - before - deployed.all_pids()
         finally:
