@@ -21,6 +21,7 @@ edge devices' SuperNodes): the launcher only submits runs to its Control API.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -385,8 +386,10 @@ class LocalFederation:
         return self.node_dir(n) / "auth" / "supernode.key"
 
     def _socket_path(self, n: int) -> Path:
-        # Unix socket paths are limited to 107 bytes: keep them short.
-        base = Path(tempfile.gettempdir()) / f"mots-{self.superlink_port}"
+        # Unix socket paths are limited to 107 bytes: keep them short; the work directory's
+        # digest keeps two federations on one port (one stopping as the other starts) apart.
+        tag = hashlib.sha1(str(self.workdir).encode()).hexdigest()[:8]
+        base = Path(tempfile.gettempdir()) / f"mots-{self.superlink_port}-{tag}"
         return base / f"node-{n:02d}.sock"
 
     def node_config(self, n: int) -> str:
