@@ -146,7 +146,9 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         keys = set(a) | set(b)
         return all(
-            _same(a.get(k), b.get(k)) if k in a and k in b else (a.get(k, b.get(k)) in (None, [], {}))
+            _same(a.get(k), b.get(k))
+            if k in a and k in b
+            else (a.get(k, b.get(k)) in (None, [], {}))
             for k in keys
         )
     if isinstance(a, list) and isinstance(b, list):
