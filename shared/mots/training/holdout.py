@@ -30,14 +30,21 @@ ANCHOR_PID = 0x5E7
 
 
 def holdout_indices(labels: IntArray, config: TrainConfig, n: int) -> IntArray:
-    """``n`` training-set indices outside every client's partition (fewer if fewer are free)."""
-    used = np.zeros(len(labels), dtype=bool)
-    for blocks in client_partitions(labels, config):
-        for block in blocks:
-            used[block] = True
-    free = np.flatnonzero(~used)
+    """``n`` training-set indices outside every client's partition. When the clients' shards
+    leave fewer than ``n`` samples free (a population whose shards cover the training set, which
+    then reuse it), a seeded sample of the whole set: it overlaps some clients' shards, and the
+    checks still never see the test set."""
     rng = np.random.default_rng([config.seed, 0x40D])
-    return rng.permutation(free)[: max(0, n)].astype(np.int64)
+    need = sum(int(d) * int(c) for d, c in zip(config.sizes, config.type_counts, strict=True))
+    if need + n <= len(labels):
+        used = np.zeros(len(labels), dtype=bool)
+        for blocks in client_partitions(labels, config):
+            for block in blocks:
+                used[block] = True
+        free = np.flatnonzero(~used)
+        if len(free) >= n:
+            return rng.permutation(free)[: max(0, n)].astype(np.int64)
+    return rng.permutation(len(labels))[: max(0, n)].astype(np.int64)
 
 
 @dataclass

@@ -39,3 +39,12 @@ def test_reference_update_and_loss(fashion_dir: Path) -> None:
     assert ho.loss([a + b for a, b in zip(w0, d, strict=True)]) < ho.loss(w0)
     assert len(evaluation_indices(len(ds.y_test), None)) == len(ds.y_test)
     assert Holdout.build(cfg, ds, 1) is None
+
+
+def test_a_population_covering_the_training_set_still_gets_a_holdout(fashion_dir: Path) -> None:
+    """Shards that reuse the whole set leave nothing free: a seeded sample of the set instead."""
+    ds = load_dataset("fashion-mnist", fashion_dir)
+    cfg = TrainConfig(data_dir=fashion_dir, sizes=(300,), counts=(250,))  # 75,000 > 60,000
+    held = holdout_indices(ds.y_train, cfg, 1000)
+    assert len(held) == 1000 == len(set(held.tolist()))
+    np.testing.assert_array_equal(held, holdout_indices(ds.y_train, cfg, 1000))
