@@ -5,13 +5,14 @@ none is counted as completed, the honest participants are, and a model is still 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchmarks.integrity import federation as attacks
-from mots.training.federation import descendants
+from mots.training.federation import alive, descendants
 
 pytestmark = [pytest.mark.integration]
 
@@ -23,7 +24,19 @@ def no_strays() -> Iterator[None]:
         pytest.skip("Fashion-MNIST missing: apt-get install -y dataset-fashion-mnist")
     before = descendants([os.getpid()])
     yield
-    assert descendants([os.getpid()]) - before == set()
+    deadline = time.monotonic() + 15.0  # a process SIGKILLed at the end may take a moment
+    while (left := {p for p in descendants([os.getpid()]) - before if alive(p)}) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.2)
+    assert left == set(), {p: _cmdline(p) for p in left}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()[:200].replace(b"\0", b" ").decode()
+    except OSError:
+        return "(gone)"
 
 
 def _all_caught(out: attacks.Outcome, names: tuple[str, ...]) -> None:
