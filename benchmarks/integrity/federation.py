@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 import ssl
 import sys
 import threading
@@ -237,6 +238,7 @@ def _refused(fed: LocalFederation, name: str, timeout: float = 60.0) -> tuple[bo
         time.sleep(0.5)
     text = Path(proc.log).read_text(errors="replace")
     refused = not alive(proc.pid) and "SuperNode ID" not in text
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # Flower colours its log
     lines = [ln for ln in text.splitlines() if "[code:" in ln or "Exit Code" in ln]
     return refused, " ".join(ln.strip() for ln in lines[-2:]) or text[-200:].strip()
 
