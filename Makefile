@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -52,7 +52,10 @@ bench-training: install system ## Flower rounds with 20 nodes vs floor and in-pr
 bench-theorem3: install ## Theorem 3 census: paper SWAN vs robust SWAN reaching K* on random markets
 	$(PY) -m benchmarks.theorem3_census
 
-bench: bench-solver bench-theorem3 bench-market bench-round bench-training ## every benchmark
+bench-integrity: install system ## every attack on a fresh platform (federation: forged nodes, identity theft, bad updates, drop-out): out/bench/integrity.json
+	$(PY) -m benchmarks.bench_integrity
+
+bench: bench-solver bench-theorem3 bench-market bench-round bench-training bench-integrity ## every benchmark
 
 DATASET := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 

@@ -33,7 +33,7 @@ from torch.nn import functional as F
 
 from mots.training.config import TrainConfig
 from mots.training.deployment import run_app
-from mots.training.federation import LocalFederation, free_port_block
+from mots.training.federation import LocalFederation, free_port_block, ports_needed
 from mots.training.inprocess import _loop_rounds, prepare, run_inprocess
 from mots.training.local import batch_indices, torch_threads, train_local
 from mots.training.models import build_model
@@ -98,7 +98,7 @@ def deployment(
     no_trainer: bool = False,
 ) -> dict[str, Any]:
     """Idle node memory, Flower floor (noop) and real rounds on a 20-node local federation."""
-    port = free_port_block(len(nodes) + 1, start=9700)
+    port = free_port_block(ports_needed(len(nodes)), start=9700)
     c = cfg.model_copy(update={"rounds": rounds})
     out: dict[str, Any] = {"nodes": len(nodes)}
     t0 = time.perf_counter()

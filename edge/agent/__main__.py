@@ -10,7 +10,7 @@ import click
 from edge.agent.health import agent_alive, supernode_serving
 from edge.agent.runner import Agent
 from edge.agent.settings import AgentSettings
-from edge.agent.supernode import exec_supernode
+from edge.agent.supernode import exec_supernode, node_public_key
 from mots.client import MarketClient
 
 
@@ -40,6 +40,12 @@ def run(max_steps: int | None) -> None:
 def supernode() -> None:
     """Start the Flower SuperNode with this device's node config."""
     exec_supernode(_settings())
+
+
+@main.command("node-key")
+def node_key() -> None:
+    """Print this device's SuperNode public key (PEM), making the key pair on first use."""
+    click.echo(node_public_key(_settings()).decode(), nl=False)
 
 
 @main.command()

@@ -1,4 +1,5 @@
-"""The agent's loop: register once, then answer each round's quote with the best response.
+"""The agent's loop: register once (and the device's SuperNode key), then answer each round's quote
+with the best response.
 
 State on disk (``MOTS_EDGE_STATE_DIR``): ``registration.json`` (client id and token, mode 0600),
 ``decision.json`` (the latest round's choice and payoffs) and ``heartbeat`` (last successful poll).
@@ -42,6 +43,7 @@ class Agent:
         self.facts = ClientFacts(settings.client_type, settings.data_size, settings.cost)
         self.utility = settings.utility_model()
         self._registration: Registration | None = None
+        self._node_key: str | None = None
         self._answered: set[int] = set()
 
     @property
@@ -87,15 +89,35 @@ class Agent:
         self._registration = reg
         return reg
 
+    def ensure_node_key(self, reg: Registration) -> str:
+        """Register this device's SuperNode public key with the market (made on first use), once
+        per process unless the market's record differs; the key's SHA-256."""
+        from edge.agent.supernode import node_public_key
+        from mots.training.pki import fingerprint
+
+        digest = fingerprint(node_public_key(self.settings))
+        if self._node_key != digest:
+            market = self.market.with_token(reg.token)
+            if market.me().node_key_sha256 != digest:
+                market.set_node_key(node_public_key(self.settings))
+                log.info("registered this device's SuperNode key %s…", digest[:16])
+            self._node_key = digest
+        return digest
+
     def step(self) -> Choice | None:
         """Poll once; when a round collects decisions and this device has not answered, answer."""
         reg = self.ensure_registered()
+        try:
+            self.ensure_node_key(reg)
+        except (MarketError, OSError, ValueError) as exc:  # answering quotes must go on
+            log.warning("SuperNode key not registered with the market (retried): %s", exc)
         market = self.market.with_token(reg.token)
         try:
             quote = market.quote()
         except MarketError as exc:
             if exc.status == UNAUTHORIZED:  # the market forgot us (a new database): register anew
                 self._registration = None
+                self._node_key = None
                 (self.state_dir / "registration.json").unlink(missing_ok=True)
             raise
         self._beat()

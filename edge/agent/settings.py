@@ -50,6 +50,16 @@ class AgentSettings(BaseSettings):
     superlink_address: str = Field(
         "127.0.0.1:9092", description="host:port of the SuperLink's Fleet API"
     )
+    root_certificates: Path = Field(
+        Path("/var/lib/mots/ca/ca.crt"),
+        description="the CA certificate that verifies the SuperLink (TLS)",
+    )
+    node_key: Path | None = Field(
+        None,
+        description="this device's SuperNode private key: made here on first start, never leaves "
+        "the device; its public key is what the agent registers with the market (unset: "
+        "supernode.key in the state directory)",
+    )
     health_port: int = Field(
         8081, ge=1, le=65535, description="port of the SuperNode's gRPC health service"
     )
@@ -84,6 +94,10 @@ class AgentSettings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError(f"MOTS_EDGE_MARKET_URL: must start with http(s)://, got {v!r}")
         return v.rstrip("/")
+
+    def node_key_path(self) -> Path:
+        """Where this device's SuperNode private key lies (``node_key`` or the state directory's)."""
+        return self.node_key if self.node_key is not None else self.state_dir / "supernode.key"
 
     def device_name(self) -> str:
         """The name the device registers under: ``client_name`` or the host name."""

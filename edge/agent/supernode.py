@@ -1,8 +1,15 @@
-"""Starting the Flower SuperNode with this device's identity in its node config.
+"""Starting the Flower SuperNode: TLS to the SuperLink and this device's own key.
+
+The device's key pair (``MOTS_EDGE_NODE_KEY``) is made on the device on its first start and the
+private key never leaves it; the SuperLink admits the node only once the platform registered the
+public key (``python -m edge.agent node-key`` prints it), and the ServerApp knows the node as the
+participant that key belongs to. The SuperLink's certificate is verified with the CA certificate
+``MOTS_EDGE_ROOT_CERTIFICATES``.
 
 The ClientApp (edge/flower_app) reads ``client-type`` and ``client-index`` (which data partition
 the device holds, mots.training.flower_messages.node_identity) and ``data-dir``; ``client-name``
-labels the node in logs; ``MOTS_EDGE_NODE_CONFIG`` appends further pairs.
+labels the node in logs; ``MOTS_EDGE_NODE_CONFIG`` appends further pairs. None of these tell the
+platform who the node is.
 """
 
 from __future__ import annotations
@@ -51,12 +58,16 @@ def client_index(settings: AgentSettings) -> int:
 
 
 def supernode_argv(settings: AgentSettings) -> list[str]:
-    """The ``flower-supernode`` command line (insecure transport: TLS terminates elsewhere)."""
+    """The ``flower-supernode`` command line: TLS verified by the CA, requests signed by the
+    device's key."""
     return [
         "flower-supernode",
-        "--insecure",
         "--superlink",
         settings.superlink_address,
+        "--root-certificates",
+        str(settings.root_certificates),
+        "--auth-supernode-private-key",
+        str(settings.node_key_path()),
         "--node-config",
         node_config(settings),
         "--health-server-address",
@@ -64,8 +75,22 @@ def supernode_argv(settings: AgentSettings) -> list[str]:
     ]
 
 
+def node_public_key(settings: AgentSettings) -> bytes:
+    """This device's public key (PEM), the key pair made first if the device has none."""
+    from mots.training.pki import ensure_node_key
+
+    return ensure_node_key(settings.node_key_path()).public_pem
+
+
 def exec_supernode(settings: AgentSettings) -> None:
-    """Replace this process with the SuperNode (PID 1 in its container receives the signals)."""
+    """Replace this process with the SuperNode (PID 1 in its container receives the signals),
+    after making the device's key pair on its first start."""
+    if not settings.root_certificates.is_file():
+        raise FileNotFoundError(
+            f"MOTS_EDGE_ROOT_CERTIFICATES: {settings.root_certificates} is missing (the "
+            "SuperLink's CA certificate; see the README)"
+        )
+    node_public_key(settings)
     argv = supernode_argv(settings)
     exe = shutil.which(argv[0])
     if exe is None:

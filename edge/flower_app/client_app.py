@@ -1,7 +1,8 @@
-"""The ClientApp each edge node runs (Flower Message API): report identity, train locally.
+"""The ClientApp each edge node runs (Flower Message API): train locally.
 
-``query`` answers with the node's type and index (the ServerApp cannot read node_config itself);
-``train`` runs E SGD steps from the received global model on this node's partition (read from the
+The ServerApp knows which participant a node is from the key the node authenticates with, so
+nothing here reports an identity; the node config's ``type-index``/``client-index`` only say
+which data partition this device holds. ``train`` runs E SGD steps from the received global model on this node's partition (read from the
 node config's ``data-dir`` when it names one, else the run's): through the
 node's resident trainer when its node config names a ``trainer-socket`` (torch stays loaded), else
 in this process. With the run's ``noop`` set it returns the weights untouched (Flower's floor).
@@ -14,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 import mots.training.flower_messages as fm
@@ -28,21 +29,6 @@ def _num(value: Any) -> float:
 
 
 app = ClientApp()
-
-
-@app.query()
-def query(msg: Message, context: Context) -> Message:
-    """Reply with this node's identity from its node config (type index, client index, type name)."""
-    i, j = fm.node_identity(context.node_config)
-    info = ConfigRecord(
-        {
-            fm.NODE_TYPE_INDEX: i,
-            fm.NODE_CLIENT_INDEX: j,
-            fm.NODE_CLIENT_TYPE: str(context.node_config.get(fm.NODE_CLIENT_TYPE, f"type-{i + 1}")),
-            "trainer": bool(context.node_config.get(fm.NODE_TRAINER_SOCKET, "")),
-        }
-    )
-    return Message(RecordDict({"identity": info}), reply_to=msg)
 
 
 @app.train()

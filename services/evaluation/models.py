@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, Float, Integer, String, Text
+from sqlalchemy import Boolean, DateTime, Float, Integer, String, Text, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -17,7 +17,8 @@ class Base(DeclarativeBase):
 
 
 class Measurement(Base):
-    """The test loss of one round's model with its coalition K and the types' data sizes."""
+    """The test loss of one round's model with its coalition K and the types' data sizes;
+    ``published`` once the round published the model (only those count in the fit)."""
 
     __tablename__ = "measurements"
 
@@ -29,4 +30,5 @@ class Measurement(Base):
     accuracy: Mapped[float | None] = mapped_column(Float, nullable=True)
     artifact_sha256: Mapped[str] = mapped_column(String(64))
     seconds: Mapped[float] = mapped_column(Float)
+    published: Mapped[bool] = mapped_column(Boolean, default=False, server_default=true())
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

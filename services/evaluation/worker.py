@@ -7,12 +7,17 @@ Run with ``celery -A services.evaluation.worker worker -Q evaluation --pool=solo
 from __future__ import annotations
 
 import json
+import math
 import time
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mots.platform.contracts import EVALUATION_ERROR_MODEL, EVALUATION_EVALUATE
+from mots.platform.contracts import (
+    EVALUATION_ERROR_MODEL,
+    EVALUATION_EVALUATE,
+    EVALUATION_PUBLISHED,
+)
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.metrics import ERROR_MODEL, EVALUATIONS, GENERALIZATION_ERROR
 from mots.platform.schemas import (
@@ -21,6 +26,8 @@ from mots.platform.schemas import (
     EvaluationRequest,
     EvaluationResult,
     NoInput,
+    PublishedRound,
+    RoundRef,
 )
 from mots.platform.transactions import in_transaction
 from mots.platform.worker import service_worker
@@ -37,7 +44,9 @@ sessions = make_sessionmaker(make_engine(settings.database_url))
 
 def _fit_all() -> ErrorFit | None:
     with sessions() as session:
-        rows = session.scalars(select(Measurement).order_by(Measurement.id)).all()
+        rows = session.scalars(
+            select(Measurement).where(Measurement.published).order_by(Measurement.id)
+        ).all()
         points = [
             (json.loads(m.participants_json), json.loads(m.sizes_json), m.test_loss) for m in rows
         ]
@@ -50,12 +59,15 @@ def _fit_all() -> ErrorFit | None:
 
 @EVALUATION_EVALUATE.handler(app)
 def evaluate(request: EvaluationRequest) -> EvaluationResult:
-    """Measure a round's model on the held-out test set and refit the error model."""
+    """Measure a round's model on the held-out test set; the measurement counts in the error
+    model's fit once the round publishes (:func:`published`). A non-finite loss is refused."""
     start = time.perf_counter()
     loss, accuracy = test_loss(
         request.artifact_path, request.artifact_sha256, settings.data_dir, settings.eval_test_subset
     )
     seconds = time.perf_counter() - start
+    if not math.isfinite(loss):
+        raise ValueError(f"round {request.round_id}: the model's test loss is {loss}, not finite")
 
     def store(session: Session) -> None:
         found = session.scalar(select(Measurement).where(Measurement.round_id == request.round_id))
@@ -69,6 +81,7 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
                     accuracy=accuracy,
                     artifact_sha256=request.artifact_sha256,
                     seconds=seconds,
+                    published=False,
                 )
             )
 
@@ -82,6 +95,22 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
         seconds=seconds,
         fit=_fit_all(),
     )
+
+
+@EVALUATION_PUBLISHED.handler(app)
+def published(ref: RoundRef) -> PublishedRound:
+    """The round published its model: its measurement now counts in the fit (idempotent)."""
+
+    def mark(session: Session) -> bool:
+        found = session.scalar(select(Measurement).where(Measurement.round_id == ref.round_id))
+        if found is None:
+            return False
+        found.published = True
+        return True
+
+    counted = in_transaction(sessions, mark)
+    _fit_all()
+    return PublishedRound(round_id=ref.round_id, counted=counted)
 
 
 @EVALUATION_ERROR_MODEL.handler(app)

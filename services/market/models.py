@@ -42,6 +42,8 @@ class Client(Base):
     data_size: Mapped[int] = mapped_column(Integer)
     cost_micros: Mapped[int] = mapped_column(BigInteger)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    node_public_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    node_key_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from mots.platform.contracts import (
     MARKET_CLOSE_ROUND,
     MARKET_DECISIONS,
+    MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
     MARKET_POPULATION,
     MARKET_PUBLISH,
@@ -16,6 +17,8 @@ from mots.platform.contracts import (
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.schemas import (
     MarketRoundStatus,
+    NodeKeys,
+    NodeKeysRequest,
     NoInput,
     OpenRoundPayload,
     Population,
@@ -26,7 +29,7 @@ from mots.platform.schemas import (
 )
 from mots.platform.transactions import in_transaction
 from mots.platform.worker import service_worker
-from services.market import rounds
+from services.market import node_keys, rounds
 from services.market.core.config import get_settings
 from services.market.migrations import upgrade
 
@@ -40,6 +43,13 @@ def population(_: NoInput) -> Population:
     """The registered population grouped by type."""
     with _sessions() as session:
         return rounds.population(session)
+
+
+@MARKET_NODE_KEYS.handler(app)
+def keys(request: NodeKeysRequest) -> NodeKeys:
+    """The SuperNode public keys the given clients registered."""
+    with _sessions() as session:
+        return node_keys.keys_of(session, request.client_ids)
 
 
 @MARKET_OPEN_ROUND.handler(app)

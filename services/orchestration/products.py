@@ -82,6 +82,14 @@ class TrainingRecord(_Product):
     seconds: float
     metadata: dict[str, Any] = Field(default_factory=dict, description="the engine's own record")
     dropped: list[int] = Field(default_factory=list, description="client ids that dropped out")
+    failed_verification: list[int] = Field(
+        default_factory=list, description="client ids whose update failed verification"
+    )
+    participants: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="per participant: client_id, status (verified, dropped, failed_verification), "
+        "the round it left in and why",
+    )
 
 
 class TrainingProgress(_Product):
@@ -136,6 +144,13 @@ class RoundSummary(_Product):
     platform_share: float | None
     training_round_seconds: list[float]
     dropped: list[int]
+    failed_verification: list[int] = Field(
+        default_factory=list, description="client ids whose update failed verification (unpaid)"
+    )
+    verification: dict[str, str] = Field(
+        default_factory=dict,
+        description="per participant (client id): verified, dropped or failed_verification",
+    )
     settlement: SettleResult | None
     error_model_fit: ErrorFit | None
 

@@ -1,10 +1,15 @@
 """Training a round's coalition with Flower, through the training package's runner.
 
 With ``MOTS_SUPERLINK_ADDRESS`` set, training runs on that external SuperLink (the deployed one,
-whose SuperNodes are the edge devices). Otherwise the orchestration worker keeps one local
-federation (a Flower SuperLink and one SuperNode per registered client, tagged with its type).
-Either way it hands the market's social state K per type to
-``mots.training.runner.train_coalition``, which trains exactly those participants.
+whose SuperNodes are the edge devices): before each round the trainer registers with it exactly
+the SuperNode keys the enrolled clients registered at the market (and so removes the rest), the
+round's participants first in each type, so the ServerApp trains exactly the participants' own
+devices. Otherwise the orchestration worker keeps one local federation (a Flower SuperLink and
+one SuperNode per registered client, tagged with its type; TLS and keys of its own), whose node
+(i, j) stands for the type's j-th participant. Either way it hands the market's social state K
+per type to ``mots.training.runner.train_coalition``, and reports per participant (client id)
+whether its updates were verified in every round it was asked for, it dropped out, or it failed
+verification (MOTS_TRAIN_POLICY: the verification and drop-out policy).
 """
 
 from __future__ import annotations
@@ -19,10 +24,40 @@ from typing import Any
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 
+VERIFIED = "verified"
+
+
+@dataclass(frozen=True)
+class Coalition:
+    """Who trains: the participants' client ids per type (the j-th is the type's participant j),
+    every enrolled client's id per type, their SuperNode public keys (PEM, by client id), and the
+    ε the market priced (the quality gate's yardstick)."""
+
+    clients: list[list[int]]
+    enrolled: list[list[int]] = field(default_factory=list)
+    node_keys: dict[int, str] = field(default_factory=dict)
+    quoted_epsilon: float | None = None
+
+    def registered_keys(self) -> dict[tuple[int, int], bytes]:
+        """(type, index) → key of every enrolled client with a key: participants first, at
+        indices 0..K_i−1, then the others."""
+        out: dict[tuple[int, int], bytes] = {}
+        for i, joined in enumerate(self.clients):
+            others = [
+                c for c in (self.enrolled[i] if i < len(self.enrolled) else []) if c not in joined
+            ]
+            for j, cid in enumerate([*joined, *sorted(others)]):
+                if cid in self.node_keys:
+                    out[(i, j)] = self.node_keys[cid].encode()
+        return out
+
 
 @dataclass(frozen=True)
 class TrainingOutcome:
-    """What a round's training produced; ``completed`` counts the participants per type that finished."""
+    """What a round's training produced; ``completed`` counts per type the participants whose
+    updates were verified in every round they were asked for; ``participants`` says, per
+    participant (``client_id`` when known), ``status`` (verified, dropped, failed_verification),
+    the round it left in and why."""
 
     epsilon: float
     losses: list[float]
@@ -32,6 +67,7 @@ class TrainingOutcome:
     completed: list[int]
     seconds: float
     metadata: dict[str, Any] = field(default_factory=dict)
+    participants: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -68,11 +104,12 @@ class Trainer:
         from mots.training.federation import ExternalSuperLink, LocalFederation
 
         address = self.settings.superlink_address
+        policy = self.settings.verification_policy()
         if address:
             if not isinstance(self._federation, ExternalSuperLink):
                 self.stop()
                 self._federation = ExternalSuperLink(
-                    address, Path(self.settings.work_dir)
+                    address, Path(self.settings.work_dir), policy=policy
                 ).connect()
             return self._federation
         if self._federation is not None and self._node_types == node_types:
@@ -83,6 +120,7 @@ class Trainer:
             node_types=node_types,
             superlink_port=self.settings.superlink_port,
             workdir=Path(self.settings.work_dir),
+            policy=policy,
         )
         fed.start()
         self._federation, self._node_types = fed, node_types
@@ -95,9 +133,13 @@ class Trainer:
         node_types: list[int],
         round_id: int,
         progress: Callable[[RoundProgress], None] | None = None,
+        *,
+        coalition: Coalition | None = None,
     ) -> TrainingOutcome:
         """Train the coalition K (participants per type) and save the model artifact;
-        ``progress`` hears of every FedAvg round (and clients finishing within one)."""
+        ``progress`` hears of every FedAvg round (and clients finishing within one);
+        ``coalition`` names the participants (and, on an external SuperLink, their keys)."""
+        from mots.training.federation import ExternalSuperLink
         from mots.training.runner import train_coalition
 
         with self._lock:
@@ -105,13 +147,17 @@ class Trainer:
             artifact_dir = Path(self.settings.artifact_dir) / f"round-{round_id}"
             start = time.perf_counter()
             engine = self.settings.trainer
+            federation = self._ensure_federation(node_types) if engine == "deployment" else None
+            if isinstance(federation, ExternalSuperLink) and coalition is not None:
+                federation.register_nodes(coalition.registered_keys())
             result = train_coalition(
                 participants,
                 config,
                 engine=engine,
-                federation=self._ensure_federation(node_types) if engine == "deployment" else None,
+                federation=federation,
                 artifact_dir=artifact_dir,
                 progress=progress or False,
+                quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
             )
             seconds = time.perf_counter() - start
         completed = result.metadata.get("completed_participants", participants)
@@ -124,6 +170,7 @@ class Trainer:
             completed=[int(x) for x in completed],
             seconds=seconds,
             metadata={k: v for k, v in result.metadata.items() if _jsonable(v)},
+            participants=participant_outcomes(result.metadata, participants, coalition),
         )
 
     def stop(self) -> None:
@@ -131,6 +178,40 @@ class Trainer:
         if self._federation is not None:
             self._federation.stop()
         self._federation, self._node_types = None, None
+
+
+def participant_outcomes(
+    metadata: dict[str, Any], participants: list[int], coalition: Coalition | None
+) -> list[dict[str, Any]]:
+    """Each participant's outcome with its client id: the engine's record of the participant
+    (type i, index j) is the coalition's j-th participant of type i; an engine that keeps no
+    record (in process) verified everyone it trained."""
+    rows = metadata.get("participant_status")
+    if rows is None:
+        rows = [
+            {"type_index": i, "client_index": j, "status": VERIFIED, "reason": ""}
+            for i, k in enumerate(participants)
+            for j in range(k)
+        ]
+    out = []
+    for row in rows:
+        i, j = int(row["type_index"]), int(row["client_index"])
+        clients = (
+            coalition.clients[i] if coalition is not None and i < len(coalition.clients) else []
+        )
+        out.append(
+            {
+                "client_id": clients[j] if j < len(clients) else None,
+                "type_index": i,
+                "client_index": j,
+                "status": str(row["status"]),
+                "left_in_round": row.get("left_in_round"),
+                "reason": str(row.get("reason", "")),
+                "rounds_asked": row.get("rounds_asked"),
+                "rounds_verified": row.get("rounds_verified"),
+            }
+        )
+    return out
 
 
 def _jsonable(value: Any) -> bool:

@@ -1,9 +1,12 @@
 """Compose and k8s wire the orchestration worker to the deployed SuperLink and expose the workers'
 metrics to Prometheus (the integration the services and the deployment must agree on).
 
-Training: MOTS_SUPERLINK_ADDRESS names the SuperLink service's port; the SuperLink, which runs the
-ServerApp, mounts the run directory (MOTS_WORK_DIR), the artifact directory (MOTS_ARTIFACT_DIR) and
-the test set at the worker's paths, on the same volumes. Metrics: every worker binds 0.0.0.0 on
+Training: MOTS_SUPERLINK_ADDRESS names the SuperLink's Control API, which only the orchestration
+reaches (its own network in compose, its own Service and port in k8s), while the SuperNodes reach
+the Fleet API alone; nothing runs Flower with --insecure. The SuperLink, which runs the ServerApp,
+mounts the run directory (MOTS_WORK_DIR), the artifact directory (MOTS_ARTIFACT_DIR) and the test
+set at the worker's paths, on the same volumes, and publishes its CA certificate where the worker
+(MOTS_WORK_DIR/tls/ca.crt) and the SuperNodes (MOTS_EDGE_ROOT_CERTIFICATES) read it. Metrics: every worker binds 0.0.0.0 on
 MOTS_METRICS_PORT, and Prometheus (with the k3s NetworkPolicies) may reach that port.
 """
 
@@ -44,21 +47,52 @@ def _compose_mounts(svc: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _arg(argv: list[str], flag: str) -> str:
+    """The value of ``--flag value`` or ``--flag=value`` in an argument list."""
+    for i, a in enumerate(argv):
+        if a == flag:
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    raise AssertionError(f"{flag} is not in {argv}")
+
+
+def _args(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag] + [
+        a.split("=", 1)[1] for a in argv if a.startswith(flag + "=")
+    ]
+
+
 def test_compose_orchestration_worker_trains_on_the_compose_superlink(
     compose: dict[str, Any],
 ) -> None:
-    """The worker's SuperLink address is the superlink service; both see the same run files."""
+    """The worker's SuperLink address is the superlink service's Control API, on a network no
+    SuperNode is on; both see the same run files; TLS and node authentication are on."""
     services = compose["services"]
     worker, superlink = services["orchestration-worker"], services["superlink"]
     env = worker["environment"]
     host, port = env["MOTS_SUPERLINK_ADDRESS"].split(":")
     assert host == "superlink"
-    assert f"127.0.0.1:{port}:{port}" in superlink["ports"]
-    # compose keeps the image's command: the SuperLink listens on that port
-    assert "command" not in superlink
-    dockerfile = (ROOT / "docker/superlink/Dockerfile").read_text()
-    assert f'"--port", "{port}"' in dockerfile
-    assert set(worker["networks"]) & set(superlink["networks"]), "no shared network"
+    argv = superlink["command"]
+    assert _arg(argv, "--port") == port and "--insecure" not in argv
+    assert "--enable-supernode-auth" in argv and _arg(argv, "--tls-dir")
+    control_ip = _arg(argv, "--host")
+    control = set(worker["networks"]) & set(superlink["networks"])
+    assert control == {"control"}, "the worker reaches the SuperLink on the control network only"
+    assert superlink["networks"]["control"]["ipv4_address"] == control_ip
+    assert control_ip in _args(argv, "--tls-host") and "superlink" in _args(argv, "--tls-host")
+    supernodes = {n: s for n, s in services.items() if n.startswith("supernode-")}
+    assert supernodes
+    for name, node in supernodes.items():
+        assert "control" not in node["networks"], f"{name} must not reach the Control API"
+        edge_host, edge_port = node["environment"]["MOTS_EDGE_SUPERLINK_ADDRESS"].split(":")
+        assert (edge_host, edge_port) == ("superlink", _arg(argv, "--fleet-port"))
+        ca = Path(node["environment"]["MOTS_EDGE_ROOT_CERTIFICATES"])
+        source = _compose_mounts(node)[str(ca.parent)]
+        published = {_compose_mounts(superlink).get(str(Path(p).parent)): Path(p).name
+                     for p in _args(argv, "--publish-ca")}  # fmt: skip
+        assert published.get(source) == ca.name, f"{name}: the CA is not published to {ca}"
+    assert f"{env['MOTS_WORK_DIR']}/tls/ca.crt" in _args(argv, "--publish-ca")
     assert worker["depends_on"]["superlink"] == {"condition": "service_healthy"}
     w, s = _compose_mounts(worker), _compose_mounts(superlink)
     for path in (env["MOTS_WORK_DIR"], env["MOTS_ARTIFACT_DIR"]):
@@ -132,11 +166,73 @@ def test_k8s_orchestration_worker_trains_on_the_superlink_service(
         <= superlink_r["spec"]["template"]["metadata"]["labels"].items()
     )
     (superlink,) = containers(superlink_r)
+    argv = superlink["args"]
+    assert "--insecure" not in argv and "--enable-supernode-auth" in argv
+    assert _arg(argv, "--port") == port, "the address names the Control API's port"
+    assert f"{host}" in _args(argv, "--tls-host"), "the certificate names the Service"
+    assert f"{env['MOTS_WORK_DIR']}/tls/ca.crt" in _args(argv, "--publish-ca")
     w, s = _mounts(worker_r, worker), _mounts(superlink_r, superlink)
     for path in (env["MOTS_WORK_DIR"], env["MOTS_ARTIFACT_DIR"]):
         assert w[path].startswith("pvc:"), f"{path} must be a claim both pods mount"
         assert s.get(path) == w[path], f"superlink must mount {w[path]} at {path}"
     assert s.get(DATASET) == w[DATASET]
+
+
+def test_k8s_edge_reaches_the_fleet_api_only(overlay: list[dict[str, Any]]) -> None:
+    """The Pis' address is the Fleet Service and port; the SuperLink's ingress policy admits the
+    edge on the Fleet port only and the orchestration on the Control port only; the edge's egress
+    allows the Fleet port only."""
+    config_maps = {
+        r["metadata"]["name"]: r.get("data", {}) for r in overlay if r["kind"] == "ConfigMap"
+    }
+    edge = config_maps["edge-config"]
+    host, port = (
+        edge["MOTS_EDGE_SUPERLINK_ADDRESS"].split(".")[0],
+        edge["MOTS_EDGE_SUPERLINK_ADDRESS"].rsplit(":", 1)[1],
+    )
+    (superlink,) = containers(_workload(overlay, "StatefulSet", "superlink"))
+    fleet_port = _arg(superlink["args"], "--fleet-port")
+    control_port = _arg(superlink["args"], "--port")
+    assert port == fleet_port != control_port
+    assert [p["port"] for p in _workload(overlay, "Service", host)["spec"]["ports"]] == [
+        int(fleet_port)
+    ]
+    (policy,) = [
+        r["spec"]
+        for r in overlay
+        if r["kind"] == "NetworkPolicy" and r["metadata"]["name"] == "superlink-ingress"
+    ]
+    admitted = {
+        (peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component")
+         or peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name")):
+        sorted(p["port"] for p in rule["ports"])
+        for rule in policy["ingress"] for peer in rule["from"]
+    }  # fmt: skip
+    assert admitted == {"edge": [int(fleet_port)], "orchestration": [int(control_port)]}
+    (egress,) = [
+        r["spec"]
+        for r in overlay
+        if r["kind"] == "NetworkPolicy" and r["metadata"]["name"] == "edge-egress"
+    ]
+    to_superlink = [
+        sorted(p["port"] for p in rule["ports"])
+        for rule in egress["egress"]
+        for peer in rule["to"]
+        if peer.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name")
+        == "superlink"
+    ]
+    assert to_superlink == [[int(fleet_port)]]
+
+
+def test_nothing_runs_flower_insecure() -> None:
+    """No manifest, compose file or Dockerfile passes --insecure to Flower."""
+    files = [
+        *ROOT.glob("k8s/**/*.yaml"),
+        ROOT / "docker/compose.yaml",
+        *ROOT.glob("docker/*/Dockerfile"),
+    ]
+    offenders = [str(f.relative_to(ROOT)) for f in files if "--insecure" in f.read_text()]
+    assert offenders == []
 
 
 def test_k8s_prometheus_may_scrape_every_worker(overlay: list[dict[str, Any]]) -> None:

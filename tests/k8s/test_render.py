@@ -204,9 +204,16 @@ def test_network_policies_admit_only_what_must_reach_market_and_superlink(
         (rule,) = policies[name]["ingress"]
         return rule["from"]
 
-    assert sources("superlink-ingress") == [
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "edge"}}},
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "orchestration"}}},
+    # the SuperLink: the edge on the Fleet port, the orchestration on the Control port
+    assert [(r["from"], r["ports"]) for r in policies["superlink-ingress"]["ingress"]] == [
+        (
+            [{"podSelector": {"matchLabels": {"app.kubernetes.io/component": "edge"}}}],
+            [{"protocol": "TCP", "port": 9092}],
+        ),
+        (
+            [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "orchestration"}}}],
+            [{"protocol": "TCP", "port": 9093}],
+        ),
     ]
     assert {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "edge"}}} in sources(
         "market-ingress"

@@ -72,6 +72,12 @@ class Settings(PlatformSettings):
     work_dir: str = Field(
         "out/platform/federation", description="working directory of the local Flower federation"
     )
+    train_policy: str = Field(
+        "{}",
+        description="JSON of mots.training.verification.VerificationPolicy: how updates are "
+        "verified and combined (aggregator: mean, trimmed_mean or median), the drop-out deadline "
+        "and minimum share, the quality gate ({} = the defaults)",
+    )
 
     @field_validator("superlink_address")
     @classmethod
@@ -83,6 +89,24 @@ class Settings(PlatformSettings):
             return None
         parse_address(value, "MOTS_SUPERLINK_ADDRESS")
         return value.strip()
+
+    @field_validator("train_policy")
+    @classmethod
+    def _policy(cls, value: str) -> str:
+        """The policy must parse; the error names the variable and the field."""
+        from mots.training.verification import VerificationPolicy
+
+        try:
+            VerificationPolicy.model_validate_json(value or "{}")
+        except ValueError as exc:
+            raise ValueError(f"MOTS_TRAIN_POLICY: {exc}") from exc
+        return value or "{}"
+
+    def verification_policy(self) -> Any:
+        """The training's :class:`~mots.training.verification.VerificationPolicy`."""
+        from mots.training.verification import VerificationPolicy
+
+        return VerificationPolicy.model_validate_json(self.train_policy)
 
 
 @lru_cache(maxsize=1)

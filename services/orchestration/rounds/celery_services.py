@@ -11,8 +11,10 @@ from pydantic import BaseModel
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
+    EVALUATION_PUBLISHED,
     MARKET_CLOSE_ROUND,
     MARKET_DECISIONS,
+    MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
     MARKET_POPULATION,
     MARKET_PUBLISH,
@@ -28,6 +30,7 @@ from mots.platform.schemas import (
     ErrorFit,
     EvaluationRequest,
     EvaluationResult,
+    NodeKeysRequest,
     NoInput,
     OpenRoundPayload,
     Population,
@@ -92,3 +95,11 @@ class CeleryRoundServices:
     def publish(self, round_id: int) -> None:
         """The :data:`~mots.platform.contracts.MARKET_PUBLISH` task."""
         self._call(MARKET_PUBLISH, RoundRef(round_id=round_id))
+
+    def node_keys(self, client_ids: list[int]) -> dict[int, str]:
+        """The :data:`~mots.platform.contracts.MARKET_NODE_KEYS` task."""
+        return self._call(MARKET_NODE_KEYS, NodeKeysRequest(client_ids=client_ids)).keys
+
+    def measurement_published(self, round_id: int) -> bool:
+        """The :data:`~mots.platform.contracts.EVALUATION_PUBLISHED` task."""
+        return self._call(EVALUATION_PUBLISHED, RoundRef(round_id=round_id)).counted

@@ -39,7 +39,7 @@ from services.orchestration.products import (
     TrainingRecord,
     TypeClients,
 )
-from services.orchestration.trainer import TrainingOutcome
+from services.orchestration.trainer import Coalition, TrainingOutcome
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,12 @@ class RoundServices(Protocol):
     def publish(self, round_id: int) -> None:
         """The market makes the model downloadable."""
 
+    def node_keys(self, client_ids: list[int]) -> dict[int, str]:
+        """The SuperNode public keys (PEM) these clients registered at the market."""
+
+    def measurement_published(self, round_id: int) -> bool:
+        """The evaluation service counts the round's measurement in its fit (it published)."""
+
 
 class RoundStore(Protocol):
     """Where rounds persist; every move is a compare-and-set on the round's state."""
@@ -178,8 +184,11 @@ class RoundTrainer(Protocol):
         node_types: list[int],
         round_id: int,
         progress: Callable[[RoundProgress], None] | None = None,
+        *,
+        coalition: Coalition | None = None,
     ) -> TrainingOutcome:
-        """Train K per type; ``progress`` hears of every FedAvg round."""
+        """Train K per type; ``progress`` hears of every FedAvg round; ``coalition`` names the
+        participants, their keys and the quoted ε."""
 
 
 Schedule = Callable[[int, RoundState, float], None]

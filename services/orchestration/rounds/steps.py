@@ -5,8 +5,10 @@ next state and what to record) or a :class:`Wait`; it never writes the round its
 fails the round (:mod:`.machine` moves it to ``failed`` with the error as its rule).
 
 Stated rules: clients silent when collection ends abstain; declared buyers who have not paid
-abstain. A participant whose node drops out mid-training forfeits its reward, is not charged and
-gets no model (the round completes with the others). A round with no participant, or whose
+abstain. A participant whose node drops out mid-training, or whose update fails verification in
+a round it was asked for, forfeits its reward, is not charged and gets no model (the round
+completes with the others): only participants whose updates were verified in every round they
+were asked for are paid. Only a published round's measurement shapes the error model. A round with no participant, or whose
 training, evaluation or settlement fails, is *settled by rule*: every buyer is refunded, no reward
 is paid and no charge is made.
 """
@@ -26,6 +28,7 @@ from mots.platform.schemas import (
     EvaluationRequest,
     OpenRoundPayload,
     PricingRequest,
+    RoundDecisions,
     RoundState,
     SettlePayload,
 )
@@ -40,6 +43,7 @@ from services.orchestration.rounds.ports import (
     Wait,
 )
 from services.orchestration.rounds.summary import round_summary
+from services.orchestration.trainer import Coalition, TrainingOutcome
 
 log = logging.getLogger(__name__)
 S = RoundState
@@ -152,12 +156,14 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 
 
 def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
-    """Train the coalition K; participants that did not complete have dropped out."""
+    """Train the coalition K on the participants' own nodes; those whose updates were not
+    verified in every round they were asked for (dropped out, or failed verification) forfeit."""
     terms = _product(rnd.terms, "terms", rnd)
     scenario = _product(rnd.scenario, "scenario", rnd)
     decisions = _product(rnd.decisions, "decisions", rnd)
     k = terms.participants
     node_types = [i for i, t in enumerate(scenario.types) for _ in range(t.count)]
+    coalition = _coalition(rnd, ports, [t.name for t in scenario.types], terms.epsilon)
 
     def progress(p: RoundProgress) -> None:  # best effort: a failed write must not stop training
         try:
@@ -167,24 +173,56 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 
     try:
         outcome = ports.trainer.train(
-            k, [t.data_size for t in scenario.types], node_types, rnd.id, progress=progress
+            k,
+            [t.data_size for t in scenario.types],
+            node_types,
+            rnd.id,
+            progress=progress,
+            coalition=coalition,
         )
     except Exception as exc:
         raise RoundFailure(
             f"training failed ({type(exc).__name__}: {exc}): buyers are refunded, no reward is paid"
         ) from exc
-    dropped: list[int] = []
-    for i, t in enumerate(scenario.types):
-        missing = k[i] - outcome.completed[i]
-        if missing > 0:  # the rule names the last-registered joiners of the type as dropped
-            dropped.extend(sorted(decisions.participants.get(t.name, []))[-missing:])
     if sum(outcome.completed) == 0:
-        raise RoundFailure("every participant dropped out: buyers are refunded")
+        raise RoundFailure("no participant delivered verified updates: buyers are refunded")
+    dropped, failed = _forfeits(outcome, k, scenario, decisions)
     note = f"ε={outcome.epsilon:.4f} in {outcome.seconds:.1f}s"
     if dropped:
         note += f"; dropped out: {dropped}"
-    training = TrainingRecord(**outcome.as_dict(), dropped=dropped)
+    if failed:
+        note += f"; failed verification: {failed}"
+    training = TrainingRecord(**outcome.as_dict(), dropped=dropped, failed_verification=failed)
     return Move(S.EVALUATING, note, RoundUpdate(training=training))
+
+
+def _coalition(
+    rnd: RoundRecord, ports: RoundPorts, names: list[str], quoted: float | None
+) -> Coalition:
+    """The participants per type (by client id), every enrolled client, their SuperNode keys."""
+    decisions = _product(rnd.decisions, "decisions", rnd)
+    clients = [sorted(decisions.participants.get(n, [])) for n in names]
+    enrolled = [sorted((rnd.type_clients or {}).get(n, [])) for n in names]
+    everyone = sorted({c for ids in [*clients, *enrolled] for c in ids})
+    return Coalition(clients, enrolled, ports.services.node_keys(everyone), quoted)
+
+
+def _forfeits(
+    outcome: TrainingOutcome, k: list[int], scenario: Scenario, decisions: RoundDecisions
+) -> tuple[list[int], list[int]]:
+    """(dropped out, failed verification): client ids, from the engine's record of each
+    participant; without one, per type the last-registered joiners beyond the completed count."""
+    by_client = [p for p in outcome.participants if p.get("client_id") is not None]
+    if by_client:
+        dropped = sorted(p["client_id"] for p in by_client if p["status"] == "dropped")
+        failed = sorted(p["client_id"] for p in by_client if p["status"] == "failed_verification")
+        return dropped, failed
+    dropped = []
+    for i, t in enumerate(scenario.types):
+        missing = k[i] - outcome.completed[i]
+        if missing > 0:
+            dropped.extend(sorted(decisions.participants.get(t.name, []))[-missing:])
+    return dropped, []
 
 
 def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
@@ -213,12 +251,16 @@ def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         round_id=rnd.id,
         rewards={n: _money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
         participants=sorted(c for ids in decisions.participants.values() for c in ids),
-        dropped=training.dropped,
+        dropped=sorted({*training.dropped, *training.failed_verification}),
         artifact_path=training.artifact_path,
         artifact_sha256=training.artifact_sha256,
     )
     settlement = ports.services.settle(payload)
     ports.services.publish(rnd.id)
+    try:  # the published round's measurement now shapes the error model (best effort)
+        ports.services.measurement_published(rnd.id)
+    except Exception:
+        log.warning("round %s: the evaluation service did not count it", rnd.id, exc_info=True)
     summary = round_summary(
         rnd, terms, training, settlement, True, ports.store.phase_seconds(rnd.id), _now(ports)
     )

@@ -59,6 +59,12 @@ def round_summary(
         platform_share=(total - work) / total if total > 0 else None,
         training_round_seconds=training.round_seconds if training else [],
         dropped=training.dropped if training else [],
+        failed_verification=training.failed_verification if training else [],
+        verification={
+            str(p["client_id"]): str(p["status"])
+            for p in (training.participants if training else [])
+            if p.get("client_id") is not None
+        },
         settlement=settlement,
         error_model_fit=evaluation.fit if evaluation else None,
     )

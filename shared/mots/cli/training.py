@@ -222,7 +222,7 @@ def federation() -> None:
     type=int,
     default=9500,
     show_default=True,
-    help="SuperLink port; SuperNodes use the next ones",
+    help="SuperLink Control API port; SuperNodes use the next ones, the Fleet API the one after",
 )
 @click.option(
     "--workdir",
@@ -253,7 +253,10 @@ def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool) -> None
         fed.start()
     except FederationError as err:
         raise click.ClickException(str(err)) from err
-    click.echo(f"federation up: SuperLink 127.0.0.1:{port}, {nodes} SuperNodes; state in {workdir}")
+    click.echo(
+        f"federation up (TLS, SuperNode authentication): Control API {fed.address}, Fleet API "
+        f"{fed.fleet_address}, {nodes} SuperNodes; state and keys in {workdir}"
+    )
 
 
 @federation.command()

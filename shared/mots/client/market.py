@@ -36,6 +36,8 @@ from mots.platform.schemas import (
     DepositIn,
     DepositOut,
     LedgerCheck,
+    NodeKeyIn,
+    NodeKeyOut,
     PurchaseIn,
     PurchaseOut,
     QuoteOut,
@@ -267,6 +269,13 @@ class MarketClient:
     def me(self) -> ClientOut:
         """``GET /v1/me``: the registered facts behind this client's token."""
         return self._call(ClientOut, "GET", "/v1/me")
+
+    def set_node_key(self, public_key: str | bytes) -> NodeKeyOut:
+        """``PUT /v1/me/node-key``: register the public key (PEM or OpenSSH) of the SuperNode this
+        client trains on; the SuperLink admits the device holding its private key as this client.
+        Idempotent (the same key again changes nothing), so it is retried."""
+        text = public_key.decode() if isinstance(public_key, bytes) else public_key
+        return self._call(NodeKeyOut, "PUT", "/v1/me/node-key", body=NodeKeyIn(public_key=text))
 
     def quote(self, round_id: int | None = None) -> QuoteOut | None:
         """The quote of round ``round_id`` (``GET /v1/rounds/{id}/quote``), or of the latest round

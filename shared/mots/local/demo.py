@@ -138,6 +138,19 @@ def print_summary(summary: dict[str, Any]) -> None:
     )
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in summary["phase_seconds"].items())
     print(f"  time per state    {phases}")
+    print_verification(summary)
+
+
+def print_verification(summary: dict[str, Any]) -> None:
+    """Per participant: were its updates verified in every FedAvg round it was asked for (only
+    those participants are paid), or did it drop out or fail verification."""
+    verification: dict[str, str] = summary.get("verification") or {}
+    if not verification:
+        return
+    print("  participants' updates (TLS and SuperNode authentication; each update verified):")
+    for client, status in sorted(verification.items(), key=lambda kv: int(kv[0])):
+        paid = "paid" if status == "verified" else "not paid"
+        print(f"    client {client:>4}  {status:<20} {paid}")
 
 
 def run_demo(

@@ -37,11 +37,14 @@ from mots.platform.schemas import (
     EvaluationRequest,
     EvaluationResult,
     MarketRoundStatus,
+    NodeKeys,
+    NodeKeysRequest,
     NoInput,
     OpenRoundPayload,
     Population,
     PricingRequest,
     PricingResult,
+    PublishedRound,
     RoundDecisions,
     RoundRef,
     SettlePayload,
@@ -135,6 +138,8 @@ MARKET_SETTLE_ROUND = TaskSpec("market.settle_round", "market", SettlePayload, S
 """Book rewards, charges, refunds, subsidy and surplus (idempotent)."""
 MARKET_PUBLISH = TaskSpec("market.publish", "market", RoundRef, MarketRoundStatus)
 """Make a settled round's model downloadable by its buyers and participants."""
+MARKET_NODE_KEYS = TaskSpec("market.node_keys", "market", NodeKeysRequest, NodeKeys)
+"""The SuperNode public keys the given clients registered (those without one are absent)."""
 
 # ---------------------------------------------------------------- pricing
 
@@ -154,7 +159,9 @@ EVALUATION_EVALUATE = TaskSpec(
 EVALUATION_ERROR_MODEL = TaskSpec(
     "evaluation.error_model", "evaluation", NoInput, CurrentErrorModel
 )
-"""The error model fitted to every measurement so far (None below enough points)."""
+"""The error model fitted to the measurements of published rounds (None below enough points)."""
+EVALUATION_PUBLISHED = TaskSpec("evaluation.published", "evaluation", RoundRef, PublishedRound)
+"""A round's model was published: its measurement now counts in the error model's fit."""
 
 # ---------------------------------------------------------------- orchestration
 
@@ -174,10 +181,12 @@ ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     MARKET_CLOSE_ROUND,
     MARKET_SETTLE_ROUND,
     MARKET_PUBLISH,
+    MARKET_NODE_KEYS,
     PRICING_QUOTE,
     PRICING_EQUILIBRIUM,
     EVALUATION_EVALUATE,
     EVALUATION_ERROR_MODEL,
+    EVALUATION_PUBLISHED,
     ORCHESTRATION_ADVANCE,
     ORCHESTRATION_DECISIONS_COMPLETE,
 )

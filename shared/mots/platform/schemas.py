@@ -77,6 +77,26 @@ class ClientOut(_Schema):
     type_name: str
     data_size: int
     cost: Money
+    node_key_sha256: str | None = Field(
+        None, description="SHA-256 of the client's registered SuperNode public key (None: none)"
+    )
+
+
+MAX_PUBLIC_KEY_CHARS = 4096
+
+
+class NodeKeyIn(_Schema):
+    """The public key of the SuperNode a client trains on (EC on a NIST curve, PEM or OpenSSH):
+    the SuperLink admits the node that holds its private key, as this client."""
+
+    public_key: str = Field(..., min_length=1, max_length=MAX_PUBLIC_KEY_CHARS)
+
+
+class NodeKeyOut(_Schema):
+    """A client's registered SuperNode key: its id and the key's SHA-256 (PEM form)."""
+
+    client_id: int
+    node_key_sha256: str
 
 
 class TypeQuote(_Schema):
@@ -268,6 +288,25 @@ class RoundRef(_Schema):
     """A task about one round, named by its id."""
 
     round_id: int
+
+
+class NodeKeysRequest(_Schema):
+    """Clients whose SuperNode public keys the orchestration needs (a round's participants)."""
+
+    client_ids: list[int]
+
+
+class NodeKeys(_Schema):
+    """SuperNode public keys (PEM) by client id; a client without a registered key is absent."""
+
+    keys: dict[int, str]
+
+
+class PublishedRound(_Schema):
+    """Acknowledges that a round's measurement now counts (its model was published)."""
+
+    round_id: int
+    counted: bool
 
 
 class MarketRoundStatus(_Schema):

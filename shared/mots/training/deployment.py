@@ -3,9 +3,13 @@
 The federation is a :class:`LocalFederation` this process started, or an
 :class:`ExternalSuperLink` (the deployed SuperLink with the edge devices' SuperNodes).
 
-Writes the run config (TrainConfig, participants, output directory), submits the app to the
-SuperLink's Control API with ``flwr run``, follows ``progress.jsonl`` that the ServerApp appends
-each round (progress callbacks), and reads ``result.json`` when the run ends.
+Writes the run config (TrainConfig, participants, the federation's node map and verification
+policy, output directory), submits the app to the SuperLink's Control API with ``flwr run`` (over
+TLS), follows ``progress.jsonl`` that the ServerApp appends each round (progress callbacks), and
+reads ``result.json`` when the run ends. The result says, per participant, whether its updates
+were verified in every round it was asked for (``completed_participants`` counts those per type),
+or it dropped out or failed verification; a model the quality gate refuses raises
+:class:`QualityGateError` (the round is then settled by rule).
 """
 
 from __future__ import annotations
@@ -27,14 +31,30 @@ from typing import Any
 
 from mots.training import flower_messages as fm
 from mots.training.config import TrainConfig
-from mots.training.federation import CONNECTION, Federation, LocalFederation, free_port_block
+from mots.training.federation import (
+    CONNECTION,
+    Federation,
+    LocalFederation,
+    free_port_block,
+    ports_needed,
+)
 from mots.training.progress import RoundProgress
 from mots.training.result import TrainingResult
 from mots.training.settings import TrainingSettings
+from mots.training.verification import VerificationPolicy
 
 
 class DeploymentError(RuntimeError):
     """The Flower run failed or did not finish in time; the message carries the reason."""
+
+    def __init__(self, message: str, result: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.result = result or {}
+
+
+class QualityGateError(DeploymentError):
+    """Training finished but the final model may not be published (non-finite, or far worse
+    than the untrained model or the quote); ``result`` holds the run's record."""
 
 
 def app_dir(settings: TrainingSettings | None = None) -> Path:
@@ -155,7 +175,7 @@ def follow(
         if result.exists():
             data: dict[str, Any] = json.loads(result.read_text())
             if "error" in data:
-                raise DeploymentError(f"ServerApp failed: {data['error']}")
+                raise DeploymentError(f"ServerApp failed: {data['error']}", data)
             return data
         if status is not None and time.monotonic() > next_status:
             next_status = time.monotonic() + status_every
@@ -183,8 +203,11 @@ def run_app(
     noop: bool = False,
     report: Callable[[RoundProgress], None] | None = None,
     timeout: float | None = None,
+    policy: VerificationPolicy | None = None,
+    quoted_epsilon: float | None = None,
 ) -> dict[str, Any]:
-    """One Flower run of the app on ``federation``; the ServerApp's result dict (plus timings)."""
+    """One Flower run of the app on ``federation``; the ServerApp's result dict (plus timings).
+    ``policy`` overrides the federation's verification policy for this run."""
     rd = run_dir if run_dir is not None else federation.workdir / "runs" / uuid.uuid4().hex[:12]
     rd.mkdir(parents=True, exist_ok=True)
     overrides = fm.run_config(
@@ -193,6 +216,9 @@ def run_app(
         str(rd.resolve()),
         artifact_dir="" if artifact_dir is None else str(Path(artifact_dir).resolve()),
         noop=noop,
+        node_map=federation.node_map(),
+        policy=policy or federation.policy,
+        quoted_epsilon=quoted_epsilon,
     )
     started = time.perf_counter()
     run_id = submit(federation, overrides, rd)
@@ -211,20 +237,48 @@ def train_on_federation(
     federation: Federation | None,
     report: Callable[[RoundProgress], None] | None,
     artifact_dir: Path | None,
+    quoted_epsilon: float | None = None,
 ) -> TrainingResult:
-    """``train_coalition(..., engine="deployment")``: on ``federation``, or on a temporary one
-    holding exactly the coalition's clients."""
+    """``train_coalition(..., engine="deployment")``: on ``federation``, or on a temporary
+    (authenticated, encrypted) one holding exactly the coalition's clients."""
     if federation is None:
         node_types = [i for i, k in enumerate(participants) for _ in range(k)]
-        port = free_port_block(len(node_types) + 1)
+        port = free_port_block(ports_needed(len(node_types)))
         tmp = Path(tempfile.mkdtemp(prefix="mots-fed-"))
         with LocalFederation(
             n_nodes=len(node_types), node_types=node_types, superlink_port=port, workdir=tmp
         ) as fed:
-            data = run_app(fed, participants, config, artifact_dir=artifact_dir, report=report)
+            data = run_app(
+                fed,
+                participants,
+                config,
+                artifact_dir=artifact_dir,
+                report=report,
+                quoted_epsilon=quoted_epsilon,
+            )
         shutil.rmtree(tmp, ignore_errors=True)
     else:
-        data = run_app(federation, participants, config, artifact_dir=artifact_dir, report=report)
+        data = run_app(
+            federation,
+            participants,
+            config,
+            artifact_dir=artifact_dir,
+            report=report,
+            quoted_epsilon=quoted_epsilon,
+        )
+    return training_result(data, participants, config)
+
+
+def training_result(
+    data: dict[str, Any], participants: tuple[int, ...], config: TrainConfig
+) -> TrainingResult:
+    """The :class:`TrainingResult` of a ServerApp result; QualityGateError when it may not be
+    published."""
+    gate = data.get("quality_gate", {})
+    if not data.get("published", True):
+        raise QualityGateError(
+            f"the model is not published: {gate.get('reason', 'quality gate failed')}", data
+        )
     eps = float(data["epsilon"])
     return TrainingResult(
         epsilon=eps,
@@ -235,13 +289,17 @@ def train_on_federation(
         metadata={
             "engine": "deployment",
             "participants": list(participants),
-            "completed_participants": list(participants),
+            "completed_participants": [int(x) for x in data["completed_participants"]],
+            "participant_status": data["participant_status"],
+            "quality_gate": gate,
+            "published": True,
             "flwr_run_id": data["flwr_run_id"],
             "nodes": data["nodes"],
             "train_seconds_max": data["train_seconds_max"],
             "discover_seconds": data["discover_seconds"],
             "seconds": data["wall_seconds"],
             "run_dir": data["run_dir"],
+            "policy": data.get("policy", {}),
             "config": config.model_dump(mode="json"),
         },
         accuracy=None if math.isnan(float(data["accuracy"])) else float(data["accuracy"]),

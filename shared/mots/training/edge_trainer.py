@@ -189,7 +189,11 @@ class _Handler(socketserver.BaseRequestHandler):
                 send_frame(sock, {"error": f"{type(err).__name__}: {err}"}, [])
 
 
-def serve(socket_path: str | Path, preload: bool = True) -> None:
+def serve(
+    socket_path: str | Path,
+    preload: bool = True,
+    handler: type[socketserver.BaseRequestHandler] = _Handler,
+) -> None:
     """Serve requests on ``socket_path`` until SIGTERM/SIGINT; one request at a time (one client).
 
     The socket is bound under a temporary name and renamed into place once listening, so the
@@ -214,7 +218,7 @@ def serve(socket_path: str | Path, preload: bool = True) -> None:
         from mots.training import local, models  # noqa: F401
     staging = path.with_name(f".{path.name}.{os.getpid()}")
     staging.unlink(missing_ok=True)
-    server = socketserver.UnixStreamServer(str(staging), _Handler)
+    server = socketserver.UnixStreamServer(str(staging), handler)
     staging.rename(path)
     try:
         server.serve_forever(poll_interval=0.5)

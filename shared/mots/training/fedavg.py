@@ -1,7 +1,10 @@
-"""FedAvg arithmetic (Section 5): the learning-rate schedule and the two aggregations.
+"""FedAvg arithmetic (Section 5): the learning-rate schedule, the two averages, and the robust rules.
 
 ``weighted`` averages participants by data size, D_k / Σ D (Eq. 2's objective); ``uniform`` gives
-each of the K participants 1/K, which is what the derivation of Eq. 3 assumes.
+each of the K participants 1/K, which is what the derivation of Eq. 3 assumes. A deployment may
+instead combine the (verified) models coordinate-wise with a trimmed mean or the median (as
+Flower's FedTrimmedAvg and FedMedian; Yin et al., ICML 2018), which bound what any minority of
+updates can move a coordinate, at some cost in variance when every update is honest.
 """
 
 from __future__ import annotations
@@ -51,3 +54,45 @@ def aggregate(
             acc += float(w) * np.asarray(m[layer], dtype=np.float64)
         out.append(acc.astype(np.float32))
     return out
+
+
+def trimmed_mean(models: Sequence[Sequence[FloatArray]], trim_fraction: float) -> list[FloatArray]:
+    """Coordinate-wise mean after dropping the ⌊β·K⌋ largest and smallest values (β = trim_fraction)."""
+    if not 0.0 <= trim_fraction < 0.5:
+        raise ValueError(f"trim_fraction must lie in [0, 0.5), got {trim_fraction}")
+    k = len(models)
+    cut = int(trim_fraction * k)
+    out: list[FloatArray] = []
+    for layer in range(len(models[0])):
+        stack = np.sort(np.stack([np.asarray(m[layer], dtype=np.float64) for m in models]), axis=0)
+        out.append(stack[cut : k - cut].mean(axis=0).astype(np.float32))
+    return out
+
+
+def coordinate_median(models: Sequence[Sequence[FloatArray]]) -> list[FloatArray]:
+    """Coordinate-wise median of the models."""
+    return [
+        np.median(
+            np.stack([np.asarray(m[layer], dtype=np.float64) for m in models]), axis=0
+        ).astype(np.float32)
+        for layer in range(len(models[0]))
+    ]
+
+
+def combine(
+    models: Sequence[Sequence[FloatArray]],
+    weights: Sequence[float] | npt.NDArray[np.float64],
+    rule: str = "mean",
+    trim_fraction: float = 0.2,
+) -> list[FloatArray]:
+    """The next global model from the round's models: ``mean`` (FedAvg with ``weights``),
+    ``trimmed_mean`` or ``median`` (coordinate-wise, unweighted)."""
+    if len(models) == 0:
+        raise ValueError("combine: no model to aggregate")
+    if rule == "mean":
+        return aggregate(models, weights)
+    if rule == "trimmed_mean":
+        return trimmed_mean(models, trim_fraction)
+    if rule == "median":
+        return coordinate_median(models)
+    raise ValueError(f"aggregator must be 'mean', 'trimmed_mean' or 'median', got {rule!r}")

@@ -1,5 +1,13 @@
 """A local Flower federation: one SuperLink and one SuperNode per edge device, as processes.
 
+By default the federation is encrypted and authenticated as a deployment is: a CA and a server
+certificate are made for each run (TLS on every API), each SuperNode gets its own key pair, and
+the SuperLink (:mod:`mots.training.superlink`: the Fleet API on a port of its own, the Control
+and Runtime APIs on ``superlink_port``) runs with ``--enable-supernode-auth`` and admits exactly the
+keys registered through its Control API. Registration returns each node's id; :meth:`node_map`
+(node id → (type, index)) is what the ServerApp trusts. ``secure=False`` (no TLS, no
+authentication) exists only to measure what security costs.
+
 Each SuperNode is tagged in its node config with its client type (``type-index``, ``client-type``)
 and its index within the type (``client-index``: the data partition it holds), and by default
 gets a resident trainer (:mod:`mots.training.edge_trainer`) on a Unix socket. Every process
@@ -13,8 +21,10 @@ edge devices' SuperNodes): the launcher only submits runs to its Control API.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,11 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
+
+from mots.training.pki import NodeKey, TlsFiles, make_node_key, make_tls
+from mots.training.verification import VerificationPolicy
 
 STATE_FILE = "federation.json"
 CONNECTION = "mots-local"
@@ -50,7 +63,14 @@ class ProcessInfo:
 
 
 class Federation(Protocol):
-    """What the launcher (``flwr run``) needs of a federation: its address and directories."""
+    """What the launcher (``flwr run``) needs of a federation: its address, directories, who
+    each registered node is, and the verification policy of its runs."""
+
+    policy: VerificationPolicy
+
+    def node_map(self) -> dict[int, tuple[int, int]]:
+        """Flower node id → (type index, client index) of every registered participant node."""
+        ...
 
     @property
     def address(self) -> str:
@@ -68,12 +88,18 @@ class Federation(Protocol):
         ...
 
 
-def write_connection(flwr_home: Path, address: str) -> None:
-    """Write the ``flwr`` connection ``mots-local`` (insecure) to ``address`` into FLWR_HOME."""
+def write_connection(flwr_home: Path, address: str, ca_cert: Path | None = None) -> None:
+    """Write the ``flwr`` connection ``mots-local`` to ``address`` into FLWR_HOME: TLS verified
+    by ``ca_cert``, or insecure when None (only to measure what TLS costs)."""
     flwr_home.mkdir(parents=True, exist_ok=True)
+    tls = (
+        "insecure = true\n"
+        if ca_cert is None
+        else f'root-certificates = "{Path(ca_cert).resolve()}"\n'
+    )
     (flwr_home / "config.toml").write_text(
         f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-        f'address = "{address}"\ninsecure = true\n'
+        f'address = "{address}"\n{tls}'
     )
 
 
@@ -91,12 +117,47 @@ class ExternalSuperLink:
     The ServerApp runs next to that SuperLink and writes the run's ``progress.jsonl``,
     ``result.json`` and artifacts to the paths the launcher passes, so ``workdir`` and the
     artifact directory must be shared with it at the same paths (a volume in compose and k8s).
+    The SuperLink's CA certificate is ``ca_cert``, by default ``<workdir>/tls/ca.crt`` (the
+    SuperLink publishes it on that shared volume). :meth:`register_nodes` registers the
+    participants' SuperNode keys through the Control API and keeps the node map.
     """
 
-    def __init__(self, address: str, workdir: str | Path) -> None:
+    def __init__(
+        self,
+        address: str,
+        workdir: str | Path,
+        *,
+        ca_cert: Path | None = None,
+        policy: VerificationPolicy | None = None,
+    ) -> None:
         parse_address(address)
         self._address = address.strip()
         self._workdir = Path(workdir)
+        self._ca_cert = ca_cert
+        self.policy = policy or VerificationPolicy()
+        self._node_map: dict[int, tuple[int, int]] = {}
+
+    @property
+    def ca_cert(self) -> Path:
+        """The CA certificate that verifies the SuperLink."""
+        return self._ca_cert if self._ca_cert is not None else self._workdir / "tls" / "ca.crt"
+
+    def register_nodes(self, keys: Mapping[tuple[int, int], bytes]) -> dict[int, tuple[int, int]]:
+        """Make the SuperLink admit exactly these SuperNode keys ((type, index) → public key PEM),
+        unregistering any other; return and keep the node map."""
+        from mots.training.control import ControlClient
+
+        with ControlClient(self.address, self.ca_cert) as control:
+            ids = control.sync({f"{i}-{j}": pem for (i, j), pem in keys.items()})
+        self._node_map = {
+            node_id: (int(label.split("-")[0]), int(label.split("-")[1]))
+            for label, node_id in ids.items()
+        }
+        return dict(self._node_map)
+
+    def node_map(self) -> dict[int, tuple[int, int]]:
+        """Flower node id → (type index, client index) of the last registration."""
+        return dict(self._node_map)
 
     @property
     def address(self) -> str:
@@ -114,8 +175,13 @@ class ExternalSuperLink:
         return self._workdir / "flwr-home"
 
     def connect(self) -> ExternalSuperLink:
-        """Write the connection for ``flwr run``; nothing is started."""
-        write_connection(self.flwr_home, self.address)
+        """Write the connection for ``flwr run`` (TLS, verified by the CA); nothing is started."""
+        if not self.ca_cert.is_file():
+            raise FederationError(
+                f"ca_cert: the SuperLink's CA certificate {self.ca_cert} is missing (the SuperLink "
+                "publishes it on the federation volume when it first starts)"
+            )
+        write_connection(self.flwr_home, self.address, self.ca_cert)
         return self
 
     def stop(self) -> list[int]:
@@ -141,6 +207,12 @@ def _listening(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def ports_needed(n_nodes: int) -> int:
+    """Ports a local federation of ``n_nodes`` takes from its ``superlink_port`` on: the Control
+    API, one per SuperNode and the Fleet API."""
+    return n_nodes + 2
 
 
 def free_port_block(n: int, start: int = 9600, stop: int = 30000) -> int:
@@ -199,7 +271,13 @@ def rss_mb(pid: int) -> float:
 
 
 class LocalFederation:
-    """SuperLink + ``n_nodes`` SuperNodes (+ resident trainers) on this machine."""
+    """SuperLink + ``n_nodes`` SuperNodes (+ resident trainers) on this machine.
+
+    Ports: ``superlink_port`` serves the Control and Runtime APIs (:attr:`address`), the next
+    ``n_nodes`` ports the SuperNodes' own runtime APIs, and ``superlink_port + n_nodes + 1`` the
+    Fleet API (:attr:`fleet_address`): ``n_nodes + 2`` ports in all (:func:`ports_needed`).
+    ``trainer_argv`` replaces a node's resident trainer command (tests run attacking trainers).
+    """
 
     def __init__(
         self,
@@ -211,6 +289,9 @@ class LocalFederation:
         type_names: Sequence[str] | None = None,
         trainer: bool = True,
         start_timeout: float = 120.0,
+        secure: bool = True,
+        policy: VerificationPolicy | None = None,
+        trainer_argv: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
         if node_types is None:
             node_types = [0] * 10 + [1] * 5 + [2] * 5 if n_nodes == 20 else [0] * n_nodes
@@ -221,7 +302,7 @@ class LocalFederation:
             )
         if n_nodes < 1 or any(t < 0 for t in node_types):
             raise ValueError("node_types: need ≥ 1 node, every type index ≥ 0")
-        if not 1024 <= superlink_port <= 65535 - n_nodes - 1:
+        if not 1024 <= superlink_port <= 65535 - ports_needed(n_nodes) + 1:
             raise ValueError(
                 f"superlink_port must leave room for {n_nodes} node ports, got {superlink_port}"
             )
@@ -234,11 +315,17 @@ class LocalFederation:
             else [f"type-{i + 1}" for i in range(n_types)]
         )
         self.superlink_port = superlink_port
+        self._fleet_port = superlink_port + n_nodes + 1
         self.workdir = (
-            Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="mots-fed-"))
+            Path(workdir).resolve()
+            if workdir is not None
+            else Path(tempfile.mkdtemp(prefix="mots-fed-"))
         )
         self.trainer = trainer
         self.start_timeout = start_timeout
+        self.secure = secure
+        self.policy = policy or VerificationPolicy()
+        self.trainer_argv = {int(k): list(v) for k, v in (trainer_argv or {}).items()}
         self.processes: list[ProcessInfo] = []
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
         self._launch: dict[str, tuple[str, list[str], Path]] = {}
@@ -249,7 +336,13 @@ class LocalFederation:
             j = counters.get(t, 0)
             counters[t] = j + 1
             self.nodes.append(
-                {"node": n, "type_index": t, "client_index": j, "port": superlink_port + 1 + n}
+                {
+                    "node": n,
+                    "type_index": t,
+                    "client_index": j,
+                    "port": superlink_port + 1 + n,
+                    "node_id": None,
+                }
             )
 
     # -- paths -------------------------------------------------------------------------------------
@@ -260,12 +353,43 @@ class LocalFederation:
 
     @property
     def address(self) -> str:
-        """host:port of the SuperLink (Fleet, Control and Runtime APIs on one port)."""
+        """host:port of the SuperLink's Control (and Runtime) API."""
         return f"127.0.0.1:{self.superlink_port}"
 
+    @property
+    def fleet_port(self) -> int:
+        """The Fleet API's port (the only one the SuperNodes reach)."""
+        return self._fleet_port
+
+    @property
+    def fleet_address(self) -> str:
+        """host:port of the SuperLink's Fleet API."""
+        return f"127.0.0.1:{self.fleet_port}"
+
+    @property
+    def tls(self) -> TlsFiles:
+        """This run's CA and SuperLink certificate (made by :meth:`start`)."""
+        d = self.workdir / "tls"
+        return TlsFiles(d / "ca.crt", d / "server.crt", d / "server.key")
+
+    @property
+    def ca_cert(self) -> Path | None:
+        """The CA certificate that verifies the SuperLink (None when not secure)."""
+        return self.tls.ca_cert if self.secure else None
+
+    def node_dir(self, n: int) -> Path:
+        """Node ``n``'s own directory (its FLWR_HOME and its key)."""
+        return self.workdir / "nodes" / f"node-{n:02d}"
+
+    def node_key_path(self, n: int) -> Path:
+        """Where node ``n``'s private key lies (OpenSSH, 0600)."""
+        return self.node_dir(n) / "auth" / "supernode.key"
+
     def _socket_path(self, n: int) -> Path:
-        # Unix socket paths are limited to 107 bytes: keep them short.
-        base = Path(tempfile.gettempdir()) / f"mots-{self.superlink_port}"
+        # Unix socket paths are limited to 107 bytes: keep them short; the work directory's
+        # digest keeps two federations on one port (one stopping as the other starts) apart.
+        tag = hashlib.sha1(str(self.workdir).encode()).hexdigest()[:8]
+        base = Path(tempfile.gettempdir()) / f"mots-{self.superlink_port}-{tag}"
         return base / f"node-{n:02d}.sock"
 
     def node_config(self, n: int) -> str:
@@ -279,6 +403,28 @@ class LocalFederation:
         if self.trainer:
             pairs.append(f'trainer-socket="{self._socket_path(n)}"')
         return " ".join(pairs)
+
+    def node_map(self) -> dict[int, tuple[int, int]]:
+        """Flower node id → (type index, client index) of every node, from its registered key
+        (secure) or, without authentication, from the id the node was given at start."""
+        if not self.secure:
+            self._read_insecure_ids()
+        return {
+            int(n["node_id"]): (int(n["type_index"]), int(n["client_index"]))
+            for n in self.nodes
+            if n["node_id"] is not None
+        }
+
+    def participant_keys(self) -> dict[tuple[int, int], bytes]:
+        """(type index, client index) → the node's public key (PEM), as a market would hold it."""
+        from mots.training.pki import load_node_key
+
+        return {
+            (int(n["type_index"]), int(n["client_index"])): load_node_key(
+                self.node_key_path(int(n["node"]))
+            ).public_pem
+            for n in self.nodes
+        }
 
     def _env(self, flwr_home: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -316,6 +462,8 @@ class LocalFederation:
             "node_types": self.node_types,
             "type_names": self.type_names,
             "trainer": self.trainer,
+            "secure": self.secure,
+            "policy": self.policy.model_dump(mode="json"),
             "nodes": self.nodes,
             "processes": [asdict(p) for p in self.processes],
         }
@@ -323,75 +471,183 @@ class LocalFederation:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> LocalFederation:
-        """Start SuperLink, trainers and SuperNodes; return once every SuperNode has registered."""
-        ports = [self.superlink_port] + [n["port"] for n in self.nodes]
+        """Start SuperLink, register the nodes' keys, start trainers and SuperNodes; return once
+        every SuperNode has connected."""
+        ports = [self.superlink_port, self.fleet_port] + [n["port"] for n in self.nodes]
         busy = [p for p in ports if not _port_free(p)]
         if busy:
             raise FederationError(
                 f"superlink_port: ports {busy} are in use; pick another superlink_port"
             )
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
-        self._write_connection()
-        bins = _bin_dir()
         try:
-            self._spawn(
-                "superlink",
-                "superlink",
-                [
-                    str(bins / "flower-superlink"),
-                    "--insecure",
-                    "--disable-runtime-dependency-installation",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.superlink_port),
-                ],
-                self.workdir / "superlink-home",
-            )
-            self._wait(
-                lambda: _listening(self.superlink_port), "SuperLink to listen on " + self.address
-            )
+            self._start_superlink()
+            if self.secure:
+                self._register_nodes()
             if self.trainer:
                 for n in range(self.n_nodes):
-                    sock = self._socket_path(n)
-                    sock.parent.mkdir(parents=True, exist_ok=True)
-                    self._spawn(
-                        "trainer",
-                        f"trainer-{n:02d}",
-                        [sys.executable, "-m", "mots.training.edge_trainer", "--socket", str(sock)],
-                        self.workdir / "nodes" / f"node-{n:02d}",
-                    )
+                    self._start_trainer(n)
             for n in range(self.n_nodes):
-                self._spawn(
-                    "supernode",
-                    f"supernode-{n:02d}",
-                    [
-                        str(bins / "flower-supernode"),
-                        "--insecure",
-                        "--superlink",
-                        self.address,
-                        "--port",
-                        str(self.nodes[n]["port"]),
-                        "--node-config",
-                        self.node_config(n),
-                    ],
-                    self.workdir / "nodes" / f"node-{n:02d}",
-                )
+                key = self.node_key_path(n) if self.secure else None
+                self.spawn_supernode(f"supernode-{n:02d}", n, self.node_config(n), key)
             self._wait(self._all_registered, f"{self.n_nodes} SuperNodes to register")
             if self.trainer:
                 self._wait(
                     lambda: all(self._socket_path(n).exists() for n in range(self.n_nodes)),
                     "the resident trainers to listen",
                 )
+            self._save()
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _wait(self, ready: Any, what: str) -> None:
+    def _start_superlink(self) -> None:
+        """The SuperLink (TLS and node authentication when secure); waits until it listens."""
+        argv = [
+            sys.executable,
+            "-m",
+            "mots.training.superlink",
+            "--fleet-host",
+            "127.0.0.1",
+            "--fleet-port",
+            str(self.fleet_port),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.superlink_port),
+            "--disable-runtime-dependency-installation",
+        ]
+        if self.secure:
+            tls = make_tls(self.workdir / "tls", ["127.0.0.1", "localhost"])
+            argv += ["--enable-supernode-auth", *tls.superlink_args()]
+        else:
+            argv += ["--insecure"]
+        write_connection(self.flwr_home, self.address, self.ca_cert)
+        self._spawn("superlink", "superlink", argv, self.workdir / "superlink-home")
+        self._wait(
+            lambda: _listening(self.superlink_port) and _listening(self.fleet_port),
+            "SuperLink to listen on " + self.address,
+        )
+
+    def _register_nodes(self) -> None:
+        """A key pair per node, each public key registered through the Control API."""
+        from mots.training.control import ControlClient
+
+        keys: list[NodeKey] = [make_node_key(self.node_key_path(n)) for n in range(self.n_nodes)]
+        with ControlClient(self.address, self.ca_cert) as control:
+            for node, key in zip(self.nodes, keys, strict=True):
+                node["node_id"] = control.register(key.public_pem, name=f"node-{node['node']:02d}")
+                node["key_sha256"] = key.fingerprint
+
+    def _start_trainer(self, n: int) -> None:
+        sock = self._socket_path(n)
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        default = [sys.executable, "-m", "mots.training.edge_trainer"]
+        argv = [*self.trainer_argv.get(n, default), "--socket", str(sock)]
+        self._spawn("trainer", f"trainer-{n:02d}", argv, self.node_dir(n))
+
+    def spawn_supernode(
+        self, name: str, n: int, node_config: str, private_key: Path | None, port: int | None = None
+    ) -> ProcessInfo:
+        """Start a SuperNode against this SuperLink's Fleet API (TLS verified by the CA and,
+        with ``private_key``, signing as that key). Tests start extra (attacking) nodes with it."""
+        argv = [
+            str(_bin_dir() / "flower-supernode"),
+            "--superlink",
+            self.fleet_address,
+            "--port",
+            str(port if port is not None else self.nodes[n]["port"]),
+            "--node-config",
+            node_config,
+        ]
+        if self.secure:
+            argv += ["--root-certificates", str(self.tls.ca_cert)]
+        else:
+            argv += ["--insecure"]
+        if private_key is not None:
+            argv += ["--auth-supernode-private-key", str(private_key)]
+        home = self.node_dir(n) if port is None else self.workdir / "extra" / name
+        return self._spawn("supernode", name, argv, home)
+
+    def add_node(
+        self,
+        type_index: int,
+        port: int,
+        *,
+        register: bool = True,
+        node_config: str | None = None,
+        trainer_argv: Sequence[str] | None = None,
+        wait: bool = True,
+    ) -> int:
+        """Start one more node of ``type_index`` on ``port`` after :meth:`start` (with its own key,
+        registered or not, and its trainer); ``node_config`` replaces what it says about itself.
+        Returns its index in :attr:`nodes`. Tests add attacking and forged nodes with it."""
+        n = len(self.nodes)
+        j = sum(1 for node in self.nodes if node["type_index"] == type_index)
+        self.nodes.append(
+            {"node": n, "type_index": type_index, "client_index": j, "port": port, "node_id": None}
+        )
+        key = make_node_key(self.node_key_path(n)) if self.secure else None
+        if key is not None and register:
+            from mots.training.control import ControlClient
+
+            with ControlClient(self.address, self.ca_cert) as control:
+                self.nodes[n]["node_id"] = control.register(key.public_pem, name=f"node-{n:02d}")
+        config = self.node_config(n)
+        if node_config is not None:
+            sock = f' trainer-socket="{self._socket_path(n)}"' if self.trainer else ""
+            config = node_config + sock
+        trains = self.trainer and (register or not self.secure)
+        if trains:
+            if trainer_argv is not None:
+                self.trainer_argv[n] = list(trainer_argv)
+            self._start_trainer(n)
+        info = self.spawn_supernode(
+            f"supernode-{n:02d}", n, config, None if key is None else key.private_key
+        )
+        if wait:
+            self._wait(
+                lambda: (
+                    "SuperNode ID" in Path(info.log).read_text(errors="replace")
+                    and (not trains or self._socket_path(n).exists())
+                ),
+                f"{info.name} to register",
+                watch=[info.name, f"trainer-{n:02d}"],
+            )
+        self._save()
+        return n
+
+    def _read_insecure_ids(self) -> None:
+        """Without authentication, a node's id is the one it logged when it registered itself."""
+        for p in self.processes:
+            if p.role == "supernode" and p.name.startswith("supernode-"):
+                n = int(p.name.split("-")[1])
+                text = Path(p.log).read_text(errors="replace")
+                found = re.findall(r"SuperNode ID: (\d+)", text)
+                if found and n < len(self.nodes):
+                    self.nodes[n]["node_id"] = int(found[-1])
+
+    def kill_node(self, n: int) -> list[int]:
+        """SIGKILL node ``n`` as a device that loses power: its SuperNode and ClientApp processes
+        and its trainer. Returns the pids killed."""
+        names = {f"supernode-{n:02d}", f"trainer-{n:02d}"}
+        roots = [p.pid for p in self.processes if p.name in names]
+        pids = set(roots) | descendants(roots)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        return sorted(pids)
+
+    def _wait(self, ready: Any, what: str, watch: Sequence[str] | None = None) -> None:
+        """Wait until ``ready()``; restart a SuperNode that exits before registering (up to
+        SUPERNODE_START_ATTEMPTS), fail when another process dies. ``watch`` limits the processes
+        looked at to these names (default: all)."""
         deadline = time.monotonic() + self.start_timeout
         while not ready():
-            dead = [p for p in self.processes if not alive(p.pid)]
+            dead = [
+                p for p in self.processes if not alive(p.pid) and (watch is None or p.name in watch)
+            ]
             retry = [
                 p
                 for p in dead
@@ -423,9 +679,6 @@ class LocalFederation:
             ):
                 return False
         return True
-
-    def _write_connection(self) -> None:
-        write_connection(self.flwr_home, self.address)
 
     def stop(self, timeout: float = 15.0) -> list[int]:
         """SIGTERM every process group and descendant, SIGKILL what remains; return survivors."""
@@ -524,6 +777,9 @@ class LocalFederation:
             workdir=workdir,
             type_names=state["type_names"],
             trainer=bool(state["trainer"]),
+            secure=bool(state.get("secure", True)),
+            policy=VerificationPolicy(**state.get("policy", {})),
         )
+        fed.nodes = list(state["nodes"])
         fed.processes = [ProcessInfo(**p) for p in state["processes"]]
         return fed

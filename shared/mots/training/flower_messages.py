@@ -2,6 +2,11 @@
 
 Kept apart from the apps so both sides (and the launcher that writes the run config) agree on
 one spelling. Imports neither torch nor flwr.
+
+The node map (``node-map``) is the only source of who is who for the ServerApp: Flower's node id
+of each registered SuperNode key → (type index, client index) of the participant that key
+belongs to. The node config's identity (``type-index``, ``client-index``) only tells a ClientApp
+which data partition its device holds; the ServerApp never reads it.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mots.training.config import TrainConfig
+from mots.training.verification import VerificationPolicy
 
 RUN_TRAIN_CONFIG = "train-config"
 RUN_PARTICIPANTS = "participants"
@@ -19,6 +25,9 @@ RUN_ARTIFACT_DIR = "artifact-dir"
 RUN_NOOP = "noop"
 RUN_NODE_TIMEOUT = "node-timeout"
 RUN_ROUND_TIMEOUT = "round-timeout"
+RUN_NODE_MAP = "node-map"
+RUN_POLICY = "policy"
+RUN_QUOTED_EPSILON = "quoted-epsilon"
 
 NODE_TYPE_INDEX = "type-index"
 NODE_CLIENT_INDEX = "client-index"
@@ -35,9 +44,13 @@ def run_config(
     artifact_dir: str = "",
     noop: bool = False,
     node_timeout: float = 180.0,
-    round_timeout: float = 900.0,
+    node_map: Mapping[int, tuple[int, int]] | None = None,
+    policy: VerificationPolicy | None = None,
+    quoted_epsilon: float | None = None,
 ) -> dict[str, Any]:
-    """The run-config overrides that make the ServerApp train ``participants`` under ``config``."""
+    """The run-config overrides that make the ServerApp train ``participants`` under ``config``,
+    telling nodes apart by ``node_map`` and verifying by ``policy``."""
+    pol = policy or VerificationPolicy()
     return {
         RUN_TRAIN_CONFIG: json.dumps(config.model_dump(mode="json"), sort_keys=True),
         RUN_PARTICIPANTS: ",".join(str(int(k)) for k in participants),
@@ -45,8 +58,44 @@ def run_config(
         RUN_ARTIFACT_DIR: artifact_dir,
         RUN_NOOP: bool(noop),
         RUN_NODE_TIMEOUT: float(node_timeout),
-        RUN_ROUND_TIMEOUT: float(round_timeout),
+        RUN_ROUND_TIMEOUT: float(pol.round_timeout_s),
+        RUN_NODE_MAP: node_map_json(node_map or {}),
+        RUN_POLICY: pol.model_dump_json(),
+        RUN_QUOTED_EPSILON: float(quoted_epsilon) if quoted_epsilon else 0.0,
     }
+
+
+def node_map_json(node_map: Mapping[int, tuple[int, int]]) -> str:
+    """The node map as the run config carries it: {"<node id>": [type index, client index]}."""
+    return json.dumps({str(int(n)): [int(i), int(j)] for n, (i, j) in node_map.items()})
+
+
+def node_map_from_run(run_config: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
+    """Flower node id → (type index, client index) from the run's ``node-map``."""
+    raw = str(run_config.get(RUN_NODE_MAP, "") or "{}")
+    try:
+        data = json.loads(raw)
+        out = {int(n): (int(v[0]), int(v[1])) for n, v in data.items()}
+    except (ValueError, TypeError, IndexError, AttributeError) as err:
+        raise ValueError(
+            f'run config {RUN_NODE_MAP} must map node ids to [type, index], e.g. {{"17": [0, 2]}}: {err}'
+        ) from err
+    if not out:
+        raise ValueError(
+            f"run config {RUN_NODE_MAP} is empty: the launcher maps each registered node's id to "
+            "its participant"
+        )
+    return out
+
+
+def policy_from_run(run_config: Mapping[str, Any]) -> VerificationPolicy:
+    """The run's verification and drop-out policy (its ``policy`` JSON; defaults when empty),
+    with ``round-timeout`` as the round deadline when the policy does not set one."""
+    raw = str(run_config.get(RUN_POLICY, "") or "{}")
+    data = json.loads(raw)
+    if RUN_ROUND_TIMEOUT in run_config and "round_timeout_s" not in data:
+        data["round_timeout_s"] = float(run_config[RUN_ROUND_TIMEOUT])
+    return VerificationPolicy(**data)
 
 
 def to_toml(values: Mapping[str, Any]) -> str:

@@ -75,12 +75,15 @@ def train_coalition(
     federation: Federation | None = None,
     progress: bool | Callable[[RoundProgress], None] = False,
     artifact_dir: Path | None = None,
+    quoted_epsilon: float | None = None,
 ) -> TrainingResult:
     """Train coalition K = ``participants`` (K_i per type) with FedAvg; ε is the final test loss.
 
     ``engine="deployment"`` runs on Flower's deployment engine: on ``federation`` if given (a
     local one or an external SuperLink; its nodes must include the coalition's types), else on a
-    temporary local federation holding exactly the coalition's clients, stopped afterwards.
+    temporary local federation holding exactly the coalition's clients, stopped afterwards. There
+    every update is verified, and the model is refused (``QualityGateError``) when it is far
+    worse than ``quoted_epsilon`` (the ε the market priced) or than the untrained model.
     """
     k = config.check_participants(list(participants))
     report: Callable[[RoundProgress], None] | None
@@ -96,6 +99,11 @@ def train_coalition(
         from mots.training.deployment import train_on_federation
 
         return train_on_federation(
-            k, config, federation=federation, report=report, artifact_dir=artifact_dir
+            k,
+            config,
+            federation=federation,
+            report=report,
+            artifact_dir=artifact_dir,
+            quoted_epsilon=quoted_epsilon,
         )
     raise ValueError(f"engine must be 'inprocess' or 'deployment', got {engine!r}")

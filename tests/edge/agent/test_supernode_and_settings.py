@@ -69,8 +69,12 @@ def test_supernode_command_carries_the_facts(env: pytest.MonkeyPatch) -> None:
     """flower-supernode gets the SuperLink, the node config (quoted strings) and the health port."""
     env.setenv("MOTS_EDGE_CLIENT_INDEX", "3")
     argv = supernode_argv(AgentSettings())
-    assert argv[:4] == ["flower-supernode", "--insecure", "--superlink", argv[3]]
-    assert argv[3] == "superlink.mots.svc.cluster.local:9092"
+    assert argv[:3] == ["flower-supernode", "--superlink", "superlink.mots.svc.cluster.local:9092"]
+    assert "--insecure" not in argv
+    assert argv[argv.index("--root-certificates") + 1] == "/var/lib/mots/ca/ca.crt"
+    assert (
+        argv[argv.index("--auth-supernode-private-key") + 1] == "/var/lib/mots/agent/supernode.key"
+    )
     assert argv[argv.index("--health-server-address") + 1] == "0.0.0.0:8081"
     config = argv[argv.index("--node-config") + 1]
     pairs = dict(p.split("=", 1) for p in shlex.split(config))
@@ -129,3 +133,27 @@ def test_supernode_health_check_speaks_grpc_health(tmp_path: Path) -> None:
     finally:
         server.stop(grace=None)
     assert not supernode_serving(port, timeout_s=0.5)
+
+
+def test_the_device_key_is_made_on_the_device_once(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """node-key makes the key pair on first use (0600, under MOTS_EDGE_NODE_KEY), prints the
+    public key, and prints the same key afterwards; exec refuses to start without the CA."""
+    import stat
+
+    from click.testing import CliRunner
+
+    from edge.agent.__main__ import main
+    from edge.agent.supernode import exec_supernode
+    from mots.training.pki import load_node_key
+
+    key = tmp_path / "agent" / "supernode.key"
+    env.setenv("MOTS_EDGE_NODE_KEY", str(key))
+    env.setenv("MOTS_EDGE_ROOT_CERTIFICATES", str(tmp_path / "missing-ca.crt"))
+    first = CliRunner().invoke(main, ["node-key"])
+    assert first.exit_code == 0, first.output
+    assert first.output.startswith("-----BEGIN PUBLIC KEY-----")
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert load_node_key(key).public_pem.decode() == first.output
+    assert CliRunner().invoke(main, ["node-key"]).output == first.output
+    with pytest.raises(FileNotFoundError, match="MOTS_EDGE_ROOT_CERTIFICATES"):
+        exec_supernode(AgentSettings())

@@ -41,16 +41,15 @@ def _train_msg(round_index: int = 0) -> Message:
     return Message(content, dst_node_id=7, message_type=MessageType.TRAIN)
 
 
-def test_query_reports_identity() -> None:
-    """The query round answers with type index, client index and type name from node config."""
+def test_no_query_handler() -> None:
+    """Nodes are told apart by their keys: the ClientApp answers no identity query."""
     msg = Message(
         RecordDict({"q": ConfigRecord({"ask": "identity"})}),
         dst_node_id=7,
         message_type=MessageType.QUERY,
     )
-    reply = client_app.app(msg, _context({}))
-    ident = reply.content.config_records["identity"]
-    assert (ident["type-index"], ident["client-index"], ident["client-type"]) == (2, 0, "type-3")
+    with pytest.raises(Exception, match="query"):
+        client_app.app(msg, _context({}))
 
 
 def test_noop_echoes_weights() -> None:
@@ -90,13 +89,12 @@ def test_missing_identity_raises() -> None:
         state=RecordDict(),
         run_config={},
     )
-    msg = Message(
-        RecordDict({"q": ConfigRecord({"ask": "identity"})}),
-        dst_node_id=7,
-        message_type=MessageType.QUERY,
+    cfg = TrainConfig(data_dir=FASHION, rounds=1, local_steps=1)
+    ctx.run_config.update(  # type: ignore[union-attr]
+        {fm.RUN_TRAIN_CONFIG: json.dumps(cfg.model_dump(mode="json")), fm.RUN_NOOP: False}
     )
     with pytest.raises(Exception, match="client-index"):
-        client_app.app(msg, ctx)
+        client_app.app(_train_msg(), ctx)
 
 
 def test_node_identity_forms() -> None:

@@ -80,3 +80,50 @@ def test_app_dir_comes_from_the_setting(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("MOTS_SERVER_APP_DIR", str(tmp_path))
     with pytest.raises(DeploymentError, match="MOTS_SERVER_APP_DIR"):
         app_dir()
+
+
+def _result(**extra: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "epsilon": 0.8,
+        "accuracy": 0.7,
+        "losses": [1.0, 0.8],
+        "round_seconds": [2.0, 2.0],
+        "artifact_path": "/x/round-0002.pt",
+        "artifact_sha256": "ab",
+        "completed_participants": [1, 0, 1],
+        "participant_status": [{"node_id": 5, "status": "verified"}],
+        "quality_gate": {"passed": True, "reason": "published"},
+        "published": True,
+        "flwr_run_id": 3,
+        "nodes": [],
+        "train_seconds_max": [0.1, 0.1],
+        "discover_seconds": 0.5,
+        "wall_seconds": 9.0,
+        "run_dir": "/x",
+    }
+    return {**base, **extra}
+
+
+def test_training_result_reports_the_verified_participants() -> None:
+    """completed_participants is what the ServerApp verified, not the coalition asked for."""
+    from mots.training.deployment import training_result
+
+    res = training_result(_result(), (2, 0, 1), TrainConfig())
+    assert res.metadata["participants"] == [2, 0, 1]
+    assert res.metadata["completed_participants"] == [1, 0, 1]
+    assert res.metadata["participant_status"][0]["status"] == "verified"
+    assert res.epsilon == 0.8 and res.metadata["published"] is True
+
+
+def test_a_model_the_quality_gate_refuses_raises_with_the_record() -> None:
+    """published false: QualityGateError (a DeploymentError) carrying the run's record."""
+    from mots.training.deployment import QualityGateError, training_result
+
+    data = _result(
+        published=False,
+        artifact_path=None,
+        quality_gate={"passed": False, "reason": "the final model is not finite (ε = nan)"},
+    )
+    with pytest.raises(QualityGateError, match="not finite") as err:
+        training_result(data, (1, 0, 1), TrainConfig())
+    assert isinstance(err.value, DeploymentError) and err.value.result["published"] is False

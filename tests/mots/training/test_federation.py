@@ -23,6 +23,7 @@ from mots.training.federation import (
     LocalFederation,
     alive,
     free_port_block,
+    ports_needed,
 )
 from mots.training.runner import train_coalition
 
@@ -38,7 +39,7 @@ def test_federation_trains_like_inprocess_and_leaves_nothing(
     fashion_dir: Path, tmp_path: Path
 ) -> None:
     """3 SuperNodes (one per type): K = (1, 0, 1) trained on Flower equals the in-process run."""
-    port = free_port_block(4)
+    port = free_port_block(ports_needed(3))
     workdir = tmp_path / "fed"
     up = _mots(
         "federation",
@@ -83,6 +84,9 @@ def test_federation_trains_like_inprocess_and_leaves_nothing(
         np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-4)
         assert seen == [0, 1]
         assert res.metadata["engine"] == "deployment"
+        assert res.metadata["completed_participants"] == [1, 0, 1]
+        assert {p["status"] for p in res.metadata["participant_status"]} == {"verified"}
+        assert {n["node_id"] for n in res.metadata["nodes"]} <= set(fed.node_map())
         assert sorted((n["type_index"], n["client_index"]) for n in res.metadata["nodes"]) == [
             (0, 0),
             (2, 0),

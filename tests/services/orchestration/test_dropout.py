@@ -30,7 +30,7 @@ from services.orchestration.rounds.celery_services import CeleryRoundServices
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.sql_store import SqlRoundStore
-from services.orchestration.trainer import Trainer, TrainingOutcome
+from services.orchestration.trainer import Coalition, Trainer, TrainingOutcome
 from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
 
 pytestmark = pytest.mark.integration
@@ -46,6 +46,8 @@ class LeavingNodeTrainer(Trainer):
         node_types: list[int],
         round_id: int,
         progress: Callable[[RoundProgress], None] | None = None,
+        *,
+        coalition: Coalition | None = None,
     ) -> TrainingOutcome:
         stayed = list(participants)
         stayed[-1] -= 1

@@ -2,12 +2,15 @@
 
 A real SuperLink and two SuperNodes are started apart from the trainer (standing in for the deployed
 SuperLink and the Pis); the trainer, given only that address, must train on them through
-`flwr run` and start no federation of its own.
+`flwr run` (TLS, verified by the CA the SuperLink publishes on the shared work directory) and start
+no federation of its own. Before training it registers with the SuperLink the SuperNode keys the
+clients registered at the market; which node is which participant comes from those keys.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +23,10 @@ from mots.training.federation import (
     LocalFederation,
     descendants,
     free_port_block,
+    ports_needed,
 )
 from services.orchestration.core.config import Settings
-from services.orchestration.trainer import Trainer
+from services.orchestration.trainer import Coalition, Trainer
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -31,7 +35,7 @@ def _settings(tmp_path: Path, **extra: object) -> Settings:
     base: dict[str, object] = {
         "trainer": "deployment",
         "train_rounds": 1,
-        "train_local_steps": 2,
+        "train_local_steps": 5,
         "train_test_subset": 500,
         "work_dir": str(tmp_path / "orchestration"),
         "artifact_dir": str(tmp_path / "artifacts"),
@@ -59,16 +63,33 @@ def test_trainer_trains_on_an_external_superlink(tmp_path: Path) -> None:
     the trainer starts no federation of its own."""
     if not (FASHION / "t10k-labels-idx1-ubyte.gz").is_file():
         pytest.skip("Fashion-MNIST missing: apt-get install -y dataset-fashion-mnist")
-    port = free_port_block(3)
+    port = free_port_block(ports_needed(2))
     with LocalFederation(
         n_nodes=2, node_types=[0, 1], superlink_port=port, workdir=tmp_path / "deployed"
     ) as deployed:
-        own_port = free_port_block(3, start=port + 3)
+        own_port = free_port_block(ports_needed(2), start=port + ports_needed(2))
         settings = _settings(tmp_path, superlink_address=deployed.address, superlink_port=own_port)
+        assert deployed.ca_cert is not None  # published where the orchestration reads it
+        (tmp_path / "orchestration" / "tls").mkdir(parents=True)
+        shutil.copy(deployed.ca_cert, tmp_path / "orchestration" / "tls" / "ca.crt")
         trainer = Trainer(settings)
         before = descendants([os.getpid()])
         try:
-            outcome = trainer.train([1, 1], [50.0, 300.0], [0, 0, 0, 1, 1], round_id=7)
+            # the market's view: clients 11 (type 1) and 21 (type 2) joined and registered the
+            # public keys of their devices (the deployed nodes); client 12 enrolled without a key
+            keys = deployed.participant_keys()
+            coalition = Coalition(
+                clients=[[11], [21]],
+                enrolled=[[11, 12], [21]],
+                node_keys={11: keys[(0, 0)].decode(), 21: keys[(1, 0)].decode()},
+            )
+            outcome = trainer.train(
+                [1, 1], [50.0, 300.0], [0, 0, 0, 1, 1], round_id=7, coalition=coalition
+            )
+            assert [(p["client_id"], p["status"]) for p in outcome.participants] == [
+                (11, "verified"),
+                (21, "verified"),
+            ]
             assert isinstance(trainer._federation, ExternalSuperLink)
             spawned = descendants([os.getpid()]) - before - deployed.all_pids()
         finally:

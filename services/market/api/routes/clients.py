@@ -7,9 +7,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros, to_micros
-from mots.platform.schemas import ClientOut, ClientRegistration, RegisteredClient
+from mots.platform.schemas import (
+    ClientOut,
+    ClientRegistration,
+    NodeKeyIn,
+    NodeKeyOut,
+    RegisteredClient,
+)
 from mots.platform.transactions import in_transaction
-from services.market import ledger
+from services.market import ledger, node_keys
 from services.market.api.deps import CurrentClient, OperatorDep, SessionFactoryDep
 from services.market.auth import hash_token, new_token
 from services.market.models import Client
@@ -24,6 +30,7 @@ def _out(c: Client) -> ClientOut:
         type_name=c.type_name,
         data_size=c.data_size,
         cost=from_micros(c.cost_micros),
+        node_key_sha256=c.node_key_sha256,
     )
 
 
@@ -54,13 +61,33 @@ def register(body: ClientRegistration, factory: SessionFactoryDep) -> Registered
         return client
 
     client = in_transaction(factory, work)
-    return RegisteredClient(**_out(client).model_dump(), token=token)
+    return RegisteredClient(**_out(client).model_dump(exclude={"node_key_sha256"}), token=token)
 
 
 @router.get("/v1/me", response_model=ClientOut)
 def me(client: CurrentClient) -> ClientOut:
     """The authenticated client's record."""
     return _out(client)
+
+
+@router.put("/v1/me/node-key", response_model=NodeKeyOut)
+def put_node_key(body: NodeKeyIn, client: CurrentClient, factory: SessionFactoryDep) -> NodeKeyOut:
+    """Register the public key of the SuperNode this client trains on (replaces an earlier one):
+    the SuperLink will admit the device holding its private key, as this client."""
+    try:
+        pem = node_keys.normalised(body.public_key)
+    except ValueError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+
+    def work(session: Session) -> NodeKeyOut:
+        row = session.get(Client, client.id)
+        if row is None:  # the token's client was removed under us
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "Authorization: unknown client")
+        return node_keys.register(session, row, pem)
+
+    out = in_transaction(factory, work)
+    client.node_key_sha256 = out.node_key_sha256  # this process's cached record
+    return out
 
 
 @router.get("/v1/clients", response_model=list[ClientOut])

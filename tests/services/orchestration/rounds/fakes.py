@@ -36,7 +36,7 @@ from services.orchestration.rounds.ports import (
     RoundRecord,
     RoundUpdate,
 )
-from services.orchestration.trainer import TrainingOutcome
+from services.orchestration.trainer import Coalition, TrainingOutcome
 
 SMALL, LARGE = "small", "large"
 CLIENTS = {SMALL: [1, 2, 3, 4], LARGE: [5, 6]}
@@ -86,6 +86,8 @@ class FakeServices:
         self.opened: list[OpenRoundPayload] = []
         self.settled: list[SettlePayload] = []
         self.quoted: list[PricingRequest] = []
+        self.keys: dict[int, str] = {}
+        self.counted: list[int] = []
 
     def _enter(self, name: str) -> None:
         self.calls.append(name)
@@ -136,6 +138,15 @@ class FakeServices:
     def open(self, quote: OpenRoundPayload) -> None:
         self._enter("open")
         self.opened.append(quote)
+
+    def node_keys(self, client_ids: list[int]) -> dict[int, str]:
+        self._enter("node_keys")
+        return {c: self.keys[c] for c in client_ids if c in self.keys}
+
+    def measurement_published(self, round_id: int) -> bool:
+        self._enter("measurement_published")
+        self.counted.append(round_id)
+        return True
 
     def _decisions(self, round_id: int) -> RoundDecisions:
         registered = sum(len(v) for v in self.clients.values())
@@ -248,7 +259,9 @@ class MemoryStore:
 
 class FakeTrainer:
     """Trains nobody: reports each FedAvg round, then the ``completed`` participants (all of K
-    unless set); ``error`` makes it fail; every FedAvg round takes ``seconds`` on the clock."""
+    unless set); ``error`` makes it fail; every FedAvg round takes ``seconds`` on the clock;
+    ``statuses`` (client id → status) makes it report each participant's outcome as the Flower
+    engine does."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -256,6 +269,8 @@ class FakeTrainer:
         self.error: Exception | None = None
         self.calls: list[list[int]] = []
         self.seen_progress: list[RoundProgress] = []
+        self.coalitions: list[Coalition | None] = []
+        self.statuses: dict[int, str] | None = None
 
     def train(
         self,
@@ -264,8 +279,11 @@ class FakeTrainer:
         node_types: list[int],
         round_id: int,
         progress: Callable[[RoundProgress], None] | None = None,
+        *,
+        coalition: Coalition | None = None,
     ) -> TrainingOutcome:
         self.calls.append(list(participants))
+        self.coalitions.append(coalition)
         if self.error is not None:
             raise self.error
         for r in range(2):
@@ -280,9 +298,32 @@ class FakeTrainer:
             round_seconds=[3.0, 3.0],
             artifact_path=f"/artifacts/round-{round_id}/model.pt",
             artifact_sha256="ab" * 32,
-            completed=self.completed(list(participants)),
+            completed=self._completed(list(participants), coalition),
             seconds=6.0,
+            participants=self._rows(coalition),
         )
+
+    def _rows(self, coalition: Coalition | None) -> list[dict[str, object]]:
+        if self.statuses is None or coalition is None:
+            return []
+        return [
+            {
+                "client_id": c,
+                "type_index": i,
+                "client_index": j,
+                "status": self.statuses.get(c, "verified"),
+            }
+            for i, ids in enumerate(coalition.clients)
+            for j, c in enumerate(ids)
+        ]
+
+    def _completed(self, participants: list[int], coalition: Coalition | None) -> list[int]:
+        if self.statuses is None or coalition is None:
+            return self.completed(participants)
+        return [
+            sum(self.statuses.get(c, "verified") == "verified" for c in ids)
+            for ids in coalition.clients
+        ]
 
 
 @dataclasses.dataclass

@@ -18,7 +18,8 @@ SUMMARY_KEYS = {
     "round_id", "state", "rule", "mechanism", "participants", "buyers", "price", "rewards",
     "welfare", "incentive_cost", "incentive_cost_predicted", "epsilon", "epsilon_predicted",
     "epsilon_training", "equilibrium", "round_seconds", "phase_seconds", "platform_seconds",
-    "platform_share", "training_round_seconds", "dropped", "settlement", "error_model_fit",
+    "platform_share", "training_round_seconds", "dropped", "failed_verification",
+    "verification", "settlement", "error_model_fit",
 }  # fmt: skip
 """The keys of a round's summary (the demo's summary.json, the benchmark and the dashboards)."""
 
@@ -40,7 +41,8 @@ def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
     (settled,) = r.services.settled
     assert settled.rewards == {SMALL: Decimal("-0.5"), LARGE: Decimal("2")}
     assert settled.participants == [5, 6] and settled.dropped == [] and not settled.refund_buyers
-    assert r.services.calls[-2:] == ["settle", "publish"]
+    assert r.services.calls[-3:] == ["settle", "publish", "measurement_published"]
+    assert r.services.counted == [round_id]  # the published round now shapes the error model
     assert rnd.summary is not None
     s = rnd.summary.model_dump(mode="json")
     assert set(s) == SUMMARY_KEYS
@@ -138,6 +140,34 @@ def test_a_dropout_forfeits_its_reward_and_the_round_completes_with_the_others()
     assert rnd.summary is not None and rnd.summary.dropped == [6]
 
 
+def test_only_participants_verified_in_every_round_are_paid() -> None:
+    """The engine names who dropped out and who failed verification, by client id (not by
+    registration order): both forfeit their reward and get no model; the verified one is paid,
+    the buyers keep the model, and the summary says per participant how its updates fared."""
+    r = rig()
+    r.services.joined = {LARGE: [5, 6], SMALL: [1]}
+    r.services.keys = {5: "PEM-5", 6: "PEM-6", 3: "PEM-3"}
+    r.trainer.statuses = {5: "failed_verification", 1: "dropped"}
+    round_id = r.start()
+    r.run()
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.PUBLISHED
+    (coalition,) = r.trainer.coalitions
+    assert coalition is not None and coalition.clients == [[1], [5, 6]]
+    assert coalition.enrolled == [[1, 2, 3, 4], [5, 6]]
+    assert coalition.node_keys == {5: "PEM-5", 6: "PEM-6", 3: "PEM-3"}
+    assert coalition.quoted_epsilon == 0.7  # the priced ε: the quality gate's yardstick
+    # participants first in each type (the ServerApp trains indices 0..K_i-1), then the others
+    assert coalition.registered_keys() == {(1, 0): b"PEM-5", (1, 1): b"PEM-6", (0, 2): b"PEM-3"}
+    assert rnd.training is not None
+    assert (rnd.training.dropped, rnd.training.failed_verification) == ([1], [5])
+    (settled,) = r.services.settled
+    assert settled.dropped == [1, 5] and settled.participants == [1, 5, 6]
+    assert rnd.summary is not None
+    assert rnd.summary.verification == {"1": "dropped", "5": "failed_verification", "6": "verified"}
+    assert r.store.transitions[2][4].endswith("failed verification: [5]")
+
+
 def test_everyone_dropping_out_settles_by_rule() -> None:
     r = rig()
     r.trainer.completed = lambda k: [0 for _ in k]
@@ -145,7 +175,7 @@ def test_everyone_dropping_out_settles_by_rule() -> None:
     r.run()
     rnd = r.store.load(round_id)
     assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
-    assert rnd.rule == "every participant dropped out: buyers are refunded"
+    assert rnd.rule == "no participant delivered verified updates: buyers are refunded"
     assert r.store.path(round_id) == ["collecting", "training", "failed", "settled_by_rule"]
     assert r.services.settled[-1].refund_buyers
 

@@ -1,0 +1,146 @@
+"""Attacking participants, for tests and ``make bench-integrity`` only.
+
+A dishonest edge node runs whatever program it likes beside its SuperNode; this module is such a
+program: a resident trainer (:mod:`mots.training.edge_trainer`'s wire protocol on a Unix socket)
+that answers each round with a corrupted update. It lives outside the shipped packages (the edge
+and SuperLink images copy ``shared/mots`` and ``edge`` only), and no setting of a production node
+selects it: a node that ran it would be refused by the ServerApp's verification, which is what the
+tests show. Run: ``python -m benchmarks.integrity.adversary --socket P --attack free_rider``.
+
+Attacks on the update (:data:`ATTACKS`):
+
+- ``free_rider``: returns the global model it was sent (no work);
+- ``noisy_free_rider``: the global model plus Gaussian noise as large as an honest update;
+- ``random_weights``: standard normal weights;
+- ``scaled_weights``: an honest update's weights × 50 + 5;
+- ``nan_weights``: an honest update with NaN in its first layer;
+- ``label_flip``: trains honestly on its data with every label y replaced by (y + 1) mod 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socketserver
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float32]
+ATTACKS = (
+    "free_rider",
+    "noisy_free_rider",
+    "random_weights",
+    "scaled_weights",
+    "nan_weights",
+    "label_flip",
+)
+
+
+def corrupt(
+    attack: str,
+    sent: list[FloatArray],
+    honest: list[FloatArray],
+    flipped: Callable[[], list[FloatArray]],
+    rng: np.random.Generator,
+) -> list[FloatArray]:
+    """The weights ``attack`` replies with, given the model ``sent``, an honest update of it and a
+    way to train it on flipped labels."""
+    if attack == "free_rider":
+        return [np.array(a, dtype=np.float32, copy=True) for a in sent]
+    if attack == "noisy_free_rider":
+        size = float(
+            np.sqrt(sum(float(np.sum((h - s) ** 2)) for h, s in zip(honest, sent, strict=True)))
+        )
+        noise = [rng.standard_normal(np.shape(a)) for a in sent]
+        norm = float(np.sqrt(sum(float(np.sum(n**2)) for n in noise))) or 1.0
+        return [(s + n * size / norm).astype(np.float32) for s, n in zip(sent, noise, strict=True)]
+    if attack == "random_weights":
+        return [rng.standard_normal(np.shape(a)).astype(np.float32) for a in sent]
+    if attack == "scaled_weights":
+        return [(np.asarray(h) * 50.0 + 5.0).astype(np.float32) for h in honest]
+    if attack == "nan_weights":
+        out = [np.array(h, dtype=np.float32, copy=True) for h in honest]
+        out[0].flat[:: max(1, out[0].size // 10)] = np.nan
+        return out
+    if attack == "label_flip":
+        return flipped()
+    raise ValueError(f"attack must be one of {', '.join(ATTACKS)}, got {attack!r}")
+
+
+def _flipped_training(request: dict[str, Any], weights: list[FloatArray]) -> list[FloatArray]:
+    """The honest local update of ``request`` on this node's data with labels (y + 1) mod 10."""
+    from mots.training import datasets
+    from mots.training.config import TrainConfig
+    from mots.training.fedavg import learning_rate
+    from mots.training.local import (
+        ClientData,
+        batch_indices,
+        client_data,
+        torch_threads,
+        train_local,
+    )
+    from mots.training.models import build_model, get_weights, set_weights
+
+    cfg = TrainConfig(**request["config"])
+    i, j, r = int(request["type_index"]), int(request["client_index"]), int(request["round"])
+    ds = datasets.load_dataset(cfg.dataset, cfg.data_dir)
+    cd = client_data(cfg, i, j, ds)
+    cd = ClientData(cd.x, (cd.y + 1) % 10, cd.pid)
+    model = build_model(cfg.model, ds.input_shape, ds.num_classes)
+    with torch_threads(1):
+        set_weights(model, weights)
+        idx = batch_indices(cfg.seed, r, cd.pid, cd.size, cfg.local_steps, cfg.batch_size)
+        train_local(model, cd, idx, learning_rate(cfg.lr, r))
+        return get_weights(model)
+
+
+def adversarial_train(
+    attack: str, request: dict[str, Any], weights: list[FloatArray]
+) -> tuple[list[FloatArray], dict[str, Any]]:
+    """What the attacking trainer answers: the honest metrics (an attacker reports what the
+    server expects) with the corrupted weights."""
+    from mots.training.edge_trainer import handle_train
+
+    honest, metrics = handle_train(request, weights)
+    rng = np.random.default_rng([int(request["round"]), int(request["client_index"]), 0xBAD])
+    return corrupt(
+        attack, weights, honest, lambda: _flipped_training(request, weights), rng
+    ), metrics
+
+
+def make_handler(attack: str) -> type[socketserver.BaseRequestHandler]:
+    """A request handler of the edge trainer's protocol that corrupts every update."""
+    from mots.training import edge_trainer
+
+    class Handler(edge_trainer._Handler):
+        def handle(self) -> None:
+            sock = self.request
+            try:
+                header, arrays = edge_trainer.recv_frame(sock)
+                if header.get("op") == "train":
+                    new, info = adversarial_train(attack, header, arrays)
+                    edge_trainer.send_frame(sock, info, new)
+                else:
+                    edge_trainer.send_frame(sock, {"pid": 0, "uptime": 0.0}, [])
+            except Exception as err:
+                edge_trainer.send_frame(sock, {"error": f"{type(err).__name__}: {err}"}, [])
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m benchmarks.integrity.adversary --socket PATH --attack NAME``."""
+    p = argparse.ArgumentParser(description="an attacking resident trainer (tests only)")
+    p.add_argument("--socket", required=True, type=Path)
+    p.add_argument("--attack", required=True, choices=ATTACKS)
+    args = p.parse_args(argv)
+    from mots.training import edge_trainer
+
+    edge_trainer.serve(args.socket, handler=make_handler(args.attack))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""The server's own data for verifying updates: training samples that no client holds.
+
+The test set measures ε, the quantity the market prices, so verification must not look at it.
+The server instead keeps ``n`` samples of the training set outside every client's partition
+(seeded, so every run of a configuration keeps the same ones) and splits them in two: an
+*anchor* half, on which it computes its own update of each round's global model (the reference
+direction and scale of :mod:`mots.training.verification`), and a *validation* half, on which it
+measures whether an update harms the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from mots.training.config import TrainConfig
+from mots.training.datasets import Dataset, to_float
+from mots.training.fedavg import learning_rate
+from mots.training.local import ClientData, batch_indices, evaluate, torch_threads, train_local
+from mots.training.models import build_model, get_weights, set_weights
+from mots.training.partition import client_partitions
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float32]
+ANCHOR_PID = 0x5E7
+"""The partition id the anchor's mini-batches are drawn with (no client has it)."""
+
+
+def holdout_indices(labels: IntArray, config: TrainConfig, n: int) -> IntArray:
+    """``n`` training-set indices outside every client's partition. When the clients' shards
+    leave fewer than ``n`` samples free (a population whose shards cover the training set, which
+    then reuse it), a seeded sample of the whole set: it overlaps some clients' shards, and the
+    checks still never see the test set."""
+    rng = np.random.default_rng([config.seed, 0x40D])
+    need = sum(int(d) * int(c) for d, c in zip(config.sizes, config.type_counts, strict=True))
+    if need + n <= len(labels):
+        used = np.zeros(len(labels), dtype=bool)
+        for blocks in client_partitions(labels, config):
+            for block in blocks:
+                used[block] = True
+        free = np.flatnonzero(~used)
+        if len(free) >= n:
+            return rng.permutation(free)[: max(0, n)].astype(np.int64)
+    return rng.permutation(len(labels))[: max(0, n)].astype(np.int64)
+
+
+@dataclass
+class Holdout:
+    """The anchor and validation halves of the server's held-out samples, with a model to use."""
+
+    config: TrainConfig
+    anchor: ClientData
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    model: torch.nn.Module
+
+    @classmethod
+    def build(cls, config: TrainConfig, dataset: Dataset, n: int) -> Holdout | None:
+        """The holdout of ``n`` samples (None when n < 2 or no training sample is free)."""
+        idx = holdout_indices(dataset.y_train, config, n)
+        if len(idx) < 2:
+            return None
+        half = len(idx) // 2
+        a, v = idx[:half], idx[half:]
+        anchor = ClientData(
+            torch.from_numpy(to_float(dataset.x_train[a])),
+            torch.from_numpy(dataset.y_train[a]),
+            ANCHOR_PID,
+        )
+        model = build_model(config.model, dataset.input_shape, dataset.num_classes)
+        return cls(
+            config,
+            anchor,
+            torch.from_numpy(to_float(dataset.x_train[v])),
+            torch.from_numpy(dataset.y_train[v]),
+            model,
+        )
+
+    def loss(self, weights: list[FloatArray]) -> float:
+        """Mean cross-entropy of ``weights`` on the validation half."""
+        with torch_threads(1):
+            set_weights(self.model, weights)
+            return evaluate(self.model, self.x_val, self.y_val)[0]
+
+    def reference_update(self, weights: list[FloatArray], round_index: int) -> list[FloatArray]:
+        """Δ_ref: E local SGD steps of batch b from ``weights`` on the anchor half, as a client
+        of round ``round_index`` would take them, minus ``weights``."""
+        cfg = self.config
+        idx = batch_indices(
+            cfg.seed, round_index, ANCHOR_PID, self.anchor.size, cfg.local_steps, cfg.batch_size
+        )
+        with torch_threads(1):
+            set_weights(self.model, weights)
+            train_local(self.model, self.anchor, idx, learning_rate(cfg.lr, round_index))
+            new = get_weights(self.model)
+        return [
+            (n - np.asarray(w, dtype=np.float32)).astype(np.float32)
+            for n, w in zip(new, weights, strict=True)
+        ]

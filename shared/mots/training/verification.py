@@ -1,0 +1,440 @@
+"""Verifying participants' updates before they count (pure: numpy in, verdicts out).
+
+A participant is paid r_i for training at cost C_i; if an update that did no work counted like
+one that did, skipping the work would be every participant's best response. Before FedAvg
+aggregates a round, each update Δ_i = w_i − w (w the global model sent) passes, in order:
+
+1. ``shape``: the same layers, shapes and a floating dtype as the global model;
+2. ``finite``: no NaN or ±∞;
+3. ``reported``: the reported ``num_examples`` equals the declared data size D_i and the reported
+   ``samples`` equals E·b (the work the round asked for): a self-report, cheap to forge, but it
+   refuses a node that admits it holds or used less than it declared;
+4. ``free_riding``: ‖Δ_i‖ above ``min_norm_ratio`` × the scale s: the E SGD steps of b draws
+   the round asked for move the model about as far as the server's own E steps (an honest
+   update's norm was at least 0.57 s in the measurements of docs/training.md); below, the node
+   returned the model it was sent, or did a small part of the work (one step of 20);
+5. ``norm``: ‖Δ_i‖ ≤ ``max_norm_ratio`` × s (scaled or random weights);
+6. ``direction``: cos(Δ_i, Δ_ref) ≥ ``min_cosine``, Δ_ref the server's own update of w on its
+   anchor split (FLTrust's root update, Cao et al., NDSS 2021), and, with ≥ ``min_peers`` updates,
+   cos(Δ_i, median_j Δ_j) ≥ ``min_peer_cosine`` (the coordinate-wise median of the round's
+   updates, a robust centre that a minority cannot drag);
+7. ``harmful``: the validation loss (a split the server holds, apart from the test set that
+   measures ε) of w + Δ_i exceeds (1 + ``loss_tolerance``) × max(L(w), L(w + Δ_ref)) +
+   ``loss_tolerance_abs`` (``harm_check="reference"``; ``own`` compares with L(w) only,
+   ``leave_one_out`` the mean of the round with and without Δ_i).
+
+The scale s is ‖Δ_ref‖ when the server has an anchor split, else the median of the round's
+update norms (with fewer than ``min_peers`` updates and no anchor, checks 4–6 are skipped).
+Checks 1–6 are statistics of the arrays; 7 needs the server's loss, passed in as a function.
+What this can and cannot catch is in docs/training.md (trust model).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+FloatArray = npt.NDArray[np.floating]
+Weights = Sequence[npt.NDArray[np.generic]]
+LossFn = Callable[[list[npt.NDArray[np.float32]]], float]
+
+AggregatorName = Literal["mean", "trimmed_mean", "median"]
+CHECKS = (
+    "shape",
+    "finite",
+    "reported",
+    "free_riding",
+    "norm",
+    "direction",
+    "harmful",
+)
+
+
+class VerificationPolicy(BaseModel):
+    """What an update must satisfy to count, how the verified ones are aggregated, and the
+    drop-out and quality rules of a training run (one per deployment: ``MOTS_TRAIN_POLICY``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    verify: bool = Field(True, description="off only to measure what verification costs")
+    aggregator: AggregatorName = Field(
+        "mean", description="mean (FedAvg, Eq. 2/3), trimmed_mean or median (coordinate-wise)"
+    )
+    trim_fraction: float = Field(0.2, ge=0.0, lt=0.5, description="trimmed_mean: cut per side")
+    min_norm_ratio: float = Field(
+        0.35,
+        ge=0.0,
+        description="‖Δ_i‖/s below: too little work (free riding; E steps of b draws move the "
+        "model about as far as the server's own E steps)",
+    )
+    max_norm_ratio: float = Field(4.0, gt=1.0, description="‖Δ_i‖/s above: refused")
+    min_cosine: float = Field(-0.5, ge=-1.0, le=1.0, description="cos(Δ_i, Δ_ref) below: refused")
+    min_peer_cosine: float = Field(
+        -0.3, ge=-1.0, le=1.0, description="cos to the peers median: floor"
+    )
+    outlier_z: float = Field(
+        4.0, gt=0.0, description="robust z-score below the peers' cosines that is an outlier"
+    )
+    outlier_floor: float = Field(
+        0.1, gt=0.0, description="least spread (robust σ) the outlier test assumes"
+    )
+    min_peers: int = Field(5, ge=3, description="peer statistics need this many updates")
+    harm_check: Literal["reference", "own", "leave_one_out", "off"] = Field(
+        "reference",
+        description="validation loss of each model against the sent model and the server's own "
+        "update of it (reference), the sent model only (own), or the mean without it",
+    )
+    loss_tolerance: float = Field(1.0, ge=0.0, description="relative validation-loss rise")
+    loss_tolerance_abs: float = Field(0.0, ge=0.0, description="absolute validation-loss rise")
+    check_reported: bool = Field(True, description="reported num_examples/samples must match")
+    min_share: float = Field(
+        0.5, gt=0.0, le=1.0, description="share of the chosen participants that must remain"
+    )
+    round_timeout_s: float = Field(300.0, gt=0.0, description="a FedAvg round's reply deadline")
+    straggler_factor: float = Field(
+        3.0, ge=1.0, description="once a min_share quorum replied after t s, wait factor·t in all"
+    )
+    straggler_grace_s: float = Field(
+        10.0, ge=0.0, description="…and at least this long after the quorum"
+    )
+    quality_factor: float = Field(
+        2.0, gt=1.0, description="refuse to publish when ε exceeds this × the quoted ε"
+    )
+    holdout: int = Field(
+        2000, ge=0, description="training samples the server keeps (anchor + validation)"
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One participant's reply in a round: its model and what it reported."""
+
+    key: int
+    weights: Weights
+    num_examples: float
+    samples: float
+    declared_size: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a participant's update counts, and why not (the first check it failed)."""
+
+    key: int
+    accepted: bool
+    check: str | None = None
+    detail: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoundVerification:
+    """A round's verdicts (in candidate order) and the scale the norms were measured against."""
+
+    verdicts: list[Verdict]
+    scale: float
+    reference_norm: float | None
+
+    @property
+    def accepted(self) -> list[int]:
+        """Keys of the accepted candidates."""
+        return [v.key for v in self.verdicts if v.accepted]
+
+    @property
+    def rejected(self) -> dict[int, Verdict]:
+        """Rejected candidates by key."""
+        return {v.key: v for v in self.verdicts if not v.accepted}
+
+
+def flatten(weights: Weights) -> npt.NDArray[np.float64]:
+    """All layers as one float64 vector."""
+    if len(weights) == 0:
+        return np.zeros(0)
+    return np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in weights])
+
+
+def cosine(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """cos(a, b); 0 when either is the zero vector."""
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def shape_problem(weights: Weights, reference: Weights) -> str | None:
+    """Why ``weights`` does not fit the global model's layers, or None."""
+    if len(weights) != len(reference):
+        return f"{len(weights)} layers, expected {len(reference)}"
+    for n, (w, r) in enumerate(zip(weights, reference, strict=True)):
+        arr = np.asarray(w)
+        if arr.shape != np.shape(r):
+            return f"layer {n} has shape {arr.shape}, expected {np.shape(r)}"
+        if not np.issubdtype(arr.dtype, np.floating):
+            return f"layer {n} has dtype {arr.dtype}, expected a floating type"
+    return None
+
+
+def _reported_problem(c: Candidate, expected_samples: int | None) -> str | None:
+    if not math.isfinite(c.num_examples) or int(c.num_examples) != c.declared_size:
+        return f"reported num_examples {c.num_examples!r} differs from the declared D = {c.declared_size}"
+    if expected_samples is not None and (
+        not math.isfinite(c.samples) or int(c.samples) != expected_samples
+    ):
+        return f"reported {c.samples!r} samples drawn, the round asked for E·b = {expected_samples}"
+    return None
+
+
+def robust_low(values: Sequence[float], z: float, floor: float) -> float:
+    """The outlier bound median − z·max(1.4826·MAD, floor) of ``values`` (a robust z-score)."""
+    v = np.asarray(values, dtype=np.float64)
+    med = float(np.median(v))
+    mad = float(np.median(np.abs(v - med)))
+    return med - z * max(1.4826 * mad, floor)
+
+
+def _scale(norms: Mapping[int, float], ref_norm: float, peers: bool) -> float:
+    if ref_norm > 0.0:
+        return ref_norm
+    if peers:
+        return float(np.median(list(norms.values())))
+    return 0.0
+
+
+def _statistical(
+    deltas: Mapping[int, npt.NDArray[np.float64]],
+    reference: npt.NDArray[np.float64] | None,
+    policy: VerificationPolicy,
+) -> tuple[dict[int, tuple[str, str]], dict[int, dict[str, float]], float]:
+    """Checks 4–6 on the finite, well-shaped deltas: (failures, stats, scale). The peers'
+    centre and cosine bound come from the updates whose norm passed."""
+    norms = {k: float(np.linalg.norm(d)) for k, d in deltas.items()}
+    ref_norm = float(np.linalg.norm(reference)) if reference is not None else 0.0
+    scale = _scale(norms, ref_norm, len(deltas) >= policy.min_peers)
+    stats: dict[int, dict[str, float]] = {
+        k: {"norm": norms[k], "norm_ratio": norms[k] / scale if scale else 0.0} for k in deltas
+    }
+    failed: dict[int, tuple[str, str]] = {}
+    if scale <= 0.0:
+        return failed, stats, scale
+    for k, s in stats.items():
+        if s["norm_ratio"] < policy.min_norm_ratio:
+            failed[k] = (
+                "free_riding",
+                f"‖Δ‖ = {s['norm']:.3g} is {s['norm_ratio']:.3f} of the scale {scale:.3g} "
+                f"(< {policy.min_norm_ratio}): the update barely moved the model it was sent",
+            )
+        elif s["norm_ratio"] > policy.max_norm_ratio:
+            failed[k] = (
+                "norm",
+                f"‖Δ‖ = {s['norm']:.3g} is {s['norm_ratio']:.2f} × the scale {scale:.3g} "
+                f"(> {policy.max_norm_ratio})",
+            )
+    kept = {k: d for k, d in deltas.items() if k not in failed}
+    if reference is not None and ref_norm > 0.0:
+        for k, d in kept.items():
+            stats[k]["cos_ref"] = cosine(d, reference)
+    peer_low = -math.inf
+    if len(kept) >= policy.min_peers:
+        centre = np.median(np.stack(list(kept.values())), axis=0)
+        for k, d in kept.items():
+            stats[k]["cos_peers"] = cosine(d, centre)
+        peer_low = max(
+            policy.min_peer_cosine,
+            robust_low(
+                [stats[k]["cos_peers"] for k in kept], policy.outlier_z, policy.outlier_floor
+            ),
+        )
+    for k in kept:
+        s = stats[k]
+        if s.get("cos_ref", 1.0) < policy.min_cosine:
+            failed[k] = (
+                "direction",
+                f"cos(Δ, server update) = {s['cos_ref']:.3f} < {policy.min_cosine}",
+            )
+        elif s.get("cos_peers", 1.0) < peer_low:
+            failed[k] = (
+                "direction",
+                f"cos(Δ, peers' median) = {s['cos_peers']:.3f}, below the peers' bound "
+                f"{peer_low:.3f} (robust z {policy.outlier_z})",
+            )
+    return failed, stats, scale
+
+
+def _harmful(
+    models: Mapping[int, list[npt.NDArray[np.float32]]],
+    weights: Mapping[int, float],
+    global_weights: list[npt.NDArray[np.float32]],
+    loss: LossFn,
+    policy: VerificationPolicy,
+    reference_update: Weights | None,
+) -> tuple[dict[int, tuple[str, str]], dict[int, dict[str, float]]]:
+    """Check 7 on the validation loss. ``reference`` compares each participant's model with the
+    worse of the model it was sent and the server's own update of it (an honest update of a young
+    model at a high learning rate overshoots; the server's, made the same way, overshoots
+    alike); ``own`` with the sent model only; ``leave_one_out`` the weighted mean with and
+    without the participant."""
+    from mots.training.fedavg import aggregate
+
+    failed: dict[int, tuple[str, str]] = {}
+    stats: dict[int, dict[str, float]] = {}
+    keys = list(models)
+    if not keys or policy.harm_check == "off":
+        return failed, stats
+
+    def mean_of(ks: list[int]) -> list[npt.NDArray[np.float32]]:
+        w = np.array([weights[k] for k in ks], dtype=np.float64)
+        return aggregate([models[k] for k in ks], w / w.sum())
+
+    base = loss(global_weights)
+    if policy.harm_check == "reference" and reference_update is not None:
+        ref_model = [
+            (np.asarray(g, dtype=np.float32) + np.asarray(d, dtype=np.float32))
+            for g, d in zip(global_weights, reference_update, strict=True)
+        ]
+        base = max(base, loss(ref_model))
+    with_all = loss(mean_of(keys)) if policy.harm_check == "leave_one_out" else math.nan
+    for k in keys:
+        if policy.harm_check in ("own", "reference"):
+            with_k, without = loss(models[k]), base
+        else:
+            rest = [j for j in keys if j != k]
+            with_k, without = with_all, (loss(mean_of(rest)) if rest else base)
+        stats[k] = {"val_loss": with_k, "val_loss_without": without}
+        bound = (1.0 + policy.loss_tolerance) * without + policy.loss_tolerance_abs
+        if not math.isfinite(with_k) or with_k > bound:
+            what = "the mean with it" if policy.harm_check == "leave_one_out" else "its model"
+            failed[k] = (
+                "harmful",
+                f"validation loss of {what} {with_k:.4f} > {bound:.4f} "
+                f"((1 + {policy.loss_tolerance}) × {without:.4f} + {policy.loss_tolerance_abs})",
+            )
+    return failed, stats
+
+
+def verify_round(
+    global_weights: list[npt.NDArray[np.float32]],
+    candidates: Sequence[Candidate],
+    policy: VerificationPolicy,
+    *,
+    reference_update: Weights | None = None,
+    validation_loss: LossFn | None = None,
+    aggregation_weights: Mapping[int, float] | None = None,
+    expected_samples: int | None = None,
+) -> RoundVerification:
+    """Verdicts on a round's candidates (see the module docstring for the checks, in order).
+
+    ``reference_update`` is the server's own Δ_ref on its anchor split (None: peers only);
+    ``validation_loss`` maps weights to the server's validation loss (None: check 7 skipped);
+    ``aggregation_weights`` weigh the leave-one-out means (default uniform).
+    """
+    verdicts: dict[int, Verdict] = {}
+    deltas: dict[int, npt.NDArray[np.float64]] = {}
+    g = flatten(global_weights)
+    for c in candidates:
+        problem = shape_problem(c.weights, global_weights)
+        if problem is not None:
+            verdicts[c.key] = Verdict(c.key, False, "shape", problem)
+            continue
+        flat = flatten(c.weights)
+        if not np.all(np.isfinite(flat)):
+            bad = int(np.size(flat) - np.count_nonzero(np.isfinite(flat)))
+            verdicts[c.key] = Verdict(c.key, False, "finite", f"{bad} non-finite values")
+            continue
+        if policy.check_reported:
+            problem = _reported_problem(c, expected_samples)
+            if problem is not None:
+                verdicts[c.key] = Verdict(c.key, False, "reported", problem)
+                continue
+        deltas[c.key] = flat - g
+    reference = None if reference_update is None else flatten(reference_update)
+    failed, stats, scale = _statistical(deltas, reference, policy)
+    # the per-model harm checks also measure the updates already refused (reported in stats);
+    # leave-one-out is a property of the set, so only the survivors take part in it
+    loo = policy.harm_check == "leave_one_out"
+    measured = {
+        c.key: [np.asarray(a, dtype=np.float32) for a in c.weights]
+        for c in candidates
+        if c.key in deltas and not (loo and c.key in failed)
+    }
+    if validation_loss is not None:
+        w = aggregation_weights or {}
+        harm, harm_stats = _harmful(
+            measured,
+            {k: w.get(k, 1.0) for k in measured},
+            global_weights,
+            validation_loss,
+            policy,
+            reference_update,
+        )
+        for k, why in harm.items():
+            failed.setdefault(k, why)
+        for k, st in harm_stats.items():
+            stats[k].update(st)
+    for k in deltas:
+        if k in failed:
+            verdicts[k] = Verdict(k, False, failed[k][0], failed[k][1], stats[k])
+        else:
+            verdicts[k] = Verdict(k, True, None, "", stats[k])
+    ref_norm = None if reference is None else float(np.linalg.norm(reference))
+    return RoundVerification([verdicts[c.key] for c in candidates], scale, ref_norm)
+
+
+def accept_all(candidates: Sequence[Candidate]) -> RoundVerification:
+    """Every candidate accepted unchecked (``verify=False``: only to measure what checking costs)."""
+    return RoundVerification([Verdict(c.key, True) for c in candidates], 0.0, None)
+
+
+@dataclass(frozen=True)
+class QualityGate:
+    """Whether the final model may be published, and why not."""
+
+    passed: bool
+    reason: str
+    epsilon: float
+    initial_epsilon: float | None
+    quoted_epsilon: float | None
+
+
+def quality_gate(
+    epsilon: float,
+    *,
+    initial_epsilon: float | None,
+    quoted_epsilon: float | None,
+    policy: VerificationPolicy,
+    finite_weights: bool = True,
+) -> QualityGate:
+    """Refuse a final model that is non-finite, or worse than ``quality_factor`` × the test loss
+    of the untrained model (``initial_epsilon``) or × the quoted ε."""
+
+    def gate(ok: bool, reason: str) -> QualityGate:
+        return QualityGate(ok, reason, epsilon, initial_epsilon, quoted_epsilon)
+
+    if not finite_weights or not math.isfinite(epsilon):
+        return gate(False, f"the final model is not finite (ε = {epsilon})")
+    if (
+        initial_epsilon is not None
+        and math.isfinite(initial_epsilon)
+        and epsilon > policy.quality_factor * initial_epsilon
+    ):
+        return gate(
+            False,
+            f"ε = {epsilon:.4f} exceeds {policy.quality_factor} × the untrained model's "
+            f"{initial_epsilon:.4f}",
+        )
+    if (
+        quoted_epsilon is not None
+        and math.isfinite(quoted_epsilon)
+        and quoted_epsilon > 0.0
+        and epsilon > policy.quality_factor * quoted_epsilon
+    ):
+        return gate(
+            False,
+            f"ε = {epsilon:.4f} exceeds {policy.quality_factor} × the quoted ε = {quoted_epsilon:.4f}",
+        )
+    return gate(True, "published")
