@@ -41,10 +41,6 @@ class Strategy(IntEnum):
     B = 2
 
 
-_TIE_PREFERENCE = (Strategy.B, Strategy.J, Strategy.A)
-"""Among equally good alternatives a mover picks the first in this order."""
-
-
 @dataclass(frozen=True)
 class Step:
     """A block of ``count`` clients of one type moving from one strategy to another, and the state after."""
@@ -115,20 +111,35 @@ def _best_responses(
         last = states.sum(axis=1) == 1
         pay[last, Strategy.A] = -np.inf
         pay[last, Strategy.B] = -np.inf
-    current = pay[:, source]
-    best = np.full(t, int(source), dtype=np.int64)
-    best_pay = np.full(t, -np.inf)
-    for s in _TIE_PREFERENCE:
-        if s == source:
-            continue
-        better = pay[:, s] > best_pay
-        best[better] = int(s)
-        best_pay[better] = pay[better, s]
+    sources = np.full(t, int(source), dtype=np.int64)
+    return best_alternative(pay, sources, mechanism.noise_floor())
+
+
+def best_alternative(
+    pay: FloatArray, sources: IntArray, noise_floor: float
+) -> tuple[IntArray, FloatArray]:
+    """Each mover's best other strategy and its gain over staying (0 where no strict gain).
+
+    ``pay[..., s]`` holds π of Eq. (6) for strategy s (A, J, B) of a mover now playing
+    ``sources[...]``. Alternatives within the noise floor + REL_TOL·|π| of the best are equally
+    good (float noise decides nothing) and the first of B, J, A among them is taken; a move
+    counts only if it gains more than that same margin.
+    """
+    strategies = np.arange(3)
+    others = strategies != sources[..., None]
+    alt = np.where(others, pay, -np.inf)
+    top = alt.max(axis=-1)
+    band = noise_floor + REL_TOL * np.where(np.isfinite(top), np.abs(top), 0.0)
+    with np.errstate(invalid="ignore"):
+        near = others & (alt >= (top - band)[..., None])
+    best = np.where(near[..., 2], 2, np.where(near[..., 1], 1, 0)).astype(np.int64)
+    best_pay = np.take_along_axis(alt, best[..., None], axis=-1)[..., 0]
+    current = np.take_along_axis(pay, sources[..., None], axis=-1)[..., 0]
     finite = np.where(np.isfinite(current), np.abs(current), 0.0)
     size = np.maximum(finite, np.where(np.isfinite(best_pay), np.abs(best_pay), 0.0))
     with np.errstate(invalid="ignore"):
         gain = best_pay - current
-    gain = np.where(gain > mechanism.noise_floor() + REL_TOL * size, gain, 0.0)
+    gain = np.where(gain > noise_floor + REL_TOL * size, gain, 0.0)
     return best, np.nan_to_num(gain, nan=0.0, posinf=np.inf)
 
 

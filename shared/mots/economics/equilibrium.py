@@ -12,7 +12,8 @@ expects there, :meth:`Mechanism.expected_state`), in one batched call of
 The rules are those of the best-response dynamics (:mod:`mots.economics.dynamics`): a move counts
 only if it gains more than the mechanism's noise floor plus ``REL_TOL``·|payoffs|, the last
 participant cannot leave (nobody could buy a model that nobody trains), buying where K = 0 is
-impossible (−∞), and among equally good alternatives B is preferred to J to A. Hence
+impossible (−∞), and among equally good alternatives (within the same margin) B is preferred to
+J to A (:func:`mots.economics.dynamics.best_alternative`). Hence
 ``check_equilibrium(...).equilibrium`` is exactly "the dynamics started at (K, B) makes no move".
 """
 
@@ -23,15 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from mots.economics.dynamics import REL_TOL, Strategy
+from mots.economics.dynamics import Strategy, best_alternative
 from mots.economics.mechanisms.base import Mechanism
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-_TIE_PREFERENCE = (Strategy.B, Strategy.J, Strategy.A)
-"""Among equally good alternatives a mover picks the first in this order (as the dynamics do)."""
 
 
 @dataclass(frozen=True)
@@ -112,20 +110,8 @@ def strategy_payoffs(mechanism: Mechanism, participants: npt.ArrayLike) -> Float
 
 def _gains(mechanism: Mechanism, pay: FloatArray) -> tuple[IntArray, FloatArray]:
     """Best alternative (I, 3) per class and its gain over staying (0 where no strict gain)."""
-    sources = np.arange(3)
-    current = pay[:, sources, sources]
-    best = np.broadcast_to(sources, current.shape).copy()
-    best_pay = np.full(current.shape, -np.inf)
-    for s in _TIE_PREFERENCE:
-        better = (pay[:, :, s] > best_pay) & (sources != int(s))[None, :]
-        best = np.where(better, int(s), best)
-        best_pay = np.where(better, pay[:, :, s], best_pay)
-    finite = np.where(np.isfinite(current), np.abs(current), 0.0)
-    size = np.maximum(finite, np.where(np.isfinite(best_pay), np.abs(best_pay), 0.0))
-    with np.errstate(invalid="ignore"):
-        gain = best_pay - current
-    gain = np.where(gain > mechanism.noise_floor() + REL_TOL * size, gain, 0.0)
-    return best.astype(np.int64), np.nan_to_num(gain, nan=0.0, posinf=np.inf)
+    sources = np.broadcast_to(np.arange(3, dtype=np.int64), pay.shape[:2])
+    return best_alternative(pay, sources, mechanism.noise_floor())
 
 
 def check_equilibrium(

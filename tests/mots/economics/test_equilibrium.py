@@ -44,7 +44,7 @@ def per_client_deviations(
     """Every client, one by one, tries every other strategy: the (type, from, to) moves that pay.
 
     A move pays when its gain exceeds the mechanism's noise floor plus REL_TOL·|payoffs|, the
-    dynamics' rule; among equally good moves B, then J, then A is taken.
+    dynamics' rule; among moves equally good within that margin B, then J, then A is taken.
     """
     found = set()
     floor = mech.noise_floor()
@@ -56,10 +56,15 @@ def per_client_deviations(
         )
         for now in strategies:
             here = _client_payoff(mech, k, i, now, now)
-            best, best_pay = now, -np.inf
-            for then in (Strategy.B, Strategy.J, Strategy.A):
-                if then != now and (pay := _client_payoff(mech, k, i, now, then)) > best_pay:
-                    best, best_pay = then, pay
+            pays = {t: _client_payoff(mech, k, i, now, t) for t in Strategy if t != now}
+            top = max(pays.values())
+            band = floor + REL_TOL * (abs(top) if np.isfinite(top) else 0.0)
+            best = next(
+                t
+                for t in (Strategy.B, Strategy.J, Strategy.A)
+                if t in pays and pays[t] >= top - band
+            )
+            best_pay = pays[best]
             size = max(
                 abs(here) if np.isfinite(here) else 0.0,
                 abs(best_pay) if np.isfinite(best_pay) else 0.0,
