@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks.integrity.suite import SuiteResult
 
-SUITES = ("benchmarks.integrity.federation_suite",)
+SUITES = ("benchmarks.integrity.federation_suite", "benchmarks.integrity.money")
 """Modules whose ``run(workdir, options)`` returns a :class:`SuiteResult`."""
 LABEL_FLIP_TARGET = 0.9
 HONEST_FLAGGED_TARGET = 0.01

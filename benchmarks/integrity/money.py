@@ -1,0 +1,238 @@
+"""The market's suite of ``make bench-integrity`` (issue 13): money attacks on a fresh platform.
+
+:func:`run` starts the four services (:class:`mots.local.launcher.Stack`, real Redis, Celery
+workers, SQLite), registers an honest funded population, then runs every attack of
+:data:`ATTACKS` against it and checks the ledger. An attack is a function
+``(MoneyPlatform) -> Attack``; add one with :func:`attack`. Each reports how often it was tried,
+how often the platform refused or contained it, and what it was paid beyond its quote (a
+decimal string; "0" when nothing).
+
+- ``non_finite_json``: every JSON body of every route of every API (from their OpenAPI
+  documents) sent with ``NaN``, ``Infinity``, ``-Infinity`` and ``1e400`` in each field; refused
+  when answered 4xx as ``application/problem+json`` (never a 5xx, never accepted).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.integrity.suite import SuiteResult
+from mots.local.agents import Agent, register_population
+from mots.local.launcher import SERVICES_WITH_API, Stack
+from mots.platform.settings import DEV_OPERATOR_TOKEN
+
+OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
+"""JSON literals Python's parser accepts that no client may send (1e400 overflows to inf)."""
+HONEST_TYPES = [
+    {"name": "type-1", "count": 4, "data_size": 50, "cost": "0.5"},
+    {"name": "type-3", "count": 2, "data_size": 300, "cost": "3.0"},
+]
+UTILITY = {"kind": "power", "scale": 1.0, "exponent": 8.0}
+
+
+@dataclass
+class Attack:
+    """Tries of one attack, how many were refused or contained, and what was paid beyond quotes."""
+
+    tried: int = 0
+    refused_or_caught: int = 0
+    paid: Decimal = Decimal(0)
+    details: list[str] = field(default_factory=list)
+
+    def record(self, caught: bool, detail: str = "", paid: Decimal = Decimal(0)) -> None:
+        """One try: refused or contained (or not), with what it was paid beyond its quote."""
+        self.tried += 1
+        self.refused_or_caught += int(caught)
+        self.paid += paid
+        if detail and not caught:
+            self.details.append(detail)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The contract's entry (``paid`` a decimal string), with up to 5 misses for reading."""
+        out: dict[str, Any] = {
+            "tried": self.tried,
+            "refused_or_caught": self.refused_or_caught,
+            "paid": _decimal_string(self.paid),
+        }
+        if self.details:
+            out["missed"] = self.details[:5]
+        return out
+
+
+def _decimal_string(x: Decimal) -> str:
+    """A canonical decimal string: "0" for zero, no exponent, no trailing zeros."""
+    if x == 0:
+        return "0"
+    return format(x.normalize(), "f")
+
+
+@dataclass
+class MoneyPlatform:
+    """A running platform and an honest funded population the attacks may use."""
+
+    stack: Stack
+    market: httpx.Client
+    pricing: httpx.Client
+    orchestration: httpx.Client
+    honest: list[Agent]
+
+    def api(self, service: str) -> httpx.Client:
+        """The HTTP client of one API by name (``market``, ``pricing``, ``orchestration``)."""
+        return {
+            "market": self.market,
+            "pricing": self.pricing,
+            "orchestration": self.orchestration,
+        }[service]
+
+
+AttackFn = Callable[[MoneyPlatform], Attack]
+ATTACKS: dict[str, AttackFn] = {}
+"""Every money attack by its name in ``out/bench/integrity.json``, in the order they run."""
+
+
+def attack(name: str) -> Callable[[AttackFn], AttackFn]:
+    """Register an attack under its contract name."""
+
+    def register(fn: AttackFn) -> AttackFn:
+        if name in ATTACKS:
+            raise ValueError(f"attack {name} is registered twice")
+        ATTACKS[name] = fn
+        return fn
+
+    return register
+
+
+def stack_env(**extra: str) -> dict[str, str]:
+    """Small, fast settings: in-process training of a tiny config, short collection."""
+    return {
+        "MOTS_TRAINER": "inprocess",
+        "MOTS_TRAIN_ROUNDS": "2",
+        "MOTS_TRAIN_LOCAL_STEPS": "2",
+        "MOTS_TRAIN_TEST_SUBSET": "500",
+        "MOTS_EVAL_TEST_SUBSET": "500",
+        "MOTS_UTILITY": json.dumps(UTILITY),
+        "MOTS_COLLECT_TIMEOUT_S": "30",
+        "MOTS_POLL_INTERVAL_S": "0.2",
+        **extra,
+    }
+
+
+# ------------------------------------------------------------------ non-finite JSON
+
+
+def _resolve(schema: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """A schema with its top-level ``$ref`` (or a lone ``anyOf``/``allOf`` ref) resolved."""
+    for _ in range(8):
+        ref = schema.get("$ref")
+        if ref is None:
+            refs = [s for s in schema.get("allOf", []) + schema.get("anyOf", []) if "$ref" in s]
+            if not refs:
+                return schema
+            ref = refs[0]["$ref"]
+        node: Any = doc
+        for part in ref.lstrip("#/").split("/"):
+            node = node[part]
+        schema = node
+    return schema
+
+
+def json_operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
+    """(method, path with ids filled in, body field names) of every operation with a JSON body."""
+    for path, ops in doc.get("paths", {}).items():
+        for method, op in ops.items():
+            body = op.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is None:
+                continue
+            schema = _resolve(body.get("schema", {}), doc)
+            fields = sorted(schema.get("properties", {})) or ["value"]
+            yield method.upper(), re.sub(r"\{[^}]+\}", "1", path), fields
+
+
+def _non_finite_bodies(fields: list[str]) -> Iterator[bytes]:
+    for name in fields:
+        for literal in NON_FINITE:
+            yield f'{{"{name}": {literal}}}'.encode()
+    for literal in NON_FINITE:  # a non-finite number nested in a list, with every field present
+        yield ("{" + ", ".join(f'"{n}": [{literal}]' for n in fields) + "}").encode()
+
+
+@attack("non_finite_json")
+def non_finite_json(p: MoneyPlatform) -> Attack:
+    """Every JSON route of every API with non-finite numbers: a 4xx problem, never 2xx or 5xx."""
+    out = Attack()
+    token = p.honest[0].auth if p.honest else {}
+    for service in SERVICES_WITH_API:
+        client = p.api(service)
+        doc = client.get("/openapi.json").raise_for_status().json()
+        headers = OPERATOR if service == "orchestration" else token
+        for method, path, fields in json_operations(doc):
+            for body in _non_finite_bodies(fields):
+                r = client.request(
+                    method,
+                    path,
+                    content=body,
+                    headers={**headers, "Content-Type": "application/json"},
+                )
+                ok = 400 <= r.status_code < 500 and r.headers.get("content-type", "").startswith(
+                    "application/problem+json"
+                )
+                out.record(ok, f"{service} {method} {path} {body[:60]!r} -> {r.status_code}")
+    return out
+
+
+# ------------------------------------------------------------------ the suite
+
+
+def ledger_balanced(p: MoneyPlatform) -> bool:
+    """The market's own ledger check (every transaction sums to zero, balances match entries)."""
+    r = p.market.get("/v1/ledger/check", headers=OPERATOR).raise_for_status().json()
+    return (
+        r["unbalanced_transactions"] == 0
+        and r["mismatched_accounts"] == 0
+        and Decimal(r["total"]) == 0
+    )
+
+
+def start(workdir: Path, **env: str) -> MoneyPlatform:
+    """A fresh platform (four services, SQLite) with the honest population registered."""
+    stack = Stack(workdir=workdir / "stack", extra_env=stack_env(**env))
+    stack.start(timeout_s=180)
+    clients = {s: httpx.Client(base_url=stack.url(s), timeout=60) for s in ("market", "pricing")}
+    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+    try:
+        honest = register_population(clients["market"], HONEST_TYPES, DEV_OPERATOR_TOKEN, "10")
+    except BaseException:
+        stop(MoneyPlatform(stack, clients["market"], clients["pricing"], orchestration, []))
+        raise
+    return MoneyPlatform(stack, clients["market"], clients["pricing"], orchestration, honest)
+
+
+def stop(p: MoneyPlatform) -> None:
+    """Close the clients and stop every process of the platform."""
+    for c in (p.market, p.pricing, p.orchestration):
+        c.close()
+    p.stack.stop()
+
+
+def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
+    """Every registered attack (or those named in ``options["money_attacks"]``) on one fresh
+    platform, then the ledger check."""
+    names = list(options.get("money_attacks") or ATTACKS)
+    p = start(workdir)
+    try:
+        result = SuiteResult("money")
+        for name in names:
+            result.attacks[name] = ATTACKS[name](p).as_dict()
+        result.ledger_balanced = ledger_balanced(p)
+        return result
+    finally:
+        stop(p)
