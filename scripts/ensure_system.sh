@@ -21,7 +21,8 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if ! listening 6379; then
   echo "ensure_system: starting Redis on 127.0.0.1:6379"
   mkdir -p /var/lib/redis /var/log/redis
-  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+    --appendonly yes --appendfsync everysec \
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
 fi
 

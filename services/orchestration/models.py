@@ -12,6 +12,7 @@ from mots.economics.scenario import Scenario
 from mots.platform.json_column import TypedJSON
 from mots.platform.schemas import EvaluationResult, PricingResult, RoundDecisions, SettleResult
 from services.orchestration.products import (
+    Deadlines,
     RoundSummary,
     RoundTerms,
     TrainingProgress,
@@ -57,6 +58,7 @@ class Round(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     state_entered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     collect_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
+    deadlines: Mapped[Deadlines | None] = _product(Deadlines)
 
 
 class Transition(Base):

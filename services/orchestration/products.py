@@ -27,6 +27,9 @@ from mots.training.progress import RoundProgress
 
 TypeClients = dict[str, list[int]]
 """The registered client ids of each type when the round opened."""
+Deadlines = dict[str, float]
+"""The deadline of each state the round entered (epoch seconds): past it, the reconciler
+re-drives the round (:mod:`services.orchestration.rounds.reconciler`)."""
 
 
 class _Product(BaseModel):

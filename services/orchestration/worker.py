@@ -1,10 +1,13 @@
 """The orchestration Celery worker: drives rounds through their states, one step per task.
 
 Run with ``celery -A services.orchestration.worker worker -Q orchestration --pool=solo``.
-On start it migrates its database and re-enqueues every unfinished round (restart safety).
+On start it migrates its database, re-enqueues every unfinished round (restart safety) and
+starts the reconciler, which re-drives every round past its state's deadline (liveness).
 """
 
 from __future__ import annotations
+
+import threading
 
 from mots.platform.contracts import ORCHESTRATION_ADVANCE, ORCHESTRATION_DECISIONS_COMPLETE, send
 from mots.platform.db import make_engine, make_sessionmaker
@@ -15,6 +18,7 @@ from services.orchestration.migrations import upgrade
 from services.orchestration.rounds.celery_services import CeleryRoundServices
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
+from services.orchestration.rounds.reconciler import Reconciler
 from services.orchestration.rounds.sql_store import SqlRoundStore
 from services.orchestration.trainer import Trainer
 
@@ -22,9 +26,22 @@ settings = get_settings()
 trainer = Trainer(settings)
 
 
+_stop_reconciler: list[threading.Event] = []
+
+
 def recover() -> list[int]:
-    """Re-enqueue the current step of every unfinished round (the worker has just started)."""
-    return machine.recover()
+    """Re-enqueue the current step of every unfinished round (the worker has just started) and
+    start the reconciler."""
+    pending = machine.recover()
+    _stop_reconciler.append(Reconciler(machine.ports).start())
+    return pending
+
+
+def shutdown() -> None:
+    """Stop the reconciler and the trainer."""
+    for stop in _stop_reconciler:
+        stop.set()
+    trainer.stop()
 
 
 app = service_worker(
@@ -32,7 +49,7 @@ app = service_worker(
     settings,
     migrate=lambda: upgrade(settings.database_url),
     on_ready=recover,
-    on_shutdown=trainer.stop,
+    on_shutdown=shutdown,
 )
 
 
@@ -43,7 +60,7 @@ def schedule(round_id: int, state: RoundState, countdown: float = 0.0) -> None:
 
 machine = RoundMachine(
     RoundPorts(
-        services=CeleryRoundServices(app, settings.task_timeout_s),
+        services=CeleryRoundServices(app, settings.task_timeout_s, settings.evaluate_timeout_s),
         store=SqlRoundStore(make_sessionmaker(make_engine(settings.database_url))),
         trainer=trainer,
         schedule=schedule,

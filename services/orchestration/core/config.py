@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from mots.platform.settings import PlatformSettings
 
@@ -41,6 +41,20 @@ class Settings(PlatformSettings):
     )
     collect_timeout_s: float = Field(
         60.0, gt=0, description="longest a round waits for decisions; the silent abstain"
+    )
+    evaluate_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="longest a round waits for its evaluation (the evaluating state's deadline); "
+        "a lost evaluation is then asked for again while the trained model exists",
+    )
+    retry_interval_s: float = Field(
+        2.0, gt=0, description="seconds before a step whose service call was lost runs again"
+    )
+    reconcile_interval_s: float = Field(
+        5.0,
+        gt=0,
+        description="how often the worker's reconciler re-drives rounds past their state's deadline",
     )
     poll_interval_s: float = Field(
         0.5, gt=0, description="how often a collecting round re-reads the market's decisions"
@@ -101,6 +115,26 @@ class Settings(PlatformSettings):
         except ValueError as exc:
             raise ValueError(f"MOTS_TRAIN_POLICY: {exc}") from exc
         return value or "{}"
+
+    @model_validator(mode="after")
+    def _visibility_outlasts_training(self) -> Settings:
+        """Redis must not hand the training step to another delivery while it still runs."""
+        if self.broker_visibility_timeout_s <= self.train_timeout_s:
+            raise ValueError(
+                "MOTS_BROKER_VISIBILITY_TIMEOUT_S must exceed MOTS_TRAIN_TIMEOUT_S "
+                f"({self.broker_visibility_timeout_s} <= {self.train_timeout_s}): a training "
+                "step still running would be delivered again"
+            )
+        return self
+
+    def phase_budget_s(self, state: str) -> float:
+        """Seconds a round may spend in ``state`` (its deadline once entered): the collection
+        timeout, the training timeout, the evaluation timeout, else one service call's."""
+        return {
+            "collecting": self.collect_timeout_s,
+            "training": self.train_timeout_s,
+            "evaluating": self.evaluate_timeout_s,
+        }.get(state, self.task_timeout_s)
 
     def verification_policy(self) -> Any:
         """The training's :class:`~mots.training.verification.VerificationPolicy`."""

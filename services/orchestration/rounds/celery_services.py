@@ -1,11 +1,16 @@
 """The round machine's services port over Celery: each method is one task of
-:mod:`mots.platform.contracts`, called on its service's queue and awaited."""
+:mod:`mots.platform.contracts`, called on its service's queue and awaited. A call that gets no
+answer (timed out, or the broker away) raises :class:`~.ports.ServiceUnavailable`, so the step
+runs again; an error the service answered with is raised as it is."""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
+import redis.exceptions
 from celery import Celery
+from celery.exceptions import TimeoutError as CeleryTimeout
+from kombu.exceptions import OperationalError
 from pydantic import BaseModel
 
 from mots.platform.contracts import (
@@ -41,6 +46,17 @@ from mots.platform.schemas import (
     SettlePayload,
     SettleResult,
 )
+from services.orchestration.rounds.ports import ServiceUnavailable
+
+LOST = (
+    CeleryTimeout,
+    OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+)
+"""What a call with no answer raises: its task or reply was lost, or the broker is away."""
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
@@ -49,12 +65,16 @@ Out = TypeVar("Out", bound=BaseModel)
 class CeleryRoundServices:
     """The market, pricing and evaluation services through their Celery queues."""
 
-    def __init__(self, app: Celery, timeout_s: float) -> None:
+    def __init__(self, app: Celery, timeout_s: float, evaluate_timeout_s: float = 120.0) -> None:
         self.app = app
         self.timeout_s = timeout_s
+        self.evaluate_timeout_s = evaluate_timeout_s
 
-    def _call(self, spec: TaskSpec[In, Out], payload: In) -> Out:
-        return call(self.app, spec, payload, self.timeout_s)
+    def _call(self, spec: TaskSpec[In, Out], payload: In, timeout_s: float | None = None) -> Out:
+        try:
+            return call(self.app, spec, payload, timeout_s or self.timeout_s)
+        except LOST as exc:
+            raise ServiceUnavailable(f"{spec.name}: no answer ({type(exc).__name__})") from exc
 
     def error_model(self) -> ErrorFit | None:
         """The :data:`~mots.platform.contracts.EVALUATION_ERROR_MODEL` task."""
@@ -86,7 +106,7 @@ class CeleryRoundServices:
 
     def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
         """The :data:`~mots.platform.contracts.EVALUATION_EVALUATE` task."""
-        return self._call(EVALUATION_EVALUATE, request)
+        return self._call(EVALUATION_EVALUATE, request, self.evaluate_timeout_s)
 
     def settle(self, payload: SettlePayload) -> SettleResult:
         """The :data:`~mots.platform.contracts.MARKET_SETTLE_ROUND` task."""

@@ -9,6 +9,13 @@ message finds the round elsewhere and does nothing, and only the step that moved
 schedules the next one. A step that raises fails the round; settling a failed round by rule is
 retried until the market answers. On start the worker re-enqueues the step of every round not in
 a terminal state (:meth:`RoundMachine.recover`).
+
+Liveness: every move records the deadline of the state it enters (:func:`deadline_of`), which
+the worker's reconciler (:mod:`.reconciler`) enforces by re-driving a round past it. A step whose
+service call got no answer (:class:`~.ports.ServiceUnavailable`: a lost task or reply, the
+broker or the database away) runs again after ``MOTS_RETRY_INTERVAL_S`` instead of failing the
+round, until its state's deadline plus one service call's timeout; an evaluating round retries
+for as long as its trained model exists (the work survives, so the round is not voided).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import logging
 from dataclasses import dataclass
 
 from mots.platform.schemas import TERMINAL_STATES, AdvanceResult, RoundState
+from services.orchestration.core.config import Settings
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.ports import (
     Move,
@@ -24,6 +32,7 @@ from services.orchestration.rounds.ports import (
     RoundPorts,
     RoundRecord,
     RoundUpdate,
+    ServiceUnavailable,
     Wait,
 )
 from services.orchestration.rounds.steps import HANDLERS
@@ -44,6 +53,15 @@ RETRY_SETTLEMENT_S = 5.0
 """Seconds between two tries to settle a failed round by rule (the market must answer)."""
 
 
+def deadline_of(rnd: RoundRecord, settings: Settings) -> float:
+    """The deadline of the round's current state (epoch seconds): the one recorded when it
+    entered the state, else its entry time plus the state's budget."""
+    recorded = rnd.deadline()
+    if recorded is not None:
+        return recorded
+    return rnd.state_entered_at.timestamp() + settings.phase_budget_s(rnd.state.value)
+
+
 @dataclass(frozen=True)
 class Step:
     """What to do after a step: run ``state``'s step after ``countdown`` seconds, or stop (None)."""
@@ -59,7 +77,8 @@ class RoundMachine:
         self.ports = ports
 
     def step(self, round_id: int, expected: RoundState) -> Step:
-        """Run ``expected``'s step if the round is still there; any failure fails the round."""
+        """Run ``expected``'s step if the round is still there; a lost service call runs it
+        again later, any other failure fails the round."""
         rnd = self.ports.store.load(round_id)
         if rnd is None:
             raise RoundFailure(f"round {round_id} does not exist")
@@ -68,21 +87,46 @@ class RoundMachine:
             return Step(None)
         try:
             decision = handler(rnd, self.ports)
-            if isinstance(decision, Wait):
-                return Step(expected, decision.seconds)
-            return self._apply(rnd, decision)
+        except ServiceUnavailable as exc:
+            if expected == S.FAILED or self._may_retry(rnd):
+                log.warning("round %s: %s lost (%s); retrying", round_id, expected.value, exc)
+                prometheus.retried(expected)
+                return Step(expected, self.ports.settings.retry_interval_s)
+            return self._fail(rnd, exc)
         except Exception as exc:
             if expected == S.FAILED:
                 raise  # settlement by rule is retried (see advance), not failed again
-            rule = str(exc) if isinstance(exc, RoundFailure) else f"{type(exc).__name__}: {exc}"
-            log.exception("round %s failed in %s", round_id, expected.value)
-            return self._apply(rnd, Move(S.FAILED, rule, RoundUpdate(error=rule, rule=rule)))
+            return self._fail(rnd, exc)
+        if isinstance(decision, Wait):
+            return Step(expected, decision.seconds)
+        return self._apply(rnd, decision)
+
+    def _may_retry(self, rnd: RoundRecord) -> bool:
+        """A step whose call was lost runs again: evaluation while its model exists, any other
+        until its state's deadline plus one service call's timeout."""
+        if rnd.state == S.EVALUATING:
+            return rnd.training is not None and self.ports.artifact_exists(
+                rnd.training.artifact_path
+            )
+        settings = self.ports.settings
+        return self.ports.clock() < deadline_of(rnd, settings) + settings.task_timeout_s
+
+    def _fail(self, rnd: RoundRecord, exc: Exception) -> Step:
+        """Move the round to ``failed`` with the error as its rule."""
+        rule = str(exc) if isinstance(exc, RoundFailure) else f"{type(exc).__name__}: {exc}"
+        log.error("round %s failed in %s: %s", rnd.id, rnd.state.value, rule, exc_info=exc)
+        return self._apply(rnd, Move(S.FAILED, rule, RoundUpdate(error=rule, rule=rule)))
 
     def _apply(self, rnd: RoundRecord, move: Move) -> Step:
         """Compare-and-set the round to the move's state; the step to run next, if any."""
         if move.to not in ALLOWED[rnd.state]:
             raise AssertionError(f"transition {rnd.state} → {move.to} is not in the machine")
-        seconds = self.ports.store.move(rnd.id, rnd.state, move.to, move.note, move.update)
+        update = RoundUpdate(**move.update)
+        if move.to not in TERMINAL_STATES:
+            budget = self.ports.settings.phase_budget_s(move.to.value)
+            due = update.get("collect_deadline") or self.ports.clock() + budget
+            update["deadlines"] = {**(rnd.deadlines or {}), move.to.value: due}
+        seconds = self.ports.store.move(rnd.id, rnd.state, move.to, move.note, update)
         if seconds is None:
             return Step(None)  # another delivery of this step moved the round first
         log.info("round %s: %s → %s %s", rnd.id, rnd.state.value, move.to.value, move.note)
@@ -96,9 +140,14 @@ class RoundMachine:
         return Step(move.to)
 
     def advance(self, round_id: int, state: RoundState) -> AdvanceResult:
-        """Run one step and schedule the next; a failed settlement by rule is tried again."""
+        """Run one step and schedule the next; a failed settlement by rule, or a step that could
+        not reach the round store, is tried again."""
         try:
             step = self.step(round_id, state)
+        except ServiceUnavailable:  # the store (database) is away: the same step, later
+            log.warning("round %s: %s could not run; retrying", round_id, state.value)
+            self.ports.schedule(round_id, state, self.ports.settings.retry_interval_s)
+            return AdvanceResult(round_id=round_id, retry=True)
         except Exception:
             if state == S.FAILED:  # settle-by-rule must happen: retry until the market answers
                 log.warning("round %s: settling by rule failed; retrying", round_id, exc_info=True)

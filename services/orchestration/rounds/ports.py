@@ -8,6 +8,7 @@ the unit tests wire in-memory fakes.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from mots.platform.schemas import (
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.products import (
+    Deadlines,
     RoundSummary,
     RoundTerms,
     TrainingProgress,
@@ -65,6 +67,11 @@ class RoundRecord:
     rule: str | None = None
     error: str | None = None
     collect_deadline: float | None = None
+    deadlines: Deadlines | None = None
+
+    def deadline(self) -> float | None:
+        """The deadline of the state the round is in (epoch seconds), if one was recorded."""
+        return (self.deadlines or {}).get(self.state.value)
 
 
 class RoundUpdate(TypedDict, total=False):
@@ -83,6 +90,7 @@ class RoundUpdate(TypedDict, total=False):
     rule: str
     error: str
     collect_deadline: float
+    deadlines: Deadlines
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,11 @@ class Wait:
 
 class RoundFailure(RuntimeError):
     """A step that cannot complete; the round goes to ``failed`` with this message as its rule."""
+
+
+class ServiceUnavailable(RuntimeError):
+    """A call to another service got no answer (its task or its reply was lost, or the broker
+    is away): the step may run again, unlike one the service refused."""
 
 
 class RoundInFlight(RuntimeError):
@@ -205,3 +218,4 @@ class RoundPorts:
     schedule: Schedule
     settings: Settings
     clock: Callable[[], float] = time.time
+    artifact_exists: Callable[[str], bool] = os.path.exists

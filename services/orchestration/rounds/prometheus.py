@@ -37,3 +37,13 @@ def finished(summary: RoundSummary) -> None:
         metrics.BUYERS.labels(name).set(b)
     if summary.epsilon is not None:
         metrics.GENERALIZATION_ERROR.set(summary.epsilon)
+
+
+def retried(state: RoundState) -> None:
+    """A step's service call got no answer; the step runs again."""
+    metrics.ROUND_STEP_RETRIES.labels(state.value).inc()
+
+
+def redriven(state: RoundState) -> None:
+    """The reconciler re-drove a round past its state's deadline."""
+    metrics.ROUNDS_REDRIVEN.labels(state.value).inc()

@@ -1,20 +1,32 @@
 """The round store on SQL (SQLite or PostgreSQL): rounds and their transitions, moved by
-compare-and-set, read back as :class:`~.ports.RoundRecord`."""
+compare-and-set, read back as :class:`~.ports.RoundRecord`. A lost database connection (say,
+PostgreSQL restarted) raises :class:`~.ports.ServiceUnavailable`: the step runs again later."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 from sqlalchemy import CursorResult, select
 from sqlalchemy import update as sql_update
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.schemas import TERMINAL_STATES, RoundState
 from services.orchestration.models import Round, Transition
 from services.orchestration.products import TrainingProgress
-from services.orchestration.rounds.ports import RoundInFlight, RoundRecord, RoundUpdate
+from services.orchestration.rounds.ports import (
+    RoundInFlight,
+    RoundRecord,
+    RoundUpdate,
+    ServiceUnavailable,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _FIELDS = [f.name for f in dataclasses.fields(RoundRecord)]
 _UNFINISHED = Round.state.notin_([s.value for s in TERMINAL_STATES])
@@ -23,6 +35,19 @@ _UNFINISHED = Round.state.notin_([s.value for s in TERMINAL_STATES])
 def as_utc(at: datetime) -> datetime:
     """SQLite gives naive datetimes back; they were written in UTC."""
     return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _database(method: Callable[P, R]) -> Callable[P, R]:
+    """Turn a lost database connection into :class:`ServiceUnavailable`."""
+
+    @functools.wraps(method)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except (OperationalError, InterfaceError) as exc:
+            raise ServiceUnavailable(f"the rounds database: {exc.orig or exc}") from exc
+
+    return wrapped
 
 
 def record(row: Round) -> RoundRecord:
@@ -51,6 +76,7 @@ class SqlRoundStore:
             session.flush()
             return rnd.id
 
+    @_database
     def load(self, round_id: int) -> RoundRecord | None:
         """The round, or None."""
         with self.sessions() as session:
@@ -69,6 +95,7 @@ class SqlRoundStore:
             query = select(Transition).where(Transition.round_id == round_id)
             return list(session.scalars(query.order_by(Transition.id)))
 
+    @_database
     def move(
         self, round_id: int, src: RoundState, dst: RoundState, note: str, update: RoundUpdate
     ) -> float | None:
@@ -97,6 +124,7 @@ class SqlRoundStore:
             )
         return seconds
 
+    @_database
     def record_progress(self, round_id: int, progress: TrainingProgress) -> None:
         """Note the latest FedAvg round, if the round is still training."""
         with self.sessions() as session, session.begin():
@@ -106,6 +134,7 @@ class SqlRoundStore:
                 .values(training_progress=progress)
             )
 
+    @_database
     def phase_seconds(self, round_id: int) -> dict[str, float]:
         """Seconds spent in each state the round has left."""
         phases: dict[str, float] = {}
@@ -113,6 +142,7 @@ class SqlRoundStore:
             phases[t.from_state] = phases.get(t.from_state, 0.0) + t.seconds_in_from
         return phases
 
+    @_database
     def unfinished(self) -> list[tuple[int, RoundState]]:
         """Every round not in a terminal state."""
         with self.sessions() as session:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -22,7 +21,13 @@ import httpx
 from mots.client import MarketClient, ModelIntegrityError
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
-from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm, free_port
+from mots.local.launcher import (
+    PROMETHEUS_BINARY,
+    RedisServer,
+    Stack,
+    exit_on_sigterm,
+    listening,
+)
 from mots.platform.schemas import Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
@@ -45,35 +50,14 @@ SUMMARY_KEYS = (
 )
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def start_redis(workdir: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
-    """Redis on 127.0.0.1:6379 if one listens, else a private redis-server on a free port."""
-    if _listening(6379):
+    """Redis on 127.0.0.1:6379 if one listens, else a private redis-server on a free port with
+    persistence (append-only file under ``workdir/redis``)."""
+    if listening(6379):
         return "redis://127.0.0.1:6379/0", None
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise RuntimeError(
-            "Redis: nothing listens on 6379 and redis-server is not installed (make system)"
-        )
-    port = free_port()
-    log = (workdir / "logs" / "redis.log").open("ab")
-    proc = subprocess.Popen(
-        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    for _ in range(100):
-        if _listening(port):
-            return f"redis://127.0.0.1:{port}/0", proc
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("Redis: the private redis-server did not start")
+    server = RedisServer(workdir)
+    url = server.start()
+    return url, server.popen
 
 
 def wait_round(http: httpx.Client, round_id: int, timeout_s: float) -> dict[str, Any]:

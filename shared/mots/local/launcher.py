@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +39,70 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def listening(port: int) -> bool:
+    """Something accepts TCP connections on 127.0.0.1:``port``."""
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+REDIS_PERSISTENCE = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
+"""Redis as the platform runs it: an append-only file fsynced every second, so queued tasks
+survive a restart (at most the last second is lost; the reconciler re-drives what was)."""
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server with persistence on a free port; restartable on the same port and
+    data directory (a Redis restart in the tests and the soak)."""
+
+    workdir: Path
+    port: int = field(default_factory=free_port)
+    popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The Redis URL of this server."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        """Start the server (its AOF replayed if there is one); its URL once it answers."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("Redis: redis-server is not installed (make system)")
+        data = self.workdir / "redis"
+        data.mkdir(parents=True, exist_ok=True)
+        log = (data / "redis.log").open("ab")
+        self.popen = subprocess.Popen(
+            [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(data.resolve()),
+             *REDIS_PERSISTENCE],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.popen.returncode}")
+            if listening(self.port):
+                return self.url
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("Redis: the private redis-server did not start")
+
+    def stop(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the server (SIGKILL by default: a crash, not a clean shutdown)."""
+        if self.popen is not None and self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+            self.popen.wait(timeout=30)
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Crash the server, stay down ``down_s`` seconds, start it again on the same port."""
+        self.stop()
+        time.sleep(down_s)
+        self.start()
 
 
 def _answers(url: str) -> bool:

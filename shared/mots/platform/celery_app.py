@@ -15,12 +15,25 @@ QUEUES = ("market", "pricing", "orchestration", "evaluation")
 
 
 def make_celery(
-    name: str, redis_url: str, key_prefix: str = "mots:", include: list[str] | None = None
+    name: str,
+    redis_url: str,
+    key_prefix: str = "mots:",
+    include: list[str] | None = None,
+    visibility_timeout_s: float = 3600.0,
 ) -> Celery:
-    """A Celery app with Redis as broker and backend, JSON serialisation and the contracts' routes."""
+    """A Celery app with Redis as broker and backend, JSON serialisation and the contracts' routes.
+
+    Tasks are acknowledged after they ran (``task_acks_late``) and given back to the queue when
+    their worker dies (``task_reject_on_worker_lost``): every handler is idempotent, so a task
+    that runs twice does no harm, and one whose worker was killed is not lost. Redis hands an
+    unacknowledged task to another worker after ``visibility_timeout_s``, which must exceed the
+    longest task (else a task still running would be run a second time in parallel)."""
     app = Celery(name, broker=redis_url, backend=redis_url, include=include or [])
     app.conf.update(
-        broker_transport_options={"global_keyprefix": key_prefix},
+        broker_transport_options={
+            "global_keyprefix": key_prefix,
+            "visibility_timeout": visibility_timeout_s,
+        },
         result_backend_transport_options={"global_keyprefix": key_prefix},
         task_serializer="json",
         result_serializer="json",

@@ -59,6 +59,16 @@ ROUND_PHASE_DURATION = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
 )
 ROUNDS = Counter("mots_rounds_total", "Rounds that reached a terminal state, by state.", ["state"])
+ROUNDS_REDRIVEN = Counter(
+    "mots_rounds_redriven_total",
+    "Rounds the reconciler re-drove because their state outlived its deadline, by state.",
+    ["state"],
+)
+ROUND_STEP_RETRIES = Counter(
+    "mots_round_step_retries_total",
+    "Round steps run again because a service call got no answer (a lost task), by state.",
+    ["state"],
+)
 ERROR_MODEL = Gauge(
     "mots_error_model_parameter", "Refitted error-model parameter (Eq. 3).", ["parameter"]
 )

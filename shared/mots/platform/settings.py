@@ -39,6 +39,12 @@ class PlatformSettings(BaseSettings):
     task_timeout_s: float = Field(
         120.0, gt=0, description="seconds a service waits for another service's Celery task"
     )
+    broker_visibility_timeout_s: float = Field(
+        3600.0,
+        gt=0,
+        description="seconds before Redis hands an unacknowledged task to another worker; "
+        "longer than the longest task (the orchestration's training step, MOTS_TRAIN_TIMEOUT_S)",
+    )
     metrics_port: int = Field(
         0, ge=0, le=65535, description="port of a worker's Prometheus /metrics endpoint; 0 = off"
     )

@@ -26,7 +26,12 @@ def service_worker(
     """The Celery app of ``service``'s worker. When the worker is ready it runs ``migrate`` (the
     service's Alembic upgrade), serves ``/metrics`` on ``MOTS_METRICS_PORT`` and calls ``on_ready``
     (say, re-enqueueing unfinished work); ``on_shutdown`` runs when it stops."""
-    app = make_celery(service, settings.redis_url, settings.redis_key_prefix)
+    app = make_celery(
+        service,
+        settings.redis_url,
+        settings.redis_key_prefix,
+        visibility_timeout_s=settings.broker_visibility_timeout_s,
+    )
 
     def ready(**_: Any) -> None:
         if migrate is not None:

@@ -337,6 +337,7 @@ class Rig:
     settings: Settings
     queue: list[tuple[int, RoundState, float]]
     machine: RoundMachine
+    missing_artifacts: set[str] = dataclasses.field(default_factory=set)
 
     def start(self) -> int:
         """Create a round and enqueue its first step, as ``POST /v1/rounds`` does."""
@@ -363,6 +364,7 @@ def rig(**settings: object) -> Rig:
         **{"collect_timeout_s": 10.0, "poll_interval_s": 0.5, **settings}  # type: ignore[arg-type]
     )
     queue: list[tuple[int, RoundState, float]] = []
+    missing: set[str] = set()
 
     def schedule(round_id: int, state: RoundState, countdown: float) -> None:
         queue.append((round_id, state, countdown))
@@ -374,5 +376,6 @@ def rig(**settings: object) -> Rig:
         schedule=schedule,
         settings=config,
         clock=clock,
+        artifact_exists=lambda path: path not in missing,
     )
-    return Rig(clock, services, store, trainer, config, queue, RoundMachine(ports))
+    return Rig(clock, services, store, trainer, config, queue, RoundMachine(ports), missing)
