@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mots.platform.money import Money, money
 from mots.platform.schemas import (
     EquilibriumResult,
     ErrorFit,
@@ -132,11 +133,13 @@ class RoundSummary(_Product):
     mechanism: str | None
     participants: dict[str, int] = Field(..., description="K_i per type")
     buyers: dict[str, int] = Field(..., description="B_i per type")
-    price: float | None
-    rewards: dict[str, float] = Field(..., description="r_i per type")
+    price: Money | None = Field(..., description="p at the realised state, as the market booked it")
+    rewards: dict[str, Money] = Field(..., description="r_i per type, as the market booked them")
     welfare: float | None = Field(..., description="Eq. 5 at the realised state")
-    incentive_cost: float = Field(..., description="the subsidy the ledger booked")
-    incentive_cost_predicted: float | None
+    incentive_cost: Money = Field(..., description="the subsidy the ledger booked")
+    incentive_cost_predicted: Money | None = Field(
+        ..., description="[Σ K_i r_i − Σ B_i p]⁺ at pricing, in micro-units"
+    )
     epsilon: float | None = Field(..., description="the evaluation service's measured test loss")
     epsilon_predicted: float | None = Field(..., description="ε(K) of Eq. 3 at pricing")
     epsilon_training: float | None = Field(..., description="the training engine's test loss")
@@ -156,6 +159,20 @@ class RoundSummary(_Product):
     )
     settlement: SettleResult | None
     error_model_fit: ErrorFit | None
+
+    @field_validator("price", "incentive_cost", "incentive_cost_predicted", mode="before")
+    @classmethod
+    def _booked(cls, amount: object) -> object:
+        """A float amount (computed, or stored before amounts were Money) rounds as booked."""
+        return money(amount) if isinstance(amount, float) else amount
+
+    @field_validator("rewards", mode="before")
+    @classmethod
+    def _booked_rewards(cls, rewards: object) -> object:
+        """Float rewards (computed, or stored before amounts were Money) round as booked."""
+        if not isinstance(rewards, dict):
+            return rewards
+        return {k: money(v) if isinstance(v, float) else v for k, v in rewards.items()}
 
     @field_validator("phase_seconds")
     @classmethod

@@ -24,13 +24,13 @@ def finished(summary: RoundSummary) -> None:
     metrics.ROUND_DURATION.observe(summary.round_seconds)
     if summary.platform_share is not None:
         metrics.PLATFORM_OVERHEAD_RATIO.set(summary.platform_share)
-    metrics.INCENTIVE_COST.set(summary.incentive_cost)
+    metrics.INCENTIVE_COST.set(float(summary.incentive_cost))
     if summary.price is not None:
-        metrics.MODEL_PRICE.set(summary.price)
+        metrics.MODEL_PRICE.set(float(summary.price))
         if summary.welfare is not None:
             metrics.SOCIAL_WELFARE.set(summary.welfare)
     for name, reward in summary.rewards.items():
-        metrics.REWARD.labels(name).set(reward)
+        metrics.REWARD.labels(name).set(float(reward))
     for name, k in summary.participants.items():
         metrics.PARTICIPANTS.labels(name).set(k)
     for name, b in summary.buyers.items():

@@ -83,10 +83,13 @@ class SqlRoundStore:
             row = session.get(Round, round_id)
             return None if row is None else record(row)
 
-    def latest(self, limit: int) -> list[RoundRecord]:
-        """The newest ``limit`` rounds, newest first."""
+    def latest(self, limit: int, before: int | None = None) -> list[RoundRecord]:
+        """The newest ``limit`` rounds (older than round ``before`` if given), newest first."""
+        query = select(Round).order_by(Round.id.desc()).limit(limit)
+        if before is not None:
+            query = query.where(Round.id < before)
         with self.sessions() as session:
-            rows = session.scalars(select(Round).order_by(Round.id.desc()).limit(limit))
+            rows = session.scalars(query)
             return [record(r) for r in rows]
 
     def transitions(self, round_id: int) -> list[Transition]:

@@ -47,7 +47,7 @@ def round_summary(
         price=terms.price if terms else None,
         rewards=dict(zip(names, terms.rewards, strict=True)) if terms else {},
         welfare=terms.welfare if terms else None,
-        incentive_cost=float(subsidy),
+        incentive_cost=subsidy,
         incentive_cost_predicted=terms.incentive_cost if terms else None,
         epsilon=evaluation.test_loss if evaluation else None,
         epsilon_predicted=terms.epsilon if terms else None,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mots.platform.schemas import (
     BalanceOut,
@@ -38,6 +38,7 @@ from mots.platform.schemas import (
     LedgerCheck,
     NodeKeyIn,
     NodeKeyOut,
+    Page,
     PurchaseIn,
     PurchaseOut,
     QuoteOut,
@@ -53,7 +54,7 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 MODEL_DIGEST_HEADER = "X-Model-SHA256"
 
 M = TypeVar("M", bound=BaseModel)
-_CLIENTS: TypeAdapter[list[ClientOut]] = TypeAdapter(list[ClientOut])
+_ClientPage = Page[ClientOut]
 
 
 class MarketError(Exception):
@@ -395,15 +396,17 @@ class MarketClient:
             headers={"Idempotency-Key": key},
         )
 
-    def clients(self) -> list[ClientOut]:
-        """``GET /v1/clients`` (operator): every registered client."""
-        method, path = "GET", "/v1/clients"
-        r = self._send(method, path)
-        assert r is not None
-        try:
-            return _CLIENTS.validate_json(r.content)
-        except ValidationError as exc:
-            raise MarketError(r.status_code, f"unexpected answer: {exc}", method, path) from exc
+    def clients(self, page_size: int = 500) -> list[ClientOut]:
+        """``GET /v1/clients`` (operator): every registered client, following the pages' ``next``."""
+        out: list[ClientOut] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
+            page = self._call(_ClientPage, "GET", "/v1/clients", params=params)
+            out.extend(page.items)
+            if page.next is None:
+                return out
+            cursor = page.next
 
     def ledger_check(self) -> LedgerCheck:
         """``GET /v1/ledger/check`` (operator): the ledger's invariants."""

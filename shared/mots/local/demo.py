@@ -104,15 +104,15 @@ def print_summary(summary: dict[str, Any]) -> None:
     for name in summary["participants"]:
         print(
             f"  {name:<8} {summary['participants'][name]:>9} {summary['buyers'][name]:>8} "
-            f"{summary['rewards'][name]:>11.4f}"
+            f"{float(summary['rewards'][name]):>11.4f}"
         )
 
     def num(value: Any, digits: int = 4) -> str:
-        return "-" if value is None else f"{value:.{digits}f}"
+        return "-" if value is None else f"{float(value):.{digits}f}"
 
     print(f"  price p           {num(summary['price'])}")
     print(f"  social welfare    {num(summary['welfare'])}  (Eq. 5 at the realised state)")
-    print(f"  incentive cost    {num(summary['incentive_cost'], 6)}  (platform subsidy booked)")
+    print(f"  incentive cost    {summary['incentive_cost']}  (platform subsidy booked)")
     print(
         f"  test loss ε       {num(summary.get('epsilon'))}  "
         f"(predicted {num(summary.get('epsilon_predicted'))})"

@@ -1,4 +1,5 @@
-"""Exact money: amounts are integers of micro-units (10⁻⁶) in storage and Decimal strings on the wire.
+"""Exact money: amounts are integers of micro-units (10⁻⁶) in storage and six-place Decimal strings
+on the wire (:data:`Money`).
 
 The economics core computes prices and rewards as floats; :func:`to_micros` rounds them once,
 half-even, at the boundary, and every ledger sum after that is integer arithmetic.
@@ -7,6 +8,9 @@ half-even, at the boundary, and every ledger sum after that is integer arithmeti
 from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Annotated
+
+from pydantic import Field, PlainSerializer
 
 MICROS_PER_UNIT = 1_000_000
 QUANTUM = Decimal("0.000001")
@@ -26,3 +30,27 @@ def to_micros(amount: Decimal | float | int | str) -> int:
 def from_micros(micros: int) -> Decimal:
     """The Decimal amount of an integer number of micro-units, with six decimal places."""
     return (Decimal(micros) / MICROS_PER_UNIT).quantize(QUANTUM)
+
+
+def money(amount: Decimal | float | int | str) -> Decimal:
+    """An amount as the ledger would book it: rounded once, half-even, to six decimal places."""
+    return from_micros(to_micros(amount))
+
+
+def money_str(amount: Decimal) -> str:
+    """The canonical wire form of an amount: a decimal string with exactly six places."""
+    return f"{amount.quantize(QUANTUM, rounding=ROUND_HALF_EVEN):f}"
+
+
+Money = Annotated[
+    Decimal,
+    Field(max_digits=18, decimal_places=6, examples=["0.900000"]),
+    PlainSerializer(money_str, return_type=str, when_used="json"),
+]
+"""The one money shape: a Decimal of at most six places in, a six-place string out (``"-0.900000"``).
+
+Every amount the platform books leaves it in this shape: the REST bodies, the orchestration's round
+summary, the demo's ``summary.json`` and the CLI's ``--json``. A request with a seventh decimal
+place is refused (422), never rounded silently; a float computed inside the platform becomes Money
+through :func:`money`.
+"""

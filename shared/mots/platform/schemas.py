@@ -10,17 +10,22 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
+from mots.platform.money import Money as Money
+from mots.platform.money import money_str
 
-Money = Annotated[Decimal, Field(max_digits=18, decimal_places=6)]
 MAX_AMOUNT = Decimal(10**9)
 """Largest amount one call may move or declare (keeps every balance far inside BIGINT micro-units)."""
-PositiveMoney = Annotated[Decimal, Field(gt=0, le=MAX_AMOUNT, max_digits=18, decimal_places=6)]
+PositiveMoney = Annotated[
+    Decimal,
+    Field(gt=0, le=MAX_AMOUNT, max_digits=18, decimal_places=6),
+    PlainSerializer(money_str, return_type=str, when_used="json"),
+]
 MAX_ID = 2**31 - 1
 Id = Annotated[int, Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier")]
 TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -28,6 +33,23 @@ TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0
 
 class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list route: its items, and the cursor of the next page (``null``: the last);
+    see :mod:`mots.platform.paging`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[T] = Field(..., description="at most `limit` items, in the route's order")
+    next: str | None = Field(
+        ...,
+        description="pass as `cursor` for the next page; null on the last page",
+        examples=["YWZ0ZXI6NDI"],
+    )
 
 
 class RoundState(enum.StrEnum):

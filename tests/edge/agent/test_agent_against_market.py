@@ -199,7 +199,7 @@ def test_registration_is_kept_across_restarts(
     assert again == first
     moved = make_agent("pi-04", "tiny", 10, "0.1").ensure_registered()  # node re-labelled
     assert moved.client_id != first.client_id
-    clients = market.operator("GET", "/v1/clients").json()
+    clients = market.operator("GET", "/v1/clients").json()["items"]
     assert sorted(c["type_name"] for c in clients) == ["small", "tiny"]
 
 

@@ -159,8 +159,8 @@ def test_with_token_shares_the_pool_and_switches_the_credential() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         auth.append(request.headers.get("Authorization"))
-        return httpx.Response(200, json=[{"id": 1, "name": "a", "type_name": "small",
-                                          "data_size": 5, "cost": "1"}])  # fmt: skip
+        row = {"id": 1, "name": "a", "type_name": "small", "data_size": 5, "cost": "1"}
+        return httpx.Response(200, json={"items": [row], "next": None})
 
     owner = client(handler, token=None)
     operator = owner.with_token("op")
@@ -178,7 +178,7 @@ def test_deposit_declare_and_wait_for_quote() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/deposits":
             assert request.headers["Idempotency-Key"]
-            assert json.loads(request.content) == {"client_id": 7, "amount": "10"}
+            assert json.loads(request.content) == {"client_id": 7, "amount": "10.000000"}
             return httpx.Response(
                 201, json={"transaction_id": 2, "client_id": 7, "amount": "10", "balance": "10"}
             )
@@ -244,3 +244,22 @@ def test_configuration_is_checked() -> None:
         over = MarketClient.over(http, "t")
         over.close()
         assert not http.is_closed and over.base_url == "http://m"
+
+
+def test_the_client_list_follows_next_to_the_last_page() -> None:
+    """``clients()`` asks for pages until ``next`` is null, passing each ``next`` back unchanged."""
+    row = {"name": "a", "type_name": "small", "data_size": 5, "cost": "1.000000"}
+    pages = {
+        None: {"items": [{"id": 1, **row}, {"id": 2, **row}], "next": "c2"},
+        "c2": {"items": [{"id": 3, **row}], "next": None},
+    }
+    asked: list[tuple[str | None, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        cursor = request.url.params.get("cursor")
+        asked.append((request.url.params.get("limit"), cursor))
+        return httpx.Response(200, json=pages[cursor])
+
+    listed = client(handler).clients(page_size=2)
+    assert [c.id for c in listed] == [1, 2, 3]
+    assert asked == [("2", None), ("2", "c2")]

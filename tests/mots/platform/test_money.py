@@ -7,8 +7,9 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel, ValidationError
 
-from mots.platform.money import from_micros, to_micros
+from mots.platform.money import Money, from_micros, money, to_micros
 
 
 def test_rounding_is_half_even_at_the_micro_unit() -> None:
@@ -31,3 +32,25 @@ def test_non_numbers_are_refused_with_the_field(bad: object) -> None:
 def test_micros_round_trip(micros: int) -> None:
     """from_micros and to_micros are inverse on integers of micro-units."""
     assert to_micros(from_micros(micros)) == micros
+
+
+class _Amount(BaseModel):
+    amount: Money
+
+
+@pytest.mark.parametrize(
+    ("given", "wire"),
+    [("-0.9", "-0.900000"), ("1", "1.000000"), ("0.000001", "0.000001"), ("1E+2", "100.000000")],
+)
+def test_money_leaves_as_a_six_place_string(given: str, wire: str) -> None:
+    """Whatever exponent a Decimal carries, the JSON form has exactly six places."""
+    assert _Amount(amount=Decimal(given)).model_dump(mode="json") == {"amount": wire}
+    assert _Amount.model_validate_json(f'{{"amount": "{wire}"}}').amount == Decimal(given)
+
+
+def test_money_in_refuses_a_seventh_place_and_money_rounds_a_computed_float() -> None:
+    """Input is never rounded silently; a float the platform computed rounds once, as booked."""
+    with pytest.raises(ValidationError, match="decimal places"):
+        _Amount(amount=Decimal("0.1234567"))
+    assert money(-0.9000000000000004) == Decimal("-0.900000")
+    assert money(1.0499999999999972) == Decimal("1.050000")

@@ -7,6 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros, to_micros
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.schemas import (
     ClientOut,
     ClientRegistration,
@@ -90,8 +91,16 @@ def put_node_key(body: NodeKeyIn, client: CurrentClient, factory: SessionFactory
     return out
 
 
-@router.get("/v1/clients", response_model=list[ClientOut])
-def list_clients(_: OperatorDep, factory: SessionFactoryDep) -> list[ClientOut]:
-    """Every registered client (operator only)."""
+@router.get("/v1/clients", response_model=Page[ClientOut])
+def list_clients(
+    _: OperatorDep,
+    factory: SessionFactoryDep,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: Cursor = None,
+) -> Page[ClientOut]:
+    """The registered clients in the order they registered, a page at a time (operator only)."""
+    after = decode_cursor(cursor) or 0
+    query = select(Client).where(Client.id > after).order_by(Client.id).limit(limit + 1)
     with factory() as session:
-        return [_out(c) for c in session.scalars(select(Client).order_by(Client.id))]
+        rows = [_out(c) for c in session.scalars(query)]
+    return page_of(rows, limit, key=lambda c: c.id)

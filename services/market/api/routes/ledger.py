@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros, to_micros
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.schemas import BalanceOut, DepositIn, DepositOut, EntryOut, LedgerCheck
 from mots.platform.transactions import in_transaction
 from services.market import ledger
@@ -24,41 +25,71 @@ from services.market.models import Account, Client, Entry, LedgerTransaction
 router = APIRouter(tags=["ledger"])
 
 
+def _entries(
+    session: Session, client_id: int, account_id: int, limit: int, before: int | None = None
+) -> list[tuple[int, EntryOut]]:
+    """A wallet's newest ``limit`` entries (older than entry ``before`` if given), with their ids."""
+    query = (
+        select(Entry, LedgerTransaction)
+        .join(LedgerTransaction, Entry.transaction_id == LedgerTransaction.id)
+        .where(Entry.account_id == account_id)
+        .order_by(Entry.id.desc())
+        .limit(limit)
+    )
+    if before is not None:
+        query = query.where(Entry.id < before)
+    return [
+        (
+            e.id,
+            EntryOut(
+                transaction_id=t.id,
+                kind=t.kind,
+                account=ledger.wallet_name(client_id),
+                amount=from_micros(e.amount_micros),
+                created_at=t.created_at,
+                round_id=t.round_id,
+            ),
+        )
+        for e, t in session.execute(query).all()
+    ]
+
+
+def _wallet(session: Session, client_id: int) -> Account | None:
+    return session.scalar(select(Account).where(Account.name == ledger.wallet_name(client_id)))
+
+
 @router.get("/v1/me/balance", response_model=BalanceOut)
 def my_balance(
     client: CurrentClient,
     factory: SessionFactoryDep,
     limit: int = Query(100, ge=1, le=1000, description="most recent entries to return"),
 ) -> BalanceOut:
-    """The caller's wallet balance and its most recent ledger entries."""
+    """The caller's wallet balance and its most recent ledger entries (all of them, a page at a
+    time: ``GET /v1/me/entries``)."""
     with factory() as session:
-        acc = session.scalar(select(Account).where(Account.name == ledger.wallet_name(client.id)))
-        rows = (
-            session.execute(
-                select(Entry, LedgerTransaction)
-                .join(LedgerTransaction, Entry.transaction_id == LedgerTransaction.id)
-                .where(Entry.account_id == acc.id)
-                .order_by(Entry.id.desc())
-                .limit(limit)
-            ).all()
-            if acc is not None
-            else []
-        )
+        acc = _wallet(session, client.id)
+        rows = _entries(session, client.id, acc.id, limit) if acc is not None else []
         return BalanceOut(
             client_id=client.id,
             balance=from_micros(acc.balance_micros if acc is not None else 0),
-            entries=[
-                EntryOut(
-                    transaction_id=t.id,
-                    kind=t.kind,
-                    account=ledger.wallet_name(client.id),
-                    amount=from_micros(e.amount_micros),
-                    created_at=t.created_at,
-                    round_id=t.round_id,
-                )
-                for e, t in rows
-            ],
+            entries=[out for _, out in rows],
         )
+
+
+@router.get("/v1/me/entries", response_model=Page[EntryOut])
+def my_entries(
+    client: CurrentClient,
+    factory: SessionFactoryDep,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: Cursor = None,
+) -> Page[EntryOut]:
+    """The caller's wallet entries, newest first, a page at a time."""
+    before = decode_cursor(cursor)
+    with factory() as session:
+        acc = _wallet(session, client.id)
+        rows = _entries(session, client.id, acc.id, limit + 1, before) if acc is not None else []
+    page = page_of(rows, limit, key=lambda r: r[0])
+    return Page[EntryOut](items=[out for _, out in page.items], next=page.next)
 
 
 @router.post("/v1/deposits", status_code=201, response_model=DepositOut)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 
 from mots.platform.contracts import ORCHESTRATION_ADVANCE, send
 from mots.platform.deps import operator
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.schemas import MAX_ID, AdvanceRequest, RoundState
 from services.orchestration.api.schemas import RoundDetail, RoundOut, RoundStarted, TransitionOut
 from services.orchestration.models import Transition
@@ -15,7 +16,6 @@ from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
 from services.orchestration.rounds.sql_store import SqlRoundStore, as_utc
 
 router = APIRouter(tags=["rounds"])
-LIST_LIMIT = 100
 
 
 def _store(request: Request) -> SqlRoundStore:
@@ -64,9 +64,12 @@ def start_round(request: Request) -> RoundStarted:
 
 
 @router.get("/v1/rounds")
-def list_rounds(request: Request) -> list[RoundOut]:
-    """The latest rounds, newest first."""
-    return [_out(r) for r in _store(request).latest(LIST_LIMIT)]
+def list_rounds(
+    request: Request, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[RoundOut]:
+    """The rounds, newest first, a page at a time."""
+    rows = _store(request).latest(limit + 1, before=decode_cursor(cursor))
+    return page_of([_out(r) for r in rows], limit, key=lambda r: r.id)
 
 
 @router.get("/v1/rounds/{round_id}", responses={404: {"description": "no such round"}})

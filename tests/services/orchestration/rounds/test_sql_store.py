@@ -54,6 +54,7 @@ def test_one_round_at_a_time(store: SqlRoundStore) -> None:
     assert store.create() == first + 1
     assert store.load(first + 2) is None
     assert [r.id for r in store.latest(10)] == [first + 1, first]
+    assert [r.id for r in store.latest(10, before=first + 1)] == [first]
 
 
 def test_products_are_validated_on_write_and_read_back_as_models(store: SqlRoundStore) -> None:

@@ -44,7 +44,9 @@ def test_the_round_routes_document_real_fields(api: tuple[TestClient, SqlRoundSt
     ok = "200"
     listed = openapi["paths"]["/v1/rounds"]["get"]["responses"][ok]["content"]["application/json"]
     one = openapi["paths"]["/v1/rounds/{round_id}"]["get"]["responses"][ok]["content"]
-    rnd = _schema(openapi, listed["schema"]["items"])
+    page = _schema(openapi, listed["schema"])
+    assert set(page["properties"]) == {"items", "next"}
+    rnd = _schema(openapi, page["properties"]["items"]["items"])
     detail = _schema(openapi, one["application/json"]["schema"])
     assert {"id", "state", "summary", "training_progress", "quote", "scenario"} <= set(
         rnd["properties"]
@@ -91,8 +93,36 @@ def test_a_round_reads_back_as_the_demo_and_benchmarks_expect(
         ("open", "collecting", "error model: prior"),
         ("collecting", "training", "K=[0, 2] B=[4, 0]"),
     ]
-    (listed,) = client.get("/v1/rounds").json()
+    (listed,) = client.get("/v1/rounds").json()["items"]
     assert "transitions" not in listed and listed["state"] == "training"
     missing = client.get(f"/v1/rounds/{round_id + 1}")
     assert missing.status_code == 404 and "round_id" in missing.json()["detail"]
     assert client.post("/v1/rounds").status_code == 401
+
+
+def test_rounds_are_listed_newest_first_a_page_at_a_time(
+    api: tuple[TestClient, SqlRoundStore],
+) -> None:
+    """``limit`` bounds a page, ``next`` leads to the older rounds and is null on the last page;
+    a limit beyond the bound or a made-up cursor is a 422 naming the query field."""
+    client, store = api
+    ids = []
+    for _ in range(5):
+        ids.append(store.create())
+        store.move(ids[-1], S.OPEN, S.FAILED, "", RoundUpdate())
+        store.move(ids[-1], S.FAILED, S.SETTLED_BY_RULE, "", RoundUpdate())
+    seen, cursor, pages = [], None, 0
+    while True:
+        params: dict[str, Any] = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+        body = client.get("/v1/rounds", params=params).json()
+        assert len(body["items"]) <= 2
+        seen += [r["id"] for r in body["items"]]
+        pages += 1
+        cursor = body["next"]
+        if cursor is None:
+            break
+    assert seen == ids[::-1] and pages == 3
+    too_many = client.get("/v1/rounds", params={"limit": 501})
+    assert too_many.status_code == 422 and "query.limit" in too_many.json()["detail"]
+    forged = client.get("/v1/rounds", params={"cursor": "not-ours"})
+    assert forged.status_code == 422 and "query.cursor" in forged.json()["detail"]

@@ -1,0 +1,59 @@
+"""The market's list routes page with ``limit``/``cursor``/``next``; money leaves as six-place strings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tests.services.market.conftest import OPERATOR
+
+
+def _all_pages(
+    market: TestClient, path: str, headers: dict[str, str], limit: int
+) -> tuple[list[dict[str, Any]], int]:
+    items: list[dict[str, Any]] = []
+    cursor, pages = None, 0
+    while True:
+        params: dict[str, Any] = {"limit": limit} | ({"cursor": cursor} if cursor else {})
+        r = market.get(path, params=params, headers=headers)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert set(body) == {"items", "next"} and len(body["items"]) <= limit
+        items += body["items"]
+        pages += 1
+        cursor = body["next"]
+        if cursor is None:
+            return items, pages
+
+
+def test_clients_page_in_registration_order(
+    market: TestClient, register: Callable[..., dict[str, Any]]
+) -> None:
+    """Five clients at two a page: three pages, each client once, in the order registered."""
+    ids = [register(name=f"c{i}")["id"] for i in range(5)]
+    items, pages = _all_pages(market, "/v1/clients", OPERATOR, limit=2)
+    assert [c["id"] for c in items] == ids and pages == 3
+    assert market.get("/v1/clients", params={"limit": 0}, headers=OPERATOR).status_code == 422
+    r = market.get("/v1/clients", params={"limit": 10_000}, headers=OPERATOR)
+    assert r.status_code == 422 and "query.limit" in r.json()["detail"]
+    r = market.get("/v1/clients", params={"cursor": "YWZ0ZXI6eA"}, headers=OPERATOR)
+    assert r.status_code == 422 and "query.cursor" in r.json()["detail"]
+    assert market.get("/v1/clients").status_code == 401
+
+
+def test_wallet_entries_page_newest_first_with_six_place_amounts(
+    market: TestClient, register: Callable[..., dict[str, Any]], fund: Callable[[int, str], None]
+) -> None:
+    """Three deposits read back newest first over two pages; every amount is a six-place string,
+    and the balance route shows the same money shape."""
+    me = register()
+    for amount in ("1", "2.5", "0.000001"):
+        fund(me["id"], amount)
+    items, pages = _all_pages(market, "/v1/me/entries", me["auth"], limit=2)
+    assert [e["amount"] for e in items] == ["0.000001", "2.500000", "1.000000"] and pages == 2
+    balance = market.get("/v1/me/balance", headers=me["auth"]).json()
+    assert balance["balance"] == "3.500001"
+    assert [e["amount"] for e in balance["entries"]] == [e["amount"] for e in items]
+    assert me["cost"] == "0.500000"
