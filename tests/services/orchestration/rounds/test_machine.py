@@ -50,7 +50,11 @@ def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
     assert s["participants"] == {SMALL: 0, LARGE: 2} and s["buyers"] == {SMALL: 4, LARGE: 0}
     assert (s["price"], s["rewards"]) == ("1.000000", {SMALL: "-0.500000", LARGE: "2.000000"})
     assert (s["epsilon"], s["epsilon_predicted"], s["epsilon_training"]) == (0.68, 0.7, 0.8)
-    assert s["equilibrium"] is True and s["dropped"] == [] and s["settlement"]["payments"] == "4.000000"
+    assert (
+        s["equilibrium"] is True
+        and s["dropped"] == []
+        and s["settlement"]["payments"] == "4.000000"
+    )
     assert list(s["phase_seconds"]) == ["open", "collecting", "training", "evaluating", "settling"]
     assert sum(s["phase_seconds"].values()) == pytest.approx(s["round_seconds"])
     work = s["phase_seconds"]["training"] + s["phase_seconds"]["evaluating"]
