@@ -47,6 +47,11 @@ class RoundOut(BaseModel):
     scenario: Scenario | None = Field(
         ..., description="the priced population and error model: a pricing what-if query's body"
     )
+    deadlines: dict[str, float] | None = Field(
+        None,
+        description="the deadline of each state the round entered (epoch seconds); past it the "
+        "reconciler re-drives the round",
+    )
 
 
 class RoundDetail(RoundOut):

@@ -33,6 +33,7 @@ def _out(rnd: RoundRecord) -> RoundOut:
         training_progress=rnd.training_progress,
         quote=rnd.quote,
         scenario=rnd.scenario,
+        deadlines=rnd.deadlines,
     )
 
 
