@@ -9,15 +9,26 @@ to the platform); a participant that dropped out mid-round forfeits its reward a
 charged, and gets no model. A failed round refunds every buyer. Whatever remains in the round's
 pool afterwards goes to ``platform:surplus``; a shortfall is drawn from ``platform:subsidy``
 (the platform's incentive cost, Problem 1's [Σ K_i r_i − Σ B_i p]⁺).
+
+Authorise-then-capture: the quote the round opened with is the authorisation. The realised terms
+the orchestration service sends are captured within it (:func:`captured_terms`, the rule of
+:mod:`mots.economics.capture`): no participant is paid or charged more than its type's quoted
+reward or charge, no buyer pays more than the quoted price (the difference to a lower realised
+price is refunded), and the subsidy never exceeds the round's budget (payouts are scaled pro rata
+down to it).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from decimal import Decimal
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from mots.economics.capture import capture
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import (
     OpenRoundPayload,
@@ -34,6 +45,52 @@ from services.market.models import Client, Decision, MarketRound, Purchase
 
 class RoundError(ValueError):
     """A round operation that the round's state does not allow."""
+
+
+DEFAULT_SUBSIDY_BUDGET = Decimal(100)
+"""Subsidy cap of a round whose quote names none (``MOTS_ROUND_SUBSIDY_BUDGET``'s default)."""
+
+
+@dataclass(frozen=True)
+class CapturedTerms:
+    """What settlement books, in micro-units: per-type rewards, the buyers' price, the cap."""
+
+    rewards: dict[str, int]
+    price: int
+    budget: int
+    rule: str
+
+
+def captured_terms(
+    quote: OpenRoundPayload,
+    payload: SettlePayload,
+    participants: dict[str, int],
+    buyers: int,
+    default_budget: Decimal,
+) -> CapturedTerms:
+    """The realised terms of ``payload`` captured within ``quote`` and the round's budget.
+
+    ``participants`` counts the participants booked per type, ``buyers`` the paid purchases (all
+    at the quoted price). A type the quote does not name was authorised nothing. Pure: the
+    amounts of :func:`mots.economics.capture.capture` in micro-units (quantum 1).
+    """
+    names = sorted(set(payload.rewards) | set(participants))
+    budget = to_micros(quote.subsidy_budget if quote.subsidy_budget is not None else default_budget)
+    quoted_price = to_micros(quote.price)
+    realised_price = quoted_price if payload.price is None else to_micros(payload.price)
+    k = np.array([participants.get(n, 0) for n in names], dtype=np.float64)
+    c = capture(
+        quoted_price,
+        [to_micros(quote.rewards.get(n, 0)) for n in names],
+        realised_price,
+        [to_micros(payload.rewards.get(n, 0)) for n in names],
+        k,
+        np.array([buyers], dtype=np.float64),
+        budget,
+        quantum=1.0,
+    )
+    rewards = {n: int(x) for n, x in zip(names, c.rewards.tolist(), strict=True)}
+    return CapturedTerms(rewards, int(c.price), budget, c.rule())
 
 
 def population(session: Session) -> Population:
@@ -130,8 +187,11 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
     return decisions(session, round_id)
 
 
-def settle_round(session: Session, payload: SettlePayload) -> SettleResult:
-    """Book the round's rewards, charges, refunds, subsidy and surplus (once per round)."""
+def settle_round(
+    session: Session, payload: SettlePayload, default_budget: Decimal = DEFAULT_SUBSIDY_BUDGET
+) -> SettleResult:
+    """Book the round's rewards, charges, refunds, subsidy and surplus (once per round), with the
+    realised terms captured within the quote and the subsidy budget (:func:`captured_terms`)."""
     rnd = session.get(MarketRound, payload.round_id, with_for_update=True)
     if rnd is None:
         raise RoundError(f"round_id: round {payload.round_id} is not open at the market")
@@ -166,11 +226,20 @@ def settle_round(session: Session, payload: SettlePayload) -> SettleResult:
         ledger.transfer(session, "consolidate", shard, pool, held[shard], rid)
 
     payments = sum(p.price_micros for p in purchases)
+    booked = [cid for cid in sorted(payload.participants) if cid not in dropped and cid in clients]
+    counts: dict[str, int] = {}
+    for cid in booked:
+        counts[clients[cid].type_name] = counts.get(clients[cid].type_name, 0) + 1
+    terms = captured_terms(
+        stored_quote(rnd),
+        payload,
+        counts,
+        0 if payload.refund_buyers else len(purchases),
+        default_budget,
+    )
     paid = charged = refunds = 0
-    for cid in sorted(payload.participants):
-        if cid in dropped or cid not in clients:
-            continue
-        reward = to_micros(payload.rewards[clients[cid].type_name])
+    for cid in booked:
+        reward = terms.rewards[clients[cid].type_name]
         kind = "reward" if reward > 0 else "charge"
         ledger.transfer(session, kind, pool, wallets[cid], reward, rid, cid)
         if reward > 0:
@@ -181,13 +250,11 @@ def settle_round(session: Session, payload: SettlePayload) -> SettleResult:
         select(Decision).where(Decision.round_id == rid, Decision.client_id.in_(dropped))
     ):
         d.dropped = True
-    if payload.refund_buyers:
-        for p in purchases:
-            ledger.transfer(
-                session, "refund", pool, wallets[p.client_id], p.price_micros, rid, p.client_id
-            )
-            p.refunded = True
-            refunds += p.price_micros
+    for p in purchases:  # a failed round refunds all; a lower realised price, the difference
+        back = p.price_micros if payload.refund_buyers else max(0, p.price_micros - terms.price)
+        ledger.transfer(session, "refund", pool, wallets[p.client_id], back, rid, p.client_id)
+        refunds += back
+        p.refunded = p.refunded or payload.refund_buyers
     balance = ledger.lock_accounts(session, [pool])[pool]
     top_up = max(0, -balance)
     left = max(0, balance)
@@ -201,6 +268,10 @@ def settle_round(session: Session, payload: SettlePayload) -> SettleResult:
         subsidy=from_micros(top_up),
         surplus=from_micros(left),
         refunds=from_micros(refunds),
+        subsidy_budget=from_micros(terms.budget),
+        captured_price=None if payload.refund_buyers else from_micros(terms.price),
+        captured_rewards={n: from_micros(r) for n, r in terms.rewards.items()},
+        capture_rule=terms.rule,
     )
     rnd.state = "refunded" if payload.refund_buyers else "settled"
     rnd.settlement_json = result.model_dump_json()

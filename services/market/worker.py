@@ -75,7 +75,9 @@ def close_round(ref: RoundRef) -> RoundDecisions:
 @MARKET_SETTLE_ROUND.handler(app)
 def settle_round(payload: SettlePayload) -> SettleResult:
     """Book the round's rewards, charges, refunds, subsidy and surplus (idempotent)."""
-    return in_transaction(_sessions, lambda s: rounds.settle_round(s, payload))
+    return in_transaction(
+        _sessions, lambda s: rounds.settle_round(s, payload, settings.round_subsidy_budget)
+    )
 
 
 @MARKET_PUBLISH.handler(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import lru_cache
 
 from pydantic import Field
@@ -32,6 +33,13 @@ class Settings(PlatformSettings):
         le=16,
         description="purchase batches booked at once (each its own transaction, pool shard and,"
         " on PostgreSQL, connection); unset: 2 on PostgreSQL, 1 on SQLite",
+    )
+    round_subsidy_budget: Decimal = Field(
+        Decimal(100),
+        ge=0,
+        le=10**9,
+        description="most the platform subsidises one round (Σ payouts − Σ charges − Σ payments)"
+        " when the round's quote names no budget of its own; payouts beyond it are scaled down",
     )
     artifact_root: str = Field(
         "out/platform/artifacts",

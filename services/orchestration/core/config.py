@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -38,6 +39,20 @@ class Settings(PlatformSettings):
     prior_error_model: dict[str, float] = Field(
         default_factory=lambda: dict(CALIBRATED_PRIOR),
         description="ε0, dγ², σ² used until the evaluation service has measured enough rounds",
+    )
+    round_subsidy_budget: Decimal = Field(
+        Decimal(100),
+        ge=0,
+        le=10**9,
+        description="most the platform subsidises one round (currency units); a round's payouts"
+        " beyond it are scaled down pro rata at settlement (POST /v1/rounds may set its own)",
+    )
+    subsidy_alert_share: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="share of its budget a round's subsidy may use before the Prometheus rule"
+        " MotsRoundSubsidyNearBudget fires (exported as mots_round_subsidy_alert_share)",
     )
     collect_timeout_s: float = Field(
         60.0, gt=0, description="longest a round waits for decisions; the silent abstain"

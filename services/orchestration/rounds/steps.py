@@ -117,6 +117,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             epsilon=quote.epsilon,
             welfare=quote.welfare,
             incentive_cost=_money(quote.incentive_cost),
+            subsidy_budget=ports.settings.round_subsidy_budget,
         )
     )
     update = RoundUpdate(
@@ -243,13 +244,15 @@ def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 
 
 def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
-    """Book the money at the realised state (dropouts forfeit) and publish the model."""
+    """Book the money at the realised state (dropouts forfeit) and publish the model; the market
+    captures the realised terms within the quote and the round's subsidy budget."""
     terms = _product(rnd.terms, "terms", rnd)
     training = _product(rnd.training, "training", rnd)
     decisions = _product(rnd.decisions, "decisions", rnd)
     payload = SettlePayload(
         round_id=rnd.id,
         rewards={n: _money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
+        price=None if terms.price is None else _money(terms.price),
         participants=sorted(c for ids in decisions.participants.values() for c in ids),
         dropped=sorted({*training.dropped, *training.failed_verification}),
         artifact_path=training.artifact_path,

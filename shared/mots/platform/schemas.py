@@ -380,6 +380,12 @@ class OpenRoundPayload(_Schema):
     epsilon: float
     welfare: float
     incentive_cost: Money
+    subsidy_budget: Money | None = Field(
+        None,
+        ge=0,
+        le=MAX_AMOUNT,
+        description="most the platform may subsidise this round (None: the market's default)",
+    )
 
 
 class RoundDecisions(_Schema):
@@ -397,11 +403,15 @@ class SettlePayload(_Schema):
     """What the market books at settlement: rewards to the participants that completed training.
 
     ``dropped`` participants forfeit their reward and are not charged (the drop-out rule);
-    ``refund_buyers`` returns every buyer's payment (a failed round).
+    ``refund_buyers`` returns every buyer's payment (a failed round). The realised terms are
+    captured within the round's quote and subsidy budget (:mod:`mots.economics.capture`).
     """
 
     round_id: int
     rewards: dict[str, Money] = Field(..., description="r_i per type at the realised state")
+    price: Money | None = Field(
+        None, description="p at the realised state (None: buyers pay the quoted price)"
+    )
     participants: list[int] = Field(..., description="client ids paid or charged r_i")
     dropped: list[int] = Field(default_factory=list)
     refund_buyers: bool = False
@@ -419,6 +429,12 @@ class SettleResult(_Schema):
     subsidy: Money
     surplus: Money
     refunds: Money
+    subsidy_budget: Money | None = Field(None, description="the round's cap on the subsidy")
+    captured_price: Money | None = Field(None, description="what each paid buyer was charged")
+    captured_rewards: dict[str, Money] = Field(
+        default_factory=dict, description="r_i per type as booked: within the quote and budget"
+    )
+    capture_rule: str | None = Field(None, description="the stated capture rule that applied")
 
 
 class EvaluationRequest(_Schema):

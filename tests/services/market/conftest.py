@@ -19,7 +19,10 @@ OPERATOR = {"Authorization": "Bearer dev-operator-token"}
 
 
 def open_round_payload(
-    round_id: int = 1, price: str = "2.5", rewards: dict[str, str] | None = None
+    round_id: int = 1,
+    price: str = "2.5",
+    rewards: dict[str, str] | None = None,
+    subsidy_budget: str | None = None,
 ) -> OpenRoundPayload:
     """A quote as the orchestration service would publish it."""
     rewards = rewards or {"small": "-1.25", "large": "4.0"}
@@ -33,6 +36,7 @@ def open_round_payload(
         epsilon=0.6,
         welfare=10.0,
         incentive_cost=Decimal(0),
+        subsidy_budget=None if subsidy_budget is None else Decimal(subsidy_budget),
     )
 
 
