@@ -8,6 +8,8 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)
 [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] || need_apt+=(dataset-fashion-mnist)
 command -v pg_ctlcluster >/dev/null 2>&1 || need_apt+=(postgresql)
+# headless browser of tests/services/test_docs_browser.py (/docs and /redoc rendered offline)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "ensure_system: installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -38,4 +40,4 @@ for _ in $(seq 1 30); do
 done
 listening 6379 || { echo "ensure_system: Redis did not come up" >&2; exit 1; }
 listening 5432 || { echo "ensure_system: PostgreSQL did not come up" >&2; exit 1; }
-echo "ensure_system: Redis, PostgreSQL, Prometheus binary and Fashion-MNIST are ready"
+echo "ensure_system: Redis, PostgreSQL, Prometheus binary, Chromium and Fashion-MNIST are ready"

@@ -4,7 +4,10 @@ Each service's ``main.py`` has a ``create_app(settings=None)`` that builds its o
 engines, batchers, the Celery client) and hands them to :func:`service_app`, which adds what every
 service has: title, summary and API version, the migrations run at start, the service's own
 start/stop work, its routers, errors as RFC 9457 problem details with strict JSON bodies
-(:mod:`mots.platform.problems`), HTTP metrics (``/metrics``) and the liveness route (``/healthz``).
+(:mod:`mots.platform.problems`), HTTP metrics (``/metrics``), the liveness route (``/healthz``) and
+the API documentation, Swagger UI at ``/docs`` and ReDoc at ``/redoc``, whose scripts and styles
+are served from the assets the ``fastapi-offline`` package ships (``/static-offline-docs``): the
+pages load with no internet, on a Pi's network as on a laptop.
 uvicorn calls the factory when the process starts::
 
     uvicorn --factory services.<service>.main:create_app --host 0.0.0.0 --port 8000
@@ -20,6 +23,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from mots.platform.metrics import install_http_metrics
 from mots.platform.problems import PROBLEM_RESPONSES, install_problem_handlers
@@ -70,7 +74,7 @@ def service_app(
         async with lifespan(app):
             yield
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title=f"MoTS {service}",
         version=API_VERSION,
         summary=summary,

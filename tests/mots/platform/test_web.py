@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -143,3 +144,19 @@ def test_importing_a_service_builds_no_app() -> None:
     for module in (market_main, orchestration_main, pricing_main):
         assert callable(module.create_app)
         assert not hasattr(module, "app"), module.__name__
+
+
+def test_docs_pages_load_their_assets_from_the_service_itself() -> None:
+    """Swagger UI and ReDoc reference no other host: their scripts and styles are served from the
+    assets fastapi-offline ships (the browser test renders them with the network cut off)."""
+    app = service_app("demo", "A demonstration.", PlatformSettings(), [_router("/v1/a")])
+    with TestClient(app) as client:
+        for page in ("/docs", "/redoc"):
+            html = client.get(page).text
+            assert "http://" not in html and "https://" not in html, page
+            assets = re.findall(r'(?:src|href)="(/static-offline-docs/[^"]+)"', html)
+            assert assets, page
+            for asset in assets:
+                got = client.get(asset)
+                assert got.status_code == 200 and len(got.content) > 100, asset
+        assert "/docs" not in app.openapi()["paths"]
