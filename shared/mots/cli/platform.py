@@ -6,11 +6,15 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
-PIDFILE = Path("out/platform/pids.json")
+from mots.client.config import DEFAULT_WORKDIR, ENDPOINTS_FILE
+
+PIDS_FILE = "pids.json"
+SERVICE_NAMES = ("market", "pricing", "orchestration")
 FIXED_PORTS = {
     "market": 8101,
     "pricing": 8102,
@@ -63,57 +67,163 @@ def demo(out_dir: Path, n_nodes: int, trainer: str, train_rounds: int) -> None:
 
 @click.group("platform")
 def platform() -> None:
-    """Run the four services locally (foreground)."""
+    """Run the four services locally (foreground) and stop them from anywhere.
+
+    \b
+    Example:
+      mots platform up --workdir /tmp/mots     # prints every URL and the operator token
+      mots platform down --workdir /tmp/mots   # from any folder
+    """
+
+
+WORKDIR_OPTION = click.option(
+    "--workdir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="MOTS_WORKDIR",
+    default=DEFAULT_WORKDIR,
+    show_default=True,
+    help="the platform's folder: databases, logs, pids.json and endpoints.json (env MOTS_WORKDIR)",
+)
 
 
 @platform.command("up")
-@click.option(
-    "--workdir", type=click.Path(path_type=Path), default=Path("out/platform"), show_default=True
-)
+@WORKDIR_OPTION
 @click.option("--prometheus/--no-prometheus", default=True, show_default=True)
-def up(workdir: Path, prometheus: bool) -> None:
-    """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all."""
+@click.option(
+    "--free-ports",
+    is_flag=True,
+    help="any free ports instead of the fixed ones monitoring/prometheus.yml scrapes "
+    "(several platforms on one machine)",
+)
+def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
+    """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all.
+
+    Prints every service's URL, Prometheus's and the operator token, and writes them to
+    WORKDIR/endpoints.json, which `mots market` and `mots rounds` read by default.
+
+    \b
+    Example:
+      mots platform up --workdir /tmp/mots &
+      mots market --workdir /tmp/mots quote
+    """
     from mots.local.demo import start_redis
     from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm
+    from mots.platform.settings import PlatformSettings
 
     exit_on_sigterm()
+    workdir = workdir.resolve()
+    if _alive(workdir):
+        raise click.ClickException(
+            f"{workdir / PIDS_FILE}: a platform is already running there "
+            f"(`mots platform down --workdir {workdir}` stops it)"
+        )
+    token = PlatformSettings().operator_token.get_secret_value()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     redis_url, redis_proc = start_redis(workdir)
-    stack = Stack(workdir=workdir, redis_url=redis_url, ports=dict(FIXED_PORTS))
-    stack.start(timeout_s=180)
+    stack = Stack(
+        workdir=workdir, redis_url=redis_url, ports={} if free_ports else dict(FIXED_PORTS)
+    )
+    died: list[str] = []
     try:
-        urls = {s: stack.url(s) for s in ("market", "pricing", "orchestration")}
-        if prometheus and Path(PROMETHEUS_BINARY).exists():
-            urls["prometheus"] = stack.start_prometheus(interval="5s")
+        stack.start(timeout_s=180)
+        urls: dict[str, str | None] = {s: stack.url(s) for s in SERVICE_NAMES}
+        urls["prometheus"] = (
+            stack.start_prometheus(interval="5s")
+            if prometheus and Path(PROMETHEUS_BINARY).exists()
+            else None
+        )
         pids = [p.popen.pid for p in stack.processes] + ([redis_proc.pid] if redis_proc else [])
-        PIDFILE.parent.mkdir(parents=True, exist_ok=True)
-        PIDFILE.write_text(json.dumps({"pids": pids, "urls": urls}))
-        for name, url in urls.items():
-            click.echo(f"{name:<14} {url}")
-        click.echo("Ctrl-C (or `mots platform down`) stops everything.")
+        endpoints = {**urls, "operator_token": token}
+        _write_json(workdir / PIDS_FILE, {"pid": os.getpid(), "pids": pids, "urls": urls})
+        _write_json(workdir / ENDPOINTS_FILE, endpoints)
+        for name, url in endpoints.items():
+            click.echo(f"{name:<15} {url if url is not None else '-'}")
+        click.echo(f"endpoints       {workdir / ENDPOINTS_FILE}")
+        click.echo(f"Ctrl-C (or `mots platform down --workdir {workdir}`) stops everything.")
         while all(p.popen.poll() is None for p in stack.processes):
             time.sleep(1)
-    except KeyboardInterrupt:
+        died = [p.name for p in stack.processes if p.popen.poll() is not None]
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM from `mots platform down`
         pass
     finally:
         stack.stop()
         if redis_proc is not None:
             redis_proc.terminate()
             redis_proc.wait(timeout=10)
-        PIDFILE.unlink(missing_ok=True)
+        (workdir / PIDS_FILE).unlink(missing_ok=True)
+        (workdir / ENDPOINTS_FILE).unlink(missing_ok=True)
+    if died:
+        raise click.ClickException(
+            f"{', '.join(died)} exited, so the platform stopped (logs: {workdir / 'logs'})"
+        )
 
 
 @platform.command("down")
-def down() -> None:
-    """Stop the processes a running `mots platform up` started."""
-    if not PIDFILE.exists():
-        raise click.ClickException(f"{PIDFILE}: no running platform recorded")
-    for pid in json.loads(PIDFILE.read_text())["pids"]:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-    click.echo("sent SIGTERM to every process group of the platform")
+@WORKDIR_OPTION
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(1, 600),
+    default=60,
+    show_default=True,
+    help="seconds to wait for an orderly stop before killing the process groups",
+)
+def down(workdir: Path, timeout_s: float) -> None:
+    """Stop the platform a `mots platform up --workdir WORKDIR` started, from any folder.
+
+    \b
+    Example:
+      mots platform down --workdir /tmp/mots
+    """
+    pidfile = workdir.resolve() / PIDS_FILE
+    try:
+        recorded = json.loads(pidfile.read_text())
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"{pidfile}: no running platform recorded ({exc})") from exc
+    leader = recorded.get("pid")
+    if isinstance(leader, int) and _signal(leader, signal.SIGTERM):
+        deadline = time.monotonic() + timeout_s
+        while pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    if pidfile.exists():  # the `up` process is gone or stuck: stop its children's groups
+        for pid in recorded.get("pids", []):
+            _signal(pid, signal.SIGKILL, group=True)
+        pidfile.unlink(missing_ok=True)
+        (workdir.resolve() / ENDPOINTS_FILE).unlink(missing_ok=True)
+    click.echo(f"stopped the platform of {workdir.resolve()}")
+
+
+def _signal(pid: int, sig: int, *, group: bool = False) -> bool:
+    """Send ``sig`` to a process (or its group); False when it no longer exists."""
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _alive(workdir: Path) -> bool:
+    """True when WORKDIR's pids.json names an `up` process that still runs."""
+    try:
+        leader = json.loads((workdir / PIDS_FILE).read_text()).get("pid")
+    except (OSError, ValueError):
+        return False
+    if not isinstance(leader, int):
+        return False
+    try:
+        os.kill(leader, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _write_json(path: Path, data: Mapping[str, object]) -> None:
+    """Write ``data`` atomically (readers never see half a file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
 
 
 commands: list[click.Command] = [demo, platform]

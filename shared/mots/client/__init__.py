@@ -12,24 +12,32 @@
         mine.buy(quote.round_id)
 
 Used by the edge agent (:mod:`edge.agent`), the platform's simulated clients
-(:mod:`mots.local.agents`) and the ``mots market`` command line.
+(:mod:`mots.local.agents`) and the ``mots market`` / ``mots rounds`` command lines;
+:class:`RoundsClient` reads and opens rounds on the orchestration API.
 """
 
 from mots.client.decision import ClientFacts, draw_place, respond, targets_for, terms_for, tie_draw
 from mots.client.market import (
     DownloadedModel,
+    LoadedModel,
     MarketClient,
     MarketError,
     ModelIntegrityError,
     new_idempotency_key,
 )
+from mots.client.rounds import FedAvgProgress, OrchestrationError, RoundsClient, RoundView
 
 __all__ = [
     "ClientFacts",
     "DownloadedModel",
+    "FedAvgProgress",
+    "LoadedModel",
     "MarketClient",
     "MarketError",
     "ModelIntegrityError",
+    "OrchestrationError",
+    "RoundView",
+    "RoundsClient",
     "draw_place",
     "new_idempotency_key",
     "respond",

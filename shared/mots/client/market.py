@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from mots.client.model_file import load_payload, write_sidecar
 from mots.platform.schemas import (
     BalanceOut,
     ClientOut,
@@ -36,6 +37,7 @@ from mots.platform.schemas import (
     DepositIn,
     DepositOut,
     LedgerCheck,
+    ModelInfo,
     NodeKeyIn,
     NodeKeyOut,
     Page,
@@ -86,6 +88,18 @@ class DownloadedModel:
     path: Path
     sha256: str
     size: int
+    metadata_path: Path | None = None
+    """``mots-round-N.json`` beside the file: the market's :class:`ModelInfo` (None when the
+    market did not answer it)."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A downloaded, verified model loaded with torch: its weights and the trainer's metadata."""
+
+    file: DownloadedModel
+    state_dict: dict[str, Any]
+    metadata: dict[str, Any]
 
 
 def new_idempotency_key() -> str:
@@ -341,9 +355,12 @@ class MarketClient:
         """``GET /v1/me/balance``: the wallet's balance and its ``limit`` latest ledger entries."""
         return self._call(BalanceOut, "GET", "/v1/me/balance", params={"limit": limit})
 
-    def download_model(self, round_id: int, dest: str | os.PathLike[str]) -> DownloadedModel:
+    def download_model(
+        self, round_id: int, dest: str | os.PathLike[str], *, metadata: bool = True
+    ) -> DownloadedModel:
         """``GET /v1/rounds/{id}/model`` into the file ``dest``, its SHA-256 checked against the
-        digest the market publishes (``X-Model-SHA256``).
+        digest the market publishes (``X-Model-SHA256``); with ``metadata``, the market's
+        :class:`ModelInfo` is saved beside it as ``<dest stem>.json`` (readable without torch).
 
         The bytes land in ``dest`` only once they match; a mismatch raises
         :class:`ModelIntegrityError` and leaves no file.
@@ -378,7 +395,27 @@ class MarketClient:
                 url,
             )
         partial.replace(path)
-        return DownloadedModel(round_id, path, got, size)
+        sidecar = None
+        if metadata:
+            info = self.model_info(round_id)
+            if info is not None and info.sha256.lower() == got:
+                sidecar = write_sidecar(path, {**info.model_dump(mode="json"), "file": path.name})
+        return DownloadedModel(round_id, path, got, size, sidecar)
+
+    def model_info(self, round_id: int) -> ModelInfo | None:
+        """``GET /v1/rounds/{id}/model/info``: the model's SHA-256, size, coalition, ε and
+        metadata, without downloading it (None from a market that does not serve it)."""
+        return self._maybe(ModelInfo, "GET", f"/v1/rounds/{round_id}/model/info")
+
+    def load_model(self, round_id: int, dest: str | os.PathLike[str]) -> LoadedModel:
+        """Download round ``round_id``'s model into ``dest`` (SHA-256 checked, metadata beside it)
+        and load it with torch (``weights_only``): one call from the market to the weights.
+
+        ``mots.training.artifacts.load_model(path)`` builds the ``torch.nn.Module`` from the file.
+        """
+        got = self.download_model(round_id, dest)
+        payload = load_payload(got.path)
+        return LoadedModel(got, dict(payload["state_dict"]), dict(payload["metadata"]))
 
     # ------------------------------------------------------------------ the operator's calls
 

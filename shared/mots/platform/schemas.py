@@ -210,6 +210,22 @@ class BalanceOut(_Schema):
     entries: list[EntryOut]
 
 
+class ModelInfo(_Schema):
+    """A published round's model file: its digest, size and the metadata written beside it
+    (``GET /v1/rounds/{id}/model/info``; the client saves it as ``mots-round-N.json``)."""
+
+    round_id: int = Field(..., description="the market round that produced the model")
+    file: str = Field(..., description="the file name a download gets: mots-round-N.pt")
+    sha256: str = Field(..., description="hex SHA-256 of the file, as X-Model-SHA256 sends it")
+    size: int = Field(..., description="bytes")
+    format: str | None = Field(..., description="the file's format tag (mots-model/1)")
+    participants: list[int] | None = Field(..., description="the coalition K: trainers per type")
+    epsilon: float | None = Field(..., description="the training's test loss ε of the model")
+    metadata: dict[str, Any] = Field(
+        ..., description="everything the trainer recorded (data set, model, FedAvg rounds, …)"
+    )
+
+
 class LedgerCheck(_Schema):
     """The ledger's invariants: every transaction sums to zero; balances equal their entries."""
 

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from mots.client import MarketClient, MarketError, ModelIntegrityError
+from mots.client.model_file import read_model_info
 from mots.platform.schemas import ClientRegistration, RoundState, Strategy
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -206,22 +207,46 @@ def test_unexpected_answers_are_market_errors() -> None:
 
 
 def test_download_checks_the_published_digest(tmp_path: Path) -> None:
-    """The model is kept when its SHA-256 matches X-Model-SHA256, and refused (no file) when not."""
+    """The model is kept when its SHA-256 matches X-Model-SHA256, and refused (no file) when not;
+    the market's metadata lands beside a kept model as <stem>.json."""
     blob = b"model bytes" * 1000
     digest = hashlib.sha256(blob).hexdigest()
     published = {"sha": digest}
+    info = {
+        "round_id": 4, "file": "mots-round-4.pt", "sha256": digest, "size": len(blob),
+        "format": "mots-model/1", "participants": [0, 2], "epsilon": 0.6,
+        "metadata": {"dataset": "fashion-mnist"},
+    }  # fmt: skip
 
     def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/rounds/4/model/info":
+            return httpx.Response(200, json=info)
         assert request.url.path == "/v1/rounds/4/model"
         return httpx.Response(200, content=blob, headers={"X-Model-SHA256": published["sha"]})
 
     got = client(handler).download_model(4, tmp_path / "m.pt")
     assert (got.sha256, got.size) == (digest, len(blob))
     assert (tmp_path / "m.pt").read_bytes() == blob
+    assert got.metadata_path == tmp_path / "m.json"
+    assert read_model_info(tmp_path / "m.pt") == {**info, "file": "m.pt"}
     published["sha"] = "0" * 64
     with pytest.raises(ModelIntegrityError, match="SHA-256"):
         client(handler).download_model(4, tmp_path / "bad.pt")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.pt"]
+
+
+def test_download_from_a_market_without_model_info_writes_no_sidecar(tmp_path: Path) -> None:
+    """An older market (404 on /model/info) still serves the verified model, with no .json."""
+    blob = b"weights"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/info"):
+            return httpx.Response(404, json={"detail": "Not Found"})
+        sha = hashlib.sha256(blob).hexdigest()
+        return httpx.Response(200, content=blob, headers={"X-Model-SHA256": sha})
+
+    got = client(handler).download_model(4, tmp_path / "m.pt")
+    assert got.metadata_path is None and [p.name for p in tmp_path.iterdir()] == ["m.pt"]
 
 
 def test_download_refusal_carries_the_detail(tmp_path: Path) -> None:

@@ -2,27 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
+from mots.platform.schemas import ModelInfo
 from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep, SettingsDep
 from services.market.models import Decision, MarketRound, Purchase
 
 router = APIRouter(tags=["models"])
 
 
-@router.get(
-    "/v1/rounds/{round_id}/model",
-    response_class=FileResponse,
-    responses={403: {"description": "not entitled"}, 409: {"description": "not published yet"}},
-)
-def download(
-    round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
-) -> FileResponse:
-    """The round's model artifact, if the caller trained it (and did not drop out) or bought it."""
+def _entitled_artifact(
+    round_id: int, client_id: int, factory: SessionFactoryDep, settings: SettingsDep
+) -> tuple[Path, str]:
+    """The published artifact's path and SHA-256, if ``client_id`` trained it (and did not drop
+    out) or bought it; else the refusal (404, 409, 403, 410)."""
     with factory() as session:
         rnd = session.get(MarketRound, round_id)
         if rnd is None:
@@ -37,7 +36,7 @@ def download(
         joined = session.scalar(
             select(Decision.id).where(
                 Decision.round_id == round_id,
-                Decision.client_id == client.id,
+                Decision.client_id == client_id,
                 Decision.strategy == "join",
                 Decision.dropped.is_(False),
             )
@@ -45,22 +44,70 @@ def download(
         bought = session.scalar(
             select(Purchase.id).where(
                 Purchase.round_id == round_id,
-                Purchase.client_id == client.id,
+                Purchase.client_id == client_id,
                 Purchase.refunded.is_(False),
             )
         )
         if joined is None and bought is None:
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,
-                f"round_id: client {client.id} neither trained nor bought round {round_id}'s model",
+                f"round_id: client {client_id} neither trained nor bought round {round_id}'s model",
             )
         path = Path(rnd.artifact_path).resolve()
         root = Path(settings.artifact_root).resolve()
         if not path.is_file() or not path.is_relative_to(root):
             raise HTTPException(status.HTTP_410_GONE, "the model artifact is no longer available")
-        return FileResponse(
-            path,
-            media_type="application/octet-stream",
-            filename=f"mots-round-{round_id}{path.suffix}",
-            headers={"X-Model-SHA256": rnd.artifact_sha256 or ""},
-        )
+        return path, rnd.artifact_sha256 or ""
+
+
+ENTITLEMENT_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: {"description": "not entitled"},
+    409: {"description": "not published yet"},
+    410: {"description": "the artifact is gone"},
+}
+
+
+@router.get(
+    "/v1/rounds/{round_id}/model",
+    response_class=FileResponse,
+    responses=ENTITLEMENT_ERRORS,
+)
+def download(
+    round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
+) -> FileResponse:
+    """The round's model artifact, if the caller trained it (and did not drop out) or bought it."""
+    path, digest = _entitled_artifact(round_id, client.id, factory, settings)
+    return FileResponse(
+        path,
+        media_type="application/octet-stream",
+        filename=f"mots-round-{round_id}{path.suffix}",
+        headers={"X-Model-SHA256": digest},
+    )
+
+
+@router.get("/v1/rounds/{round_id}/model/info", responses=ENTITLEMENT_ERRORS)
+def model_info(
+    round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
+) -> ModelInfo:
+    """The round's model file: SHA-256, size, coalition, ε and the trainer's metadata (the JSON
+    written beside the artifact), for those who may download it; readable without torch."""
+    path, digest = _entitled_artifact(round_id, client.id, factory, settings)
+    try:
+        meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = {}
+    if not isinstance(meta, dict):
+        meta = {}
+    meta = {k: v for k, v in meta.items() if k not in ("file", "sha256")}
+    participants = meta.get("participants")
+    epsilon = meta.get("epsilon")
+    return ModelInfo(
+        round_id=round_id,
+        file=f"mots-round-{round_id}{path.suffix}",
+        sha256=digest,
+        size=path.stat().st_size,
+        format=meta.get("format"),
+        participants=[int(k) for k in participants] if isinstance(participants, list) else None,
+        epsilon=float(epsilon) if isinstance(epsilon, int | float) else None,
+        metadata=meta,
+    )

@@ -1,0 +1,120 @@
+"""`mots market …` and `mots rounds …`: the market's buyers, participants and operator on the
+command line, over the client SDK (:mod:`mots.client`).
+
+Every command takes the connection options (flags > environment > profile > the
+``endpoints.json`` of `mots platform up`; see :mod:`mots.client.config`) and ``--json``. A refusal
+prints the service's problem detail on one line and exits 1; a usage or configuration error
+exits 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import BaseModel
+
+from mots.client.config import ClientConfig, ConfigError, resolve
+from mots.client.market import MarketClient, MarketError
+from mots.client.rounds import RoundsClient
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Session:
+    """One command's resolved configuration and output mode."""
+
+    config: ClientConfig
+    as_json: bool
+
+    def market(self, *, operator: bool = False) -> MarketClient:
+        """A market client with this client's token (or the operator's)."""
+        url = self.config.require("market_url")
+        return MarketClient(url, self.config.require("operator_token" if operator else "token"))
+
+    def anonymous_market(self) -> MarketClient:
+        """A market client without a token (registration)."""
+        return MarketClient(self.config.require("market_url"))
+
+    def rounds(self, *, operator: bool = False) -> RoundsClient:
+        """An orchestration client: the operator's token, else this client's."""
+        url = self.config.require("orchestration_url")
+        if operator:
+            return RoundsClient(url, self.config.require("operator_token"))
+        return RoundsClient(url, self.config.operator_token or self.config.token)
+
+    def emit(self, data: BaseModel | Sequence[BaseModel] | dict[str, Any], human: str) -> None:
+        """Print ``data`` as JSON under ``--json``, else the ``human`` text."""
+        if not self.as_json:
+            click.echo(human)
+        elif isinstance(data, BaseModel):
+            click.echo(data.model_dump_json(indent=1, by_alias=True))
+        elif isinstance(data, dict):
+            click.echo(json.dumps(data, indent=1, default=str))
+        else:
+            click.echo(
+                json.dumps([d.model_dump(mode="json", by_alias=True) for d in data], indent=1)
+            )
+
+
+def connection(command: F) -> F:
+    """Add the connection options and ``--json``; pass a :class:`Session` as ``session``; turn
+    the SDK's errors into one-line messages (exit 1) and configuration errors into usage errors."""
+    options = [
+        click.option("--market-url", help="the market API (env MOTS_MARKET_URL)"),
+        click.option("--orchestration-url", help="the round API (env MOTS_ORCHESTRATION_URL)"),
+        click.option("--token", help="this client's bearer token (env MOTS_TOKEN)"),
+        click.option("--operator-token", help="the operator's token (env MOTS_OPERATOR_TOKEN)"),
+        click.option(
+            "--profile", help="a profile of ~/.config/mots/profiles.toml (env MOTS_PROFILE)"
+        ),
+        click.option(
+            "--workdir",
+            type=click.Path(path_type=Path, file_okay=False),
+            help="the folder of `mots platform up`'s endpoints.json (env MOTS_WORKDIR; "
+            "default out/platform)",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="print the answer as JSON"),
+    ]
+
+    @functools.wraps(command)
+    def run(**kw: Any) -> Any:
+        flags = {
+            k: kw.pop(k) for k in ("market_url", "orchestration_url", "token", "operator_token")
+        }
+        profile, workdir, as_json = kw.pop("profile"), kw.pop("workdir"), kw.pop("as_json")
+        try:
+            config = resolve(flags, profile=profile, workdir=workdir)
+            return command(session=Session(config, as_json), **kw)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from exc
+        except MarketError as exc:
+            status = "unreachable" if exc.status is None else str(exc.status)
+            where = f" ({exc.method} {exc.path})" if exc.method else ""
+            raise click.ClickException(f"{status}: {exc.detail}{where}") from exc
+
+    wrapped: Any = run
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped  # type: ignore[no-any-return]
+
+
+def table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
+    """Plain aligned columns (fits 80 columns for the short values these commands show)."""
+    cells = [[str(c) for c in header], *[[("-" if c is None else str(c)) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+def money(value: Decimal | float | None) -> str:
+    """An amount with six places, as the ledger books it."""
+    return "-" if value is None else f"{Decimal(str(value)):.6f}"

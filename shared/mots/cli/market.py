@@ -1,0 +1,362 @@
+"""`mots market …`: register, read the quote, declare, buy, balance and ledger, download and
+inspect a model; the operator's deposits, client list and ledger check."""
+
+from __future__ import annotations
+
+import json
+import time
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import click
+
+from mots.cli.client import Session, connection, money, table
+from mots.client.market import MarketClient
+from mots.client.model_file import ModelFileError, read_model_info
+from mots.platform.schemas import ClientRegistration, QuoteOut, Strategy
+
+
+def _amount(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Decimal | None:
+    """A decimal amount as typed (no float rounding); bad text is a usage error."""
+    if value is None:
+        return None
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        raise click.BadParameter(f"{value!r} is not a decimal amount") from None
+    if not amount.is_finite():
+        raise click.BadParameter(f"{value!r} is not a finite amount")
+    return amount
+
+
+@click.group("market")
+def market() -> None:
+    """The market as a buyer, a participant or the operator (over its REST API).
+
+    Settings come from flags, then MOTS_MARKET_URL, MOTS_ORCHESTRATION_URL, MOTS_TOKEN,
+    MOTS_OPERATOR_TOKEN, then a profile (MOTS_PROFILE in ~/.config/mots/profiles.toml), then
+    the endpoints.json of `mots platform up --workdir DIR` (MOTS_WORKDIR, default out/platform).
+
+    \b
+    Example (a buyer):
+      mots market register --name alice --type type-1 --data-size 50 --cost 0.5
+      export MOTS_TOKEN=…                  # the token it printed
+      mots market deposit 1 10             # the operator funds client 1
+      mots market quote --wait 60
+      mots market buy 1
+      mots market download 1               # mots-round-1.pt, SHA-256 checked
+    """
+
+
+@market.command("config")
+@connection
+def show_config(session: Session) -> None:
+    """Show the settings the other commands use and where each comes from (tokens masked).
+
+    \b
+    Example:
+      mots market config --workdir /tmp/mots
+    """
+    c = session.config
+    values = {
+        "market_url": c.market_url,
+        "orchestration_url": c.orchestration_url,
+        "token": None if c.token is None else c.token[:4] + "…",
+        "operator_token": None if c.operator_token is None else c.operator_token[:4] + "…",
+    }
+    rows = [(k, v, c.sources.get(k, "-")) for k, v in values.items()]
+    session.emit(
+        {"settings": values, "sources": dict(c.sources)}, table(rows, ("setting", "value", "from"))
+    )
+
+
+@market.command("register")
+@click.option("--name", required=True, help="a display name")
+@click.option("--type", "type_name", required=True, help="the client's type label i")
+@click.option("--data-size", type=int, required=True, help="D_i, training samples held")
+@click.option("--cost", callback=_amount, required=True, help="C_i, the participation cost")
+@connection
+def register(session: Session, name: str, type_name: str, data_size: int, cost: Decimal) -> None:
+    """Register a client; prints its id and its token (shown only once: keep it).
+
+    \b
+    Example:
+      mots market register --name alice --type type-1 --data-size 50 --cost 0.5
+    """
+    reg = ClientRegistration(name=name, type_name=type_name, data_size=data_size, cost=cost)
+    with session.anonymous_market() as m:
+        me = m.register(reg)
+    session.emit(
+        me,
+        f"client {me.id} ({me.name}, type {me.type_name}, D {me.data_size}, C {money(me.cost)})\n"
+        f"token {me.token}\n(shown once; pass it as --token or MOTS_TOKEN)",
+    )
+
+
+@market.command("me")
+@connection
+def me(session: Session) -> None:
+    """The registered facts behind the token.
+
+    \b
+    Example:
+      mots market me --json
+    """
+    with session.market() as m:
+        out = m.me()
+    session.emit(
+        out,
+        f"client {out.id} ({out.name}, type {out.type_name}, D {out.data_size}, C {money(out.cost)})",
+    )
+
+
+@market.command("quote")
+@click.option("--round", "round_id", type=click.IntRange(1), help="a round (default: the latest)")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(0),
+    default=0,
+    help="seconds to wait for the round to collect decisions (default: do not wait)",
+)
+@connection
+def quote(session: Session, round_id: int | None, wait_s: float) -> None:
+    """The round's price p, rewards r_i, targets and predicted ε (SWAN's quote).
+
+    \b
+    Example:
+      mots market quote --wait 60
+    """
+    with session.market() as m:
+        q = m.quote(round_id)
+        if wait_s > 0 and (q is None or q.state.value == "open"):
+            rid = round_id or (q.round_id if q is not None else None)
+            if rid is None:
+                q = _wait_latest(m, wait_s)
+            else:
+                q = m.wait_for_quote(rid, timeout_s=wait_s, poll_s=0.5)
+    if q is None:
+        raise click.ClickException("404: no round has been quoted yet (`mots rounds open`)")
+    deadline = getattr(q, "collect_deadline", None)
+    rows = [(t.type_name, money(t.reward), t.target_participants, t.target_buyers) for t in q.types]
+    human = (
+        f"round {q.round_id} ({q.state.value}, {q.mechanism}): price {money(q.price)}, "
+        f"ε {q.epsilon:.4f}, welfare {q.welfare:.4f}, incentive cost {money(q.incentive_cost)}"
+        + (f"\ncollection closes {deadline}" if deadline else "")
+        + "\n"
+        + table(rows, ("type", "reward", "join (K*)", "buy (B*)"))
+    )
+    session.emit(q, human)
+
+
+def _wait_latest(m: MarketClient, wait_s: float) -> QuoteOut | None:
+    """Poll the latest quote until one exists (then it is returned as it is)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        q = m.quote()
+        if q is not None:
+            return q
+        time.sleep(0.5)
+    return None
+
+
+@market.command("declare")
+@click.argument("round_id", type=click.IntRange(1))
+@click.argument("strategy", type=click.Choice([s.value for s in Strategy]))
+@connection
+def declare(session: Session, round_id: int, strategy: str) -> None:
+    """Declare this client's strategy for a round: join (train), buy or abstain.
+
+    \b
+    Example:
+      mots market declare 1 join
+    """
+    with session.market() as m:
+        out = m.declare(round_id, Strategy(strategy))
+    session.emit(
+        out, f"client {out.client_id} declared {out.strategy.value} in round {out.round_id}"
+    )
+
+
+@market.command("buy")
+@click.argument("round_id", type=click.IntRange(1))
+@click.option(
+    "--idempotency-key", help="reuse a key to repeat a purchase safely (default: a new one)"
+)
+@connection
+def buy(session: Session, round_id: int, idempotency_key: str | None) -> None:
+    """Buy a round's model at its price (paid from the wallet; retried safely with one key).
+
+    \b
+    Example:
+      mots market buy 1
+    """
+    with session.market() as m:
+        out = m.buy(round_id, idempotency_key=idempotency_key)
+    session.emit(
+        out,
+        f"purchase {out.purchase_id}: round {out.round_id} for {money(out.price)}, "
+        f"balance {money(out.balance)}",
+    )
+
+
+@market.command("balance")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="ledger entries"
+)
+@connection
+def balance(session: Session, limit: int) -> None:
+    """The wallet's balance and its latest ledger entries.
+
+    \b
+    Example:
+      mots market balance --limit 5
+    """
+    with session.market() as m:
+        out = m.balance(limit)
+    rows = [
+        (
+            e.transaction_id,
+            e.kind,
+            money(e.amount),
+            e.round_id,
+            e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+        for e in out.entries
+    ]
+    human = f"client {out.client_id}: balance {money(out.balance)}"
+    if rows:
+        human += "\n" + table(rows, ("tx", "kind", "amount", "round", "at (UTC)"))
+    session.emit(out, human)
+
+
+@market.command("download")
+@click.argument("round_id", type=click.IntRange(1))
+@click.option(
+    "--out",
+    "dest",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="the file (default: mots-round-ROUND_ID.pt here); its metadata goes beside it as .json",
+)
+@connection
+def download(session: Session, round_id: int, dest: Path | None) -> None:
+    """Download a round's model (trained or bought), its SHA-256 checked, with its metadata.
+
+    \b
+    Example:
+      mots market download 1 --out models/mots-round-1.pt
+    """
+    path = dest or Path(f"mots-round-{round_id}.pt")
+    with session.market() as m:
+        got = m.download_model(round_id, path)
+    info = {"round_id": got.round_id, "path": str(got.path), "sha256": got.sha256, "size": got.size}
+    if got.metadata_path is not None:
+        info["metadata_path"] = str(got.metadata_path)
+    session.emit(
+        info,
+        f"{got.path}: {got.size} bytes, SHA-256 {got.sha256} (verified)"
+        + (f"\nmetadata {got.metadata_path}" if got.metadata_path else ""),
+    )
+
+
+@market.group("model")
+def model() -> None:
+    """A downloaded model file."""
+
+
+@model.command("info")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--json", "as_json", is_flag=True, help="print the metadata as JSON")
+def model_info(path: Path, as_json: bool) -> None:
+    """A model's metadata (round, coalition, ε, SHA-256) from its .json sidecar, without torch;
+    the file's digest is checked against it.
+
+    \b
+    Example:
+      mots market model info mots-round-1.pt
+    """
+    try:
+        info = read_model_info(path)
+    except ModelFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(info, indent=1, sort_keys=True))
+        return
+    meta = info["metadata"] if isinstance(info.get("metadata"), dict) else {}
+    shown = {
+        "round": info.get("round_id"),
+        "file": info.get("file"),
+        "format": info.get("format"),
+        "sha256": info.get("sha256"),
+        "size": info.get("size"),
+        "coalition K": info.get("participants"),
+        "epsilon": info.get("epsilon"),
+        "dataset": meta.get("dataset"),
+        "model": meta.get("model"),
+        "FedAvg rounds": meta.get("round"),
+    }
+    for key, value in shown.items():
+        if value is not None:
+            click.echo(f"{key:<14} {value}")
+    click.echo("sha256 check   ok (the file matches its metadata)")
+
+
+@market.command("deposit")
+@click.argument("client_id", type=click.IntRange(1))
+@click.argument("amount", callback=_amount)
+@click.option(
+    "--idempotency-key", help="reuse a key to repeat a deposit safely (default: a new one)"
+)
+@connection
+def deposit(session: Session, client_id: int, amount: Decimal, idempotency_key: str | None) -> None:
+    """(operator) Credit a client's wallet.
+
+    \b
+    Example:
+      mots market deposit 1 10
+    """
+    with session.market(operator=True) as m:
+        out = m.deposit(client_id, amount, idempotency_key=idempotency_key)
+    session.emit(
+        out, f"deposit {money(out.amount)} to client {out.client_id}: balance {money(out.balance)}"
+    )
+
+
+@market.command("clients")
+@connection
+def clients(session: Session) -> None:
+    """(operator) The registered clients.
+
+    \b
+    Example:
+      mots market clients --json
+    """
+    with session.market(operator=True) as m:
+        out = m.clients()
+    rows = [(c.id, c.name, c.type_name, c.data_size, money(c.cost)) for c in out]
+    session.emit(out, table(rows, ("id", "name", "type", "D", "C")))
+
+
+@market.command("ledger-check")
+@connection
+def ledger_check(session: Session) -> None:
+    """(operator) The ledger's invariants: every transaction balanced, the total zero.
+
+    \b
+    Example:
+      mots market ledger-check
+    """
+    with session.market(operator=True) as m:
+        out = m.ledger_check()
+    ok = out.unbalanced_transactions == 0 and out.mismatched_accounts == 0 and out.total == 0
+    session.emit(
+        out,
+        f"{'balanced' if ok else 'NOT BALANCED'}: {out.transactions} transactions, {out.entries} "
+        f"entries, total {money(out.total)}, {out.unbalanced_transactions} unbalanced, "
+        f"{out.mismatched_accounts} mismatched accounts",
+    )
+    if not ok:
+        raise click.exceptions.Exit(1)
+
+
+commands: list[click.Command] = [market]

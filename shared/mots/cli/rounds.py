@@ -1,0 +1,192 @@
+"""`mots rounds open|ls|show|watch`: market rounds on the orchestration API."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from mots.cli.client import Session, connection, money, table
+from mots.client.rounds import DEFAULT_LIST_LIMIT, RoundView
+
+
+@click.group("rounds")
+def rounds() -> None:
+    """Market rounds: open one (operator), list them, show one, watch one train and settle.
+
+    Settings as for `mots market` (flags, MOTS_ORCHESTRATION_URL, MOTS_TOKEN or
+    MOTS_OPERATOR_TOKEN, a profile, or `mots platform up`'s endpoints.json).
+
+    \b
+    Example:
+      mots rounds open
+      mots rounds watch 1
+      mots rounds show 1 --json
+    """
+
+
+@rounds.command("open")
+@connection
+def open_round(session: Session) -> None:
+    """(operator) Open a market round; clients then see its quote and declare.
+
+    \b
+    Example:
+      mots rounds open --workdir /tmp/mots
+    """
+    with session.rounds(operator=True) as r:
+        out = r.open_round()
+    session.emit(out, f"round {out.round_id} opened ({out.state.value})")
+
+
+@rounds.command("ls")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=DEFAULT_LIST_LIMIT, show_default=True
+)
+@connection
+def list_rounds(session: Session, limit: int) -> None:
+    """The latest rounds, newest first: state, mechanism, price, K, ε.
+
+    \b
+    Example:
+      mots rounds ls --limit 5
+    """
+    with session.rounds() as r:
+        views = r.rounds(limit)
+    rows = []
+    for v in views:
+        s = v.summary or {}
+        rows.append(
+            (
+                v.id,
+                v.state.value,
+                v.mechanism or "-",
+                money(s.get("price")) if s.get("price") is not None else "-",
+                _coalition(s.get("participants")),
+                _float(s.get("epsilon")),
+                v.created_at.strftime("%Y-%m-%d %H:%M") if v.created_at else "-",
+            )
+        )
+    session.emit(views, table(rows, ("id", "state", "mechanism", "price", "K", "ε", "created")))
+
+
+@rounds.command("show")
+@click.argument("round_id", type=click.IntRange(1))
+@connection
+def show(session: Session, round_id: int) -> None:
+    """A round's state, transitions, training progress and figures.
+
+    \b
+    Example:
+      mots rounds show 1
+    """
+    with session.rounds() as r:
+        view = r.round(round_id)
+    if view is None:
+        raise click.ClickException(f"404: round_id: round {round_id} does not exist")
+    session.emit(view, describe(view))
+
+
+@rounds.command("watch")
+@click.argument("round_id", type=click.IntRange(1))
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1), help="give up after SECONDS")
+@click.option("--poll", "poll_s", type=click.FloatRange(0.05, 60), default=0.5, show_default=True)
+@connection
+def watch(session: Session, round_id: int, timeout_s: float | None, poll_s: float) -> None:
+    """Follow a round until it is published or settled by rule: its state and FedAvg progress
+    (a progress bar; with --json, one JSON line per change).
+
+    \b
+    Example:
+      mots rounds watch 1 --timeout 600
+    """
+    with session.rounds() as r:
+        updates = r.watch(round_id, poll_s=poll_s, timeout_s=timeout_s)
+        last = _follow(updates, session.as_json)
+    if not session.as_json:
+        click.echo(describe(last))
+
+
+def _follow(updates: Any, as_json: bool) -> RoundView:
+    """Print each update (JSON lines, or a rich progress bar of the FedAvg rounds)."""
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    last: RoundView | None = None
+    if as_json:
+        for last in updates:
+            click.echo(json.dumps(last.model_dump(mode="json", by_alias=True)))
+        assert last is not None
+        return last
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} FedAvg rounds"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task("open", total=None)
+        for last in updates:
+            p = last.training_progress
+            done = 0 if p is None else p.fedavg_round - (1 if p.in_progress else 0)
+            eps = "" if p is None or p.epsilon is None else f", ε {p.epsilon:.4f}"
+            bar.update(
+                task,
+                description=f"round {last.id}: {last.state.value}{eps}",
+                total=None if p is None else p.fedavg_rounds,
+                completed=done,
+            )
+    assert last is not None
+    return last
+
+
+def describe(v: RoundView) -> str:
+    """A round in a few lines: state, mechanism, progress, figures, transitions."""
+    lines = [f"round {v.id}: {v.state.value} (mechanism {v.mechanism or '-'})"]
+    if v.rule:
+        lines.append(f"settled by rule: {v.rule}")
+    p = v.training_progress
+    if p is not None:
+        lines.append(
+            f"FedAvg {p.fedavg_round}/{p.fedavg_rounds}: {p.clients_done}/{p.clients} clients, "
+            f"ε {_float(p.epsilon)}{' (in progress)' if p.in_progress else ''}"
+        )
+    s = v.summary
+    if s:
+        lines.append(
+            f"K {_coalition(s.get('participants'))}, B {_coalition(s.get('buyers'))}, "
+            f"price {money(s.get('price'))}, welfare {_float(s.get('welfare'))}, "
+            f"incentive cost {money(s.get('incentive_cost'))}"
+        )
+        lines.append(
+            f"ε measured {_float(s.get('epsilon'))}, predicted {_float(s.get('epsilon_predicted'))}"
+            f", equilibrium {s.get('equilibrium')}, round {_float(s.get('round_seconds'), 1)} s"
+        )
+        rewards = s.get("rewards") or {}
+        if rewards:
+            lines.append("rewards " + ", ".join(f"{t} {money(r)}" for t, r in rewards.items()))
+    if v.transitions:
+        moves = [f"{t.get('to')} (+{_float(t.get('seconds_in_from'), 1)} s)" for t in v.transitions]
+        lines.append("states: " + " → ".join(moves))
+    return "\n".join(lines)
+
+
+def _coalition(counts: Any) -> str:
+    """K or B per type as ``type=n`` pairs (or ``-``)."""
+    if isinstance(counts, dict):
+        return ",".join(f"{t}={n}" for t, n in counts.items()) or "-"
+    return "-"
+
+
+def _float(x: Any, places: int = 4) -> str:
+    return "-" if x is None else f"{float(x):.{places}f}"
+
+
+commands: list[click.Command] = [rounds]

@@ -1,0 +1,165 @@
+"""Where the client finds the platform: flags, then the environment, then a profile, then the
+``endpoints.json`` that ``mots platform up`` writes.
+
+Each setting is taken from the first source that has it (like ``flwr``'s federations, a profile
+is a named table of a TOML file)::
+
+    # ~/.config/mots/profiles.toml   (or $MOTS_PROFILES)
+    default = "local"
+
+    [profiles.local]
+    workdir = "~/mots"                       # read <workdir>/endpoints.json for the rest
+    token = "…"                              # this client's bearer token
+
+    [profiles.lab]
+    market_url = "https://market.lab:8000"
+    orchestration_url = "https://rounds.lab:8003"
+    operator_token = "…"
+
+Environment: ``MOTS_MARKET_URL``, ``MOTS_ORCHESTRATION_URL``, ``MOTS_TOKEN`` (a client's token),
+``MOTS_OPERATOR_TOKEN``, ``MOTS_PROFILE`` (the profile's name), ``MOTS_PROFILES`` (the file),
+``MOTS_WORKDIR`` (the folder of ``endpoints.json``; default ``out/platform``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENDPOINTS_FILE = "endpoints.json"
+"""Written by ``mots platform up`` into its work folder: ``{"market", "pricing",
+"orchestration", "prometheus" (or null), "operator_token"}``."""
+DEFAULT_WORKDIR = Path("out/platform")
+SETTINGS = ("market_url", "orchestration_url", "token", "operator_token")
+ENV = {
+    "market_url": "MOTS_MARKET_URL",
+    "orchestration_url": "MOTS_ORCHESTRATION_URL",
+    "token": "MOTS_TOKEN",
+    "operator_token": "MOTS_OPERATOR_TOKEN",
+}
+_FROM_ENDPOINTS = {
+    "market_url": "market",
+    "orchestration_url": "orchestration",
+    "operator_token": "operator_token",
+}
+
+
+class ConfigError(ValueError):
+    """The client's configuration is unreadable or incomplete (a usage error, not the market's)."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """The resolved settings and, for each, where it came from (for ``mots market config``)."""
+
+    market_url: str | None
+    orchestration_url: str | None
+    token: str | None
+    operator_token: str | None
+    sources: Mapping[str, str]
+
+    def require(self, name: str) -> str:
+        """The setting ``name``, or a :class:`ConfigError` naming the ways to give it."""
+        value: str | None = getattr(self, name)
+        if value:
+            return value
+        flag = "--" + name.replace("_", "-")
+        where = (
+            "`mots market register` prints one"
+            if name == "token"
+            else "or run `mots platform up --workdir DIR` and pass --workdir DIR"
+        )
+        raise ConfigError(
+            f"{name}: not configured; pass {flag}, set {ENV[name]} or add it to a profile ({where})"
+        )
+
+
+def profiles_path(env: Mapping[str, str]) -> Path:
+    """The profile file: ``$MOTS_PROFILES``, else ``$XDG_CONFIG_HOME/mots/profiles.toml``
+    (``~/.config/mots/profiles.toml``)."""
+    if env.get("MOTS_PROFILES"):
+        return Path(env["MOTS_PROFILES"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
+    return Path(base) / "mots" / "profiles.toml"
+
+
+def _profile(env: Mapping[str, str], name: str | None) -> tuple[str | None, dict[str, Any]]:
+    """(the profile's name, its table); a named profile that does not exist is an error."""
+    path = profiles_path(env)
+    if not path.is_file():
+        if name:
+            raise ConfigError(f"profile {name!r}: the profile file {path} does not exist")
+        return None, {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable TOML file ({exc})") from exc
+    profiles = data.get("profiles", {})
+    chosen = name or data.get("default")
+    if chosen is None:
+        return None, {}
+    table = profiles.get(chosen) if isinstance(profiles, dict) else None
+    if not isinstance(table, dict):
+        raise ConfigError(f"profile {chosen!r}: no [profiles.{chosen}] table in {path}")
+    unknown = sorted(set(table) - {*SETTINGS, "workdir"})
+    if unknown:
+        raise ConfigError(f"profiles.{chosen}.{unknown[0]}: unknown setting in {path}")
+    return str(chosen), table
+
+
+def read_endpoints(workdir: Path) -> dict[str, Any]:
+    """The ``endpoints.json`` of a running ``mots platform up`` (empty when there is none)."""
+    path = workdir.expanduser() / ENDPOINTS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable endpoints file ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    return data
+
+
+def resolve(
+    flags: Mapping[str, str | None],
+    *,
+    profile: str | None = None,
+    workdir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ClientConfig:
+    """Each setting from ``flags``, else the environment, else the profile, else the work
+    folder's ``endpoints.json`` (``workdir``: flag, profile, ``MOTS_WORKDIR``, ``out/platform``)."""
+    env = os.environ if env is None else env
+    name, table = _profile(env, profile or env.get("MOTS_PROFILE") or None)
+    folder = (
+        workdir
+        or (Path(str(table["workdir"])) if "workdir" in table else None)
+        or Path(env.get("MOTS_WORKDIR") or DEFAULT_WORKDIR)
+    )
+    endpoints = read_endpoints(folder)
+    values: dict[str, str | None] = {}
+    sources: dict[str, str] = {}
+    for key in SETTINGS:
+        candidates = [
+            ("flag", flags.get(key)),
+            (f"env {ENV[key]}", env.get(ENV[key])),
+            (f"profile {name}", table.get(key)),
+            (
+                str(folder.expanduser() / ENDPOINTS_FILE),
+                endpoints.get(_FROM_ENDPOINTS.get(key, "")),
+            ),
+        ]
+        for source, value in candidates:
+            if value:
+                values[key] = str(value)
+                sources[key] = source
+                break
+        else:
+            values[key] = None
+    return ClientConfig(sources=sources, **values)

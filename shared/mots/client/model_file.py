@@ -1,0 +1,83 @@
+"""A downloaded model file ``mots-round-N.pt`` and its metadata sidecar ``mots-round-N.json``.
+
+The ``.pt`` is a plain ``torch.save`` dict (format ``mots-model/1``, loads with
+``torch.load(path, weights_only=True)``)::
+
+    {"format": "mots-model/1",
+     "metadata": {"dataset", "model", "participants" (K per type), "round" (FedAvg rounds),
+                  "epsilon", "input_shape", "num_classes", …},
+     "state_dict": {layer name: float32 tensor}}
+
+The ``.json`` beside it is the market's :class:`~mots.platform.schemas.ModelInfo` (round, file,
+SHA-256, size, coalition, ε, the same metadata): readable without torch, and the file's digest
+can be checked against it (:func:`read_model_info`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+FORMAT = "mots-model/1"
+
+
+class ModelFileError(ValueError):
+    """A model file or its sidecar is missing, unreadable or does not match its digest."""
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """``mots-round-N.json`` for ``mots-round-N.pt``."""
+    return Path(path).with_suffix(".json")
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_sidecar(path: str | Path, info: dict[str, Any]) -> Path:
+    """Write a model's metadata beside it (atomically); returns the sidecar's path."""
+    target = sidecar_path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(json.dumps(info, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+def read_model_info(path: str | Path) -> dict[str, Any]:
+    """The metadata of the model file at ``path`` from its sidecar, after checking that the
+    file's SHA-256 is the one the sidecar records. No torch is imported."""
+    model, side = Path(path), sidecar_path(path)
+    try:
+        info = json.loads(side.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelFileError(
+            f"{side}: no metadata beside {model.name} (`mots market download` writes it)"
+        ) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelFileError(f"{side}: not readable JSON ({exc})") from exc
+    if not isinstance(info, dict) or not isinstance(info.get("sha256"), str):
+        raise ModelFileError(f"{side}: no sha256 recorded")
+    got = sha256_file(model)
+    if got != info["sha256"].lower():
+        raise ModelFileError(
+            f"{model}: SHA-256 {got} differs from the {info['sha256']} its metadata records"
+        )
+    return info
+
+
+def load_payload(path: str | Path) -> dict[str, Any]:
+    """The ``.pt``'s dict (``format``, ``metadata``, ``state_dict`` of tensors), loaded with
+    ``weights_only=True`` (no code in the file runs). Needs torch."""
+    import torch
+
+    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise ModelFileError(f"{path}: not a {FORMAT} file")
+    return payload

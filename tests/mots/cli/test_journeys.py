@@ -1,0 +1,179 @@
+"""The README's buyer and participant journeys with `mots market` / `mots rounds` alone, against
+real services started by `mots platform up --workdir` from another folder (real Redis, Celery
+workers, SQLite, the in-process trainer), stopped by `mots platform down --workdir`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from mots.cli.main import cli
+from mots.client.model_file import sha256_file
+from tests.services.orchestration.conftest import TYPES, stack_env
+
+pytestmark = pytest.mark.integration
+MOTS = str(Path(sys.executable).with_name("mots"))
+CLEAN_ENV = dict.fromkeys(
+    (
+        "MOTS_MARKET_URL",
+        "MOTS_ORCHESTRATION_URL",
+        "MOTS_TOKEN",
+        "MOTS_OPERATOR_TOKEN",
+        "MOTS_PROFILE",
+        "MOTS_PROFILES",
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """`mots platform up --workdir W --free-ports` started from an unrelated folder; yields W
+    once W/endpoints.json exists; `mots platform down --workdir W` stops it."""
+    base = tmp_path_factory.mktemp("journeys")
+    work, elsewhere = base / "platform", base / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, **stack_env()}
+    env.pop("MOTS_OPERATOR_TOKEN", None)
+    log = (base / "up.log").open("wb")
+    up = subprocess.Popen(
+        [MOTS, "platform", "up", "--workdir", str(work), "--free-ports", "--no-prometheus"],
+        cwd=elsewhere,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (work / "endpoints.json").exists():
+            assert up.poll() is None, (base / "up.log").read_text()
+            assert time.monotonic() < deadline, (base / "up.log").read_text()
+            time.sleep(0.5)
+        yield work
+        down = _mots("platform", "down", "--workdir", str(work))
+        assert down.exit_code == 0, down.output
+        assert up.wait(timeout=90) == 0, (base / "up.log").read_text()
+        assert not (work / "endpoints.json").exists() and not (work / "pids.json").exists()
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGTERM)
+            up.wait(timeout=60)
+        log.close()
+
+
+def _mots(*args: str, **env: str | None) -> Result:
+    """`mots ARGS` in process, with only the given MOTS_* settings in the environment."""
+    return CliRunner().invoke(cli, list(args), env={**CLEAN_ENV, **env})
+
+
+def _ok(*args: str, **env: str | None) -> str:
+    result = _mots(*args, **env)
+    assert result.exit_code == 0, f"mots {' '.join(args)}: {result.output}"
+    return result.output
+
+
+def _json(*args: str, **env: str | None) -> object:
+    return json.loads(_ok(*args, "--json", **env))
+
+
+def test_endpoints_file_names_every_service_and_the_operator_token(workdir: Path) -> None:
+    """endpoints.json: the three APIs, Prometheus (off here: null) and the dev operator token;
+    `mots market config` reads it by default."""
+    endpoints = json.loads((workdir / "endpoints.json").read_text())
+    assert set(endpoints) == {"market", "pricing", "orchestration", "prometheus", "operator_token"}
+    assert endpoints["prometheus"] is None
+    assert endpoints["operator_token"] == "dev-operator-token"
+    shown = _json("market", "config", MOTS_WORKDIR=str(workdir))
+    assert isinstance(shown, dict)
+    assert shown["settings"]["market_url"] == endpoints["market"]
+    assert shown["sources"]["market_url"] == str(workdir / "endpoints.json")
+
+
+def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
+    """Participants register, see the quote, join and download the model they trained; a buyer
+    registers, is funded by the operator, buys, sees the purchase in its ledger and downloads a
+    verified model whose metadata reads without torch; the ledger stays balanced."""
+    w = {"MOTS_WORKDIR": str(workdir)}
+    tokens: dict[str, str] = {}
+    ids: dict[str, int] = {}
+    for spec in TYPES:
+        for i in range(int(spec["count"])):
+            name = f"{spec['name']}-{i}"
+            me = _json(
+                "market", "register", "--name", name, "--type", str(spec["name"]),
+                "--data-size", str(spec["data_size"]), "--cost", str(spec["cost"]), **w,
+            )  # fmt: skip
+            assert isinstance(me, dict)
+            tokens[name], ids[name] = me["token"], me["id"]
+    buyer, participants = "type-1-0", ["type-3-0", "type-3-1"]
+    assert "balance 10.000000" in _ok("market", "deposit", str(ids[buyer]), "10", **w)
+
+    opened = _json("rounds", "open", **w)
+    assert isinstance(opened, dict)
+    round_id = str(opened["round_id"])
+    quote = _json(
+        "market", "quote", "--round", round_id, "--wait", "60", MOTS_TOKEN=tokens[buyer], **w
+    )
+    assert isinstance(quote, dict) and quote["state"] == "collecting"
+    terms = {t["type_name"]: t for t in quote["types"]}
+    assert terms["type-3"]["target_participants"] == 2 and terms["type-1"]["target_buyers"] >= 1
+    for name in participants:
+        _ok("market", "declare", round_id, "join", MOTS_TOKEN=tokens[name], **w)
+    _ok("market", "declare", round_id, "buy", MOTS_TOKEN=tokens[buyer], **w)
+    bought = _json("market", "buy", round_id, MOTS_TOKEN=tokens[buyer], **w)
+    assert isinstance(bought, dict)
+    assert Decimal(bought["balance"]) == Decimal("10") - Decimal(quote["price"])
+    for name in tokens.keys() - {buyer, *participants}:
+        _ok("market", "declare", round_id, "abstain", MOTS_TOKEN=tokens[name], **w)
+
+    watched = _ok("rounds", "watch", round_id, "--timeout", "300", "--poll", "0.2", **w)
+    assert f"round {round_id}: published" in watched, watched
+    assert "FedAvg 2/2: 2/2 clients" in watched
+    shown = _json("rounds", "show", round_id, **w)
+    assert isinstance(shown, dict) and shown["state"] == "published"
+    assert shown["summary"]["participants"] == {"type-1": 0, "type-3": 2}
+    listed = _json("rounds", "ls", **w)
+    assert isinstance(listed, list) and listed[0]["id"] == int(round_id)
+
+    ledger = _json("market", "balance", MOTS_TOKEN=tokens[buyer], **w)
+    assert isinstance(ledger, dict)
+    assert [e["kind"] for e in ledger["entries"]][:2] == ["purchase", "deposit"]
+    for name in (buyer, participants[0]):
+        dest = tmp_path / name / f"mots-round-{round_id}.pt"
+        dest.parent.mkdir()
+        got = _json(
+            "market", "download", round_id, "--out", str(dest), MOTS_TOKEN=tokens[name], **w
+        )
+        assert isinstance(got, dict) and got["sha256"] == sha256_file(dest)
+        info = _json("market", "model", "info", str(dest))
+        assert isinstance(info, dict)
+        assert (info["round_id"], info["participants"]) == (int(round_id), [0, 2])
+        assert info["sha256"] == got["sha256"] and info["epsilon"] > 0
+    assert "balanced" in _ok("market", "ledger-check", **w)
+
+    outsider = _mots("market", "download", round_id, MOTS_TOKEN=tokens["type-1-1"], **w)
+    assert outsider.exit_code == 1
+    assert outsider.output.strip().splitlines()[-1].startswith("Error: 403: round_id:")
+
+
+def test_refusals_are_one_line_and_usage_errors_exit_2(workdir: Path, tmp_path: Path) -> None:
+    """A bad token and an unknown round answer the service's detail in one line (exit 1); a
+    missing setting is a usage error (exit 2) naming how to give it."""
+    w = {"MOTS_WORKDIR": str(workdir)}
+    bad = _mots("market", "balance", MOTS_TOKEN="not-a-token", **w)
+    assert bad.exit_code == 1 and bad.output.startswith("Error: 401: "), bad.output
+    assert len(bad.output.strip().splitlines()) == 1
+    missing = _mots("rounds", "show", "999", **w)
+    assert missing.exit_code == 1 and "round 999 does not exist" in missing.output
+    unset = _mots("market", "balance", MOTS_WORKDIR=str(tmp_path))
+    assert unset.exit_code == 2 and "market_url: not configured" in unset.output

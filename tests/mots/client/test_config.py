@@ -1,0 +1,89 @@
+"""Where the client's settings come from: flags > environment > profile > endpoints.json."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mots.client.config import ConfigError, resolve
+
+
+def _endpoints(folder: Path, market: str = "http://ep-market") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {
+        "market": market,
+        "pricing": "http://ep-pricing",
+        "orchestration": "http://ep-rounds",
+        "prometheus": None,
+        "operator_token": "ep-op",
+    }
+    (folder / "endpoints.json").write_text(json.dumps(body))
+    return folder
+
+
+def _profiles(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "profiles.toml"
+    path.write_text(text)
+    return {"MOTS_PROFILES": str(path)}
+
+
+def test_each_setting_comes_from_the_first_source_that_has_it(tmp_path: Path) -> None:
+    """A flag beats the environment, which beats the profile, which beats endpoints.json."""
+    work = _endpoints(tmp_path / "work")
+    env = _profiles(
+        tmp_path,
+        f'default = "lab"\n[profiles.lab]\nworkdir = "{work}"\ntoken = "prof-tok"\n'
+        'orchestration_url = "http://prof-rounds"\n',
+    )
+    env["MOTS_ORCHESTRATION_URL"] = "http://env-rounds"
+    c = resolve({"token": "flag-tok"}, env=env)
+    assert (c.market_url, c.orchestration_url, c.token, c.operator_token) == (
+        "http://ep-market",
+        "http://env-rounds",
+        "flag-tok",
+        "ep-op",
+    )
+    assert c.sources["token"] == "flag"
+    assert c.sources["orchestration_url"] == "env MOTS_ORCHESTRATION_URL"
+    assert c.sources["market_url"] == str(work / "endpoints.json")
+    env.pop("MOTS_ORCHESTRATION_URL")
+    c = resolve({}, env=env)
+    assert (c.orchestration_url, c.token) == ("http://prof-rounds", "prof-tok")
+    assert c.sources["token"] == "profile lab"
+
+
+def test_the_work_folder_comes_from_the_flag_then_mots_workdir(tmp_path: Path) -> None:
+    """--workdir, else MOTS_WORKDIR; with neither and nothing else, settings are unset and
+    ``require`` says how to give them."""
+    a = _endpoints(tmp_path / "a", "http://a")
+    b = _endpoints(tmp_path / "b", "http://b")
+    env = {"MOTS_WORKDIR": str(b), "MOTS_PROFILES": str(tmp_path / "none.toml")}
+    assert resolve({}, workdir=a, env=env).market_url == "http://a"
+    assert resolve({}, env=env).market_url == "http://b"
+    empty = resolve({}, env={**env, "MOTS_WORKDIR": str(tmp_path / "nothing")})
+    assert empty.market_url is None
+    with pytest.raises(ConfigError, match="market_url: not configured; pass --market-url"):
+        empty.require("market_url")
+    with pytest.raises(ConfigError, match="MOTS_TOKEN"):
+        empty.require("token")
+
+
+def test_bad_profiles_and_endpoints_are_config_errors(tmp_path: Path) -> None:
+    """An unknown profile, an unknown key, unreadable TOML or JSON: errors naming the file."""
+    env = _profiles(tmp_path, '[profiles.a]\nmarket_url = "http://a"\nmarket = "typo"\n')
+    with pytest.raises(ConfigError, match=re.escape("profiles.a.market: unknown setting")):
+        resolve({}, profile="a", env=env)
+    with pytest.raises(ConfigError, match=re.escape("profile 'b': no [profiles.b] table")):
+        resolve({}, profile="b", env=env)
+    env = _profiles(tmp_path, "this is = = not toml")
+    with pytest.raises(ConfigError, match="not a readable TOML file"):
+        resolve({}, env=env)
+    with pytest.raises(ConfigError, match="does not exist"):
+        resolve({}, env={"MOTS_PROFILES": str(tmp_path / "x.toml"), "MOTS_PROFILE": "p"})
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "endpoints.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="not a readable endpoints file"):
+        resolve({}, workdir=tmp_path / "w", env={"MOTS_PROFILES": str(tmp_path / "x.toml")})

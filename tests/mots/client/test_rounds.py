@@ -1,0 +1,83 @@
+"""The round SDK: typed views, paged lists followed to their end, watching until a round ends.
+
+The orchestration's side is ``httpx.MockTransport`` (the network's edge); the SDK against the
+real service runs in tests/mots/cli/test_journeys.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from mots.client.rounds import OrchestrationError, RoundsClient
+from mots.platform.schemas import RoundState
+
+
+def _round(rid: int, state: str, progress: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "id": rid, "state": state, "mechanism": "swan_robust", "rule": None,
+        "created_at": "2026-11-26T16:00:00Z", "summary": None, "training_progress": progress,
+        "quote": None, "scenario": None, "transitions": [], "a_newer_field": 1,
+    }  # fmt: skip
+
+
+def _progress(done: int, in_progress: bool) -> dict[str, Any]:
+    return {
+        "fedavg_round": done, "fedavg_rounds": 2, "clients_done": 1, "clients": 2,
+        "epsilon": 0.7, "round_seconds": 1.0, "in_progress": in_progress,
+    }  # fmt: skip
+
+
+def _client(handler: Any) -> RoundsClient:
+    transport = httpx.MockTransport(handler)
+    return RoundsClient("http://rounds.test", "tok", transport=transport, sleep=lambda _: None)
+
+
+def test_lists_follow_next_pages_and_plain_lists_are_read_too() -> None:
+    """A paged answer ({"items", "next"}) is followed until ``limit``; a plain list is one page."""
+    seen: list[dict[str, str]] = []
+
+    def paged(request: httpx.Request) -> httpx.Response:
+        seen.append(dict(request.url.params))
+        if "cursor" not in request.url.params:
+            return httpx.Response(200, json={"items": [_round(3, "open")], "next": "c1"})
+        return httpx.Response(200, json={"items": [_round(2, "published")], "next": "c2"})
+
+    views = _client(paged).rounds(limit=2)
+    assert [v.id for v in views] == [3, 2] and views[1].finished
+    assert seen == [{"limit": "2"}, {"limit": "1", "cursor": "c1"}]
+    plain = _client(lambda _: httpx.Response(200, json=[_round(1, "open")])).rounds()
+    assert [(v.id, v.state) for v in plain] == [(1, RoundState.OPEN)]
+
+
+def test_watch_yields_each_change_until_the_round_ends() -> None:
+    """Only changes of state or FedAvg progress are yielded; the last view is published."""
+    answers = iter(
+        [
+            _round(5, "collecting"),
+            _round(5, "collecting"),
+            _round(5, "training", _progress(1, True)),
+            _round(5, "training", _progress(1, False)),
+            _round(5, "training", _progress(1, False)),
+            _round(5, "published", _progress(2, False)),
+        ]
+    )
+    views = list(_client(lambda _: httpx.Response(200, json=next(answers))).watch(5))
+    assert [v.state.value for v in views] == ["collecting", "training", "training", "published"]
+    assert views[-1].training_progress is not None
+    assert views[-1].training_progress.fedavg_round == 2
+
+
+def test_refusals_and_timeouts() -> None:
+    """A 409 carries the service's detail; a missing round is None; watch gives up in time."""
+    conflict = httpx.Response(409, json={"detail": "another round is in flight"})
+    with pytest.raises(OrchestrationError, match="orchestration answered 409: another round"):
+        _client(lambda _: conflict).open_round()
+    assert _client(lambda _: httpx.Response(404, json={"detail": "no"})).round(9) is None
+    stuck = _client(lambda _: httpx.Response(200, json=_round(5, "training")))
+    with pytest.raises(TimeoutError, match="round 5: not finished"):
+        list(stuck.watch(5, timeout_s=0))
+    with pytest.raises(OrchestrationError, match="unexpected answer"):
+        _client(lambda _: httpx.Response(200, json={"id": "x"})).round(1)
