@@ -1,70 +1,149 @@
-"""Strategy declarations (join, buy, abstain) for a round that is collecting decisions."""
+"""Strategy declarations (join, buy, abstain) for a round that is collecting decisions.
+
+Declarations are booked in batches (:mod:`services.market.decision_batcher` collects the ones in
+flight): :func:`book_declarations` decides and writes a whole batch in one transaction with a
+fixed number of statements. Each declaration that adds a client's first decision in a round adds
+one to the round's tally (:class:`~services.market.models.RoundTally`, in the same statement),
+so "everyone declared" (:func:`all_declared`) reads a handful of counter rows, never the
+population.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from mots.platform.schemas import Strategy
-from services.market.errors import Conflict
-from services.market.models import Client, Decision, MarketRound, Purchase
+from mots.platform.bulk import BatchWrite, Tally, one_of
+from mots.platform.schemas import DecisionIn, DecisionOut, Strategy
+from services.market.errors import Conflict, NotFound, Refusal
+from services.market.models import Base, Decision, MarketRound, Purchase, RoundTally
+
+_ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
+_DECISIONS = Base.metadata.tables[Decision.__tablename__]
+_PURCHASES = Base.metadata.tables[Purchase.__tablename__]
+_TALLIES = Base.metadata.tables[RoundTally.__tablename__]
+
+
+def declared_tally(shard: int) -> Tally:
+    """Count a write's new decision rows into the rounds' tally shard ``shard``."""
+    return Tally(_TALLIES, "declared", "round_id", (("shard", shard),))
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """One ``PUT /v1/rounds/{round_id}/decision``: a client's strategy in a round."""
+
+    client_id: int
+    round_id: int
+    strategy: Strategy
+
+
+@lru_cache(maxsize=4)
+def _queries(dialect: str) -> tuple[Any, Any]:
+    """The batch's reads: the rounds (shared locks) and the paid purchases of its clients."""
+    rounds = (
+        select(_ROUNDS.c.id, _ROUNDS.c.state)
+        .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
+        .with_for_update(read=True)  # close_round's FOR UPDATE waits for the batch, and it for it
+    )
+    paid = select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
+        one_of(_PURCHASES.c.round_id, "round_ids", dialect),
+        one_of(_PURCHASES.c.client_id, "client_ids", dialect),
+        _PURCHASES.c.refunded.is_(False),
+    )
+    return rounds, paid
+
+
+def decide_declaration(d: Declaration, state: str | None, paid: bool) -> DecisionOut | Refusal:
+    """One declaration's answer given its round's state (None: no such round) and whether its
+    client paid for the round's model (pure)."""
+    if state is None:
+        return NotFound("round_id", f"round {d.round_id} does not exist")
+    if state != "collecting":
+        return Conflict(
+            "round_id", f"round {d.round_id} is {state}; decisions are taken while it is collecting"
+        )
+    if d.strategy != Strategy.BUY and paid:
+        return Conflict("strategy", "this client paid for the round's model; a purchase is final")
+    return DecisionOut(round_id=d.round_id, client_id=d.client_id, strategy=d.strategy, paid=paid)
+
+
+def book_declarations(
+    session: Session, requests: Sequence[Declaration], shard: int = 0
+) -> list[DecisionOut | Refusal]:
+    """Decide and write ``requests`` in the caller's transaction, as if one after another.
+
+    Three statements whatever the batch's size: the rounds, the paid purchases, and one write
+    of the accepted decisions (the last of a client's in a round wins) with the count of new
+    ones added to tally shard ``shard``. The caller commits.
+    """
+    if not requests:
+        return []
+    conn = session.connection()
+    rounds_q, paid_q = _queries(conn.dialect.name)
+    round_ids = sorted({r.round_id for r in requests})
+    client_ids = sorted({r.client_id for r in requests})
+    states = {r[0]: r[1] for r in conn.execute(rounds_q, {"round_ids": round_ids})}
+    paid = {
+        (r[0], r[1])
+        for r in conn.execute(paid_q, {"round_ids": round_ids, "client_ids": client_ids})
+    }
+    outcomes = [
+        decide_declaration(r, states.get(r.round_id), (r.round_id, r.client_id) in paid)
+        for r in requests
+    ]
+    now = datetime.now(UTC)
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    for r, out in zip(requests, outcomes, strict=True):
+        if isinstance(out, DecisionOut):
+            rows[(r.round_id, r.client_id)] = {
+                "round_id": r.round_id,
+                "client_id": r.client_id,
+                "strategy": r.strategy.value,
+                "dropped": False,
+                "updated_at": now,
+            }
+    if rows:
+        writes = BatchWrite()
+        writes.insert(
+            _DECISIONS,
+            [rows[k] for k in sorted(rows)],
+            conflict=("round_id", "client_id"),
+            conflict_update=("strategy", "updated_at"),
+            tally=declared_tally(shard),
+        )
+        writes.flush(conn)
+    return outcomes
 
 
 def record_decision(
-    session: Session,
-    rnd: MarketRound,
-    client_id: int,
-    strategy: Strategy,
-    from_purchase: bool = False,
-) -> Decision:
-    """Insert or change a client's strategy; a paid buyer cannot switch away from buying.
+    session: Session, round_id: int, client_id: int, body: DecisionIn
+) -> DecisionOut:
+    """Book one declaration (:func:`book_declarations` of one); raises its refusal."""
+    (out,) = book_declarations(session, [Declaration(client_id, round_id, body.strategy)])
+    if isinstance(out, Refusal):
+        raise out
+    return out
 
-    Raises :class:`~services.market.errors.Conflict` when the round is not collecting or a paid
-    buyer tries to switch.
-    """
-    if rnd.state != "collecting":
-        raise Conflict(
-            "round_id", f"round {rnd.id} is {rnd.state}; decisions are taken while it is collecting"
+
+def declared(session: Session, round_id: int) -> int:
+    """How many clients have declared in the round: the sum of its tally shards."""
+    total = session.scalar(
+        select(func.coalesce(func.sum(RoundTally.declared), 0)).where(
+            RoundTally.round_id == round_id
         )
-    if strategy != Strategy.BUY and not from_purchase:
-        paid = session.scalar(
-            select(Purchase.id).where(
-                Purchase.round_id == rnd.id,
-                Purchase.client_id == client_id,
-                Purchase.refunded.is_(False),
-            )
-        )
-        if paid is not None:
-            raise Conflict(
-                "strategy", "this client paid for the round's model; a purchase is final"
-            )
-    decision = session.scalar(
-        select(Decision).where(Decision.round_id == rnd.id, Decision.client_id == client_id)
     )
-    if decision is None:
-        decision = Decision(round_id=rnd.id, client_id=client_id, strategy=strategy.value)
-        session.add(decision)
-    else:
-        decision.strategy = strategy.value
-        decision.updated_at = datetime.now(UTC)
-    session.flush()
-    return decision
-
-
-_ALL_DECLARED = select(
-    (select(func.count()).select_from(Client).scalar_subquery() > 0)
-    & (
-        select(func.count())
-        .select_from(Decision)
-        .where(Decision.round_id == bindparam("round_id"))
-        .scalar_subquery()
-        >= select(func.count()).select_from(Client).scalar_subquery()
-    )
-)
+    return int(total or 0)
 
 
 def all_declared(session: Session, round_id: int) -> bool:
-    """Whether every registered client has a decision in the round (one prebuilt query)."""
-    return bool(session.connection().execute(_ALL_DECLARED, {"round_id": round_id}).scalar())
+    """Whether every client registered when the round opened has declared (O(1): the round's
+    population and its tally shards, not a count of clients or decisions)."""
+    population = session.scalar(select(MarketRound.population).where(MarketRound.id == round_id))
+    return bool(population) and declared(session, round_id) >= int(population or 0)

@@ -20,6 +20,7 @@ from mots.platform.db import (
     make_async_engine,
     make_async_sessionmaker,
     make_engine,
+    make_read_sessionmaker,
     make_sessionmaker,
 )
 from mots.platform.schemas import RoundRef
@@ -28,6 +29,7 @@ from services.market.api.errors import install_refusal_handler
 from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
 from services.market.auth import client_lookup
 from services.market.core.config import Settings, get_settings
+from services.market.decision_batcher import decision_batcher
 from services.market.metrics import watch_ledger
 from services.market.migrations import upgrade
 from services.market.purchase_batcher import purchase_batcher
@@ -70,7 +72,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         writers=settings.purchase_writer_count,
         pipelined=pipelined,
     )
-    lookup = client_lookup(sessions, async_sessions)
+    declarations = decision_batcher(
+        sessions,
+        async_sessions,
+        on_complete=complete,
+        max_batch=settings.purchase_max_batch,
+        writers=settings.purchase_writer_count,
+    )
+    lookup = client_lookup(make_read_sessionmaker(engine), async_sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             gc.set_threshold(*thresholds)
             batcher.close()
+            declarations.close()
             lookup.close()
             if pipelined is not None:
                 await pipelined.close()
@@ -106,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "clients_by_token": {},  # token verifier → client, see api.deps.current_client
             "celery": celery,
             "purchases": batcher,
+            "declarations": declarations,
             "client_lookup": lookup,
         },
         migrate=partial(upgrade, settings.database_url),

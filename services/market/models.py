@@ -97,6 +97,23 @@ class MarketRound(Base):
     artifact_path: Mapped[str | None] = mapped_column(String(512), nullable=True)
     artifact_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    population: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Clients registered when the round opened: it is fully declared once its tallies reach it."""
+
+
+class RoundTally(Base):
+    """How many clients have declared in a round, one counter per shard (summed when read).
+
+    Batches of declarations or purchases booked side by side add to different shards, so they
+    do not queue on one row; "everyone declared" reads :data:`~services.market.ledger.POOL_SHARDS`
+    rows whatever the population.
+    """
+
+    __tablename__ = "round_tallies"
+
+    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"), primary_key=True)
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True)
+    declared: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class Decision(Base):

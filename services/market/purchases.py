@@ -25,6 +25,7 @@ from mots.platform.bulk import BatchWrite, one_of, reserve_ids
 from mots.platform.money import from_micros
 from mots.platform.schemas import Strategy
 from services.market import ledger
+from services.market.decisions import declared_tally
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
 from services.market.models import (
     Account,
@@ -328,6 +329,7 @@ def queue_bookings(
         ],
         conflict=("round_id", "client_id"),
         conflict_update=("strategy", "updated_at"),
+        tally=declared_tally(shard),  # a buyer who had not declared has declared now
     )
     results = [
         purchase_body(

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from mots.economics.capture import capture
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import (
+    DeclarationProgress,
     OpenRoundPayload,
     Population,
     PopulationType,
@@ -40,6 +41,7 @@ from mots.platform.schemas import (
     Strategy,
 )
 from services.market import ledger
+from services.market.decisions import declared
 from services.market.models import Client, Decision, MarketRound, Purchase
 
 
@@ -120,9 +122,11 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     )
     if still_open:
         raise RoundError("round_id: another round is still collecting decisions")
+    registered = session.scalar(select(func.count()).select_from(Client)) or 0
     rnd = MarketRound(
         id=quote.round_id,
         state="collecting",
+        population=registered,
         mechanism=quote.mechanism,
         price_micros=to_micros(quote.price),
         quote_json=quote.model_dump_json(),
@@ -167,6 +171,19 @@ def decisions(session: Session, round_id: int) -> RoundDecisions:
         participants=out["join"],
         buyers=out["buy"],
         paid_buyers=out["paid"],
+    )
+
+
+def progress(session: Session, round_id: int) -> DeclarationProgress:
+    """The round's state, its population at opening and its declarations so far (counters)."""
+    rnd = session.get(MarketRound, round_id)
+    if rnd is None:
+        raise RoundError(f"round_id: round {round_id} is not open at the market")
+    return DeclarationProgress(
+        round_id=round_id,
+        state=rnd.state,
+        registered=rnd.population,
+        declared=declared(session, round_id),
     )
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 from mots.platform.contracts import (
     MARKET_CLOSE_ROUND,
     MARKET_DECISIONS,
+    MARKET_DECLARATION_PROGRESS,
     MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
     MARKET_POPULATION,
     MARKET_PUBLISH,
     MARKET_SETTLE_ROUND,
 )
-from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from mots.platform.schemas import (
+    DeclarationProgress,
     MarketRoundStatus,
     NodeKeys,
     NodeKeysRequest,
@@ -35,20 +37,22 @@ from services.market.migrations import upgrade
 
 settings = get_settings()
 app = service_worker("market", settings, migrate=lambda: upgrade(settings.database_url))
-_sessions = make_sessionmaker(make_engine(settings.database_url, settings.db_pool_size))
+_engine = make_engine(settings.database_url, settings.db_pool_size)
+_sessions = make_sessionmaker(_engine)
+_reads = make_read_sessionmaker(_engine)  # SQLite: without the write lock
 
 
 @MARKET_POPULATION.handler(app)
 def population(_: NoInput) -> Population:
     """The registered population grouped by type."""
-    with _sessions() as session:
+    with _reads() as session:
         return rounds.population(session)
 
 
 @MARKET_NODE_KEYS.handler(app)
 def keys(request: NodeKeysRequest) -> NodeKeys:
     """The SuperNode public keys the given clients registered."""
-    with _sessions() as session:
+    with _reads() as session:
         return node_keys.keys_of(session, request.client_ids)
 
 
@@ -62,8 +66,15 @@ def open_round(quote: OpenRoundPayload) -> MarketRoundStatus:
 @MARKET_DECISIONS.handler(app)
 def decisions(ref: RoundRef) -> RoundDecisions:
     """The decisions declared so far in a round."""
-    with _sessions() as session:
+    with _reads() as session:
         return rounds.decisions(session, ref.round_id)
+
+
+@MARKET_DECLARATION_PROGRESS.handler(app)
+def declaration_progress(ref: RoundRef) -> DeclarationProgress:
+    """How many clients have declared against the round's population (counters only)."""
+    with _reads() as session:
+        return rounds.progress(session, ref.round_id)
 
 
 @MARKET_CLOSE_ROUND.handler(app)

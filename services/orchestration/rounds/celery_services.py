@@ -19,6 +19,7 @@ from mots.platform.contracts import (
     EVALUATION_PUBLISHED,
     MARKET_CLOSE_ROUND,
     MARKET_DECISIONS,
+    MARKET_DECLARATION_PROGRESS,
     MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
     MARKET_POPULATION,
@@ -30,6 +31,7 @@ from mots.platform.contracts import (
     call,
 )
 from mots.platform.schemas import (
+    DeclarationProgress,
     EquilibriumRequest,
     EquilibriumResult,
     ErrorFit,
@@ -99,6 +101,10 @@ class CeleryRoundServices:
     def decisions(self, round_id: int) -> RoundDecisions:
         """The :data:`~mots.platform.contracts.MARKET_DECISIONS` task."""
         return self._call(MARKET_DECISIONS, RoundRef(round_id=round_id))
+
+    def progress(self, round_id: int) -> DeclarationProgress:
+        """The :data:`~mots.platform.contracts.MARKET_DECLARATION_PROGRESS` task."""
+        return self._call(MARKET_DECLARATION_PROGRESS, RoundRef(round_id=round_id))
 
     def close(self, round_id: int) -> RoundDecisions:
         """The :data:`~mots.platform.contracts.MARKET_CLOSE_ROUND` task."""

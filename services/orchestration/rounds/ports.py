@@ -17,6 +17,7 @@ from typing import Protocol, TypedDict
 
 from mots.economics.scenario import Scenario
 from mots.platform.schemas import (
+    DeclarationProgress,
     EquilibriumRequest,
     EquilibriumResult,
     ErrorFit,
@@ -142,6 +143,9 @@ class RoundServices(Protocol):
 
     def decisions(self, round_id: int) -> RoundDecisions:
         """The decisions declared so far."""
+
+    def progress(self, round_id: int) -> DeclarationProgress:
+        """How many clients have declared against the population (counters, O(1))."""
 
     def close(self, round_id: int) -> RoundDecisions:
         """The market stops taking decisions; the final ones."""

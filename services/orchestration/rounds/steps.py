@@ -133,7 +133,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     """Wait until every client has declared or the deadline passes; then close the round and
     price the realised state (K, B), or fail it if nobody joined."""
-    seen = ports.services.decisions(rnd.id)
+    seen = ports.services.progress(rnd.id)  # two counters, not the population's decisions
     if seen.declared < seen.registered and ports.clock() < (rnd.collect_deadline or 0.0):
         return Wait(ports.settings.poll_interval_s)
     final = ports.services.close(rnd.id)

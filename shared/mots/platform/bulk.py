@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
@@ -192,6 +193,21 @@ def reserve_ids(conn: Connection, table: Table, n: int) -> list[int]:
     return list(range(int(top) + 1, int(top) + 1 + n))
 
 
+@dataclass(frozen=True)
+class Tally:
+    """Count the rows an insert added (not those its conflict clause updated) into counters.
+
+    Per value ``v`` of column ``group`` among the added rows, the row of ``table`` whose ``group``
+    is ``v`` and whose ``fixed`` key columns hold their values gains the count in ``column``
+    (upserted: the counter row is made when missing). Keeps a count of rows in O(1) per write.
+    """
+
+    table: Table
+    column: str
+    group: str
+    fixed: tuple[tuple[str, int], ...] = ()
+
+
 class BatchWrite:
     """Inserts and column additions collected, then written together by :meth:`flush`.
 
@@ -213,10 +229,14 @@ class BatchWrite:
         rows: Sequence[Mapping[str, Any]],
         conflict: Sequence[str] = (),
         conflict_update: Sequence[str] = (),
+        tally: Tally | None = None,
     ) -> None:
-        """Queue ``rows`` (all with the same keys) for ``table``; see :func:`insert_rows`."""
+        """Queue ``rows`` (all with the same keys) for ``table``; see :func:`insert_rows`.
+
+        With ``tally``, the rows this write adds (not those a conflict updates) are counted.
+        """
         if rows:
-            shape = (tuple(rows[0]), tuple(conflict), tuple(conflict_update))
+            shape = (tuple(rows[0]), tuple(conflict), tuple(conflict_update), tally)
             self._parts.append(("insert", table, shape, rows))
 
     def add(self, table: Table, key: str, column: str, amounts: Mapping[Any, int]) -> None:
@@ -249,13 +269,44 @@ class BatchWrite:
         if conn.dialect.name != "postgresql":
             parts, self._parts = self._parts, []
             for kind, table, shape, data in parts:
-                if kind == "insert":
+                if kind == "insert" and shape[3] is not None:
+                    _insert_counted(conn, table, data, shape[1], shape[2], shape[3])
+                elif kind == "insert":
                     insert_rows(conn, table, data, conflict=shape[1], conflict_update=shape[2])
                 else:
                     add_to_column(conn, table, shape[0], shape[1], data)
             return
         sql, params = self.pg_statement()
         conn.execute(_text(sql), params)
+
+
+def _insert_counted(
+    conn: Connection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    conflict: tuple[str, ...],
+    conflict_update: tuple[str, ...],
+    tally: Tally,
+) -> None:
+    """SQLite: insert what is new (returned, so counted), then update the rest; add the counts."""
+    fresh = sqlite_insert(table).on_conflict_do_nothing(index_elements=list(conflict))
+    added: dict[Any, int] = {}
+    for row in rows:  # one row a statement: RETURNING answers for the rows actually inserted
+        got = conn.execute(fresh.returning(table.c[tally.group]), dict(row)).first()
+        if got is not None:
+            added[got[0]] = added.get(got[0], 0) + 1
+    if conflict_update:
+        insert_rows(conn, table, rows, conflict=conflict, conflict_update=conflict_update)
+    if not added:
+        return
+    counters = sqlite_insert(tally.table)
+    keys = [tally.group, *(name for name, _ in tally.fixed)]
+    counters = counters.on_conflict_do_update(
+        index_elements=keys,
+        set_={tally.column: tally.table.c[tally.column] + counters.excluded[tally.column]},
+    )
+    fixed = dict(tally.fixed)
+    conn.execute(counters, [{tally.group: g, **fixed, tally.column: n} for g, n in added.items()])
 
 
 def _json_value(value: Any) -> Any:
@@ -279,7 +330,7 @@ def _pg_batch_sql(parts: tuple[tuple[str, Table, tuple[Any, ...]], ...], placeho
         rows = f"CAST({placeholder.format(name=f'w{i}', position=i + 1)} AS json)"
         t = _q(table.name)
         if kind == "insert":
-            columns, conflict, conflict_update = shape
+            columns, conflict, conflict_update, tally = shape
             names = ", ".join(_q(c) for c in columns)
             sql = (
                 f"INSERT INTO {t} ({names}) "
@@ -293,6 +344,12 @@ def _pg_batch_sql(parts: tuple[tuple[str, Table, tuple[Any, ...]], ...], placeho
                     if conflict_update
                     else "NOTHING"
                 )
+            if tally is not None:  # an inserted row has no xmax yet; an updated one has ours
+                sql += f" RETURNING (xmax = 0) AS fresh, {_q(tally.group)} AS grp"
+                queries.append(f"w{i} AS ({sql})")
+                sql = _pg_tally_sql(f"w{i}", tally)
+                queries.append(f"t{i} AS ({sql})")
+                continue
         else:
             key, column = shape
             k, c = _q(key), _q(column)
@@ -303,3 +360,16 @@ def _pg_batch_sql(parts: tuple[tuple[str, Table, tuple[Any, ...]], ...], placeho
             )
         queries.append(f"w{i} AS ({sql})")
     return "WITH " + ",\n".join(queries) + "\nSELECT 1"
+
+
+def _pg_tally_sql(part: str, tally: Tally) -> str:
+    """Upsert the counts of ``part``'s fresh rows per group into the tally's counter rows."""
+    t, g, c = _q(tally.table.name), _q(tally.group), _q(tally.column)
+    keys = [g, *(_q(name) for name, _ in tally.fixed)]
+    values = ", ".join(str(int(v)) for _, v in tally.fixed)
+    fixed = f", {values}" if values else ""
+    return (
+        f"INSERT INTO {t} ({', '.join(keys)}, {c}) "
+        f"SELECT grp{fixed}, count(*) FROM {part} WHERE fresh GROUP BY grp "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {c} = {t}.{c} + excluded.{c}"
+    )

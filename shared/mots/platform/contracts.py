@@ -32,6 +32,7 @@ from mots.platform.schemas import (
     AdvanceRequest,
     AdvanceResult,
     CurrentErrorModel,
+    DeclarationProgress,
     EquilibriumRequest,
     EquilibriumResult,
     EvaluationRequest,
@@ -132,6 +133,11 @@ MARKET_OPEN_ROUND = TaskSpec("market.open_round", "market", OpenRoundPayload, Ma
 """Publish a round's quote; the market starts collecting decisions and purchases."""
 MARKET_DECISIONS = TaskSpec("market.decisions", "market", RoundRef, RoundDecisions)
 """The decisions declared so far in a round."""
+MARKET_DECLARATION_PROGRESS = TaskSpec(
+    "market.declaration_progress", "market", RoundRef, DeclarationProgress
+)
+"""How many clients have declared so far against the population: the collecting round's poll
+(reads counters, never the population)."""
 MARKET_CLOSE_ROUND = TaskSpec("market.close_round", "market", RoundRef, RoundDecisions)
 """Stop taking decisions and purchases; the final decisions."""
 MARKET_SETTLE_ROUND = TaskSpec("market.settle_round", "market", SettlePayload, SettleResult)
@@ -178,6 +184,7 @@ ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     MARKET_POPULATION,
     MARKET_OPEN_ROUND,
     MARKET_DECISIONS,
+    MARKET_DECLARATION_PROGRESS,
     MARKET_CLOSE_ROUND,
     MARKET_SETTLE_ROUND,
     MARKET_PUBLISH,

@@ -1,7 +1,9 @@
 """A service's database engine and sessions (SQLite default, PostgreSQL in production).
 
-SQLite runs in WAL mode and every transaction starts with ``BEGIN IMMEDIATE``, so concurrent
-writers queue on the database lock instead of failing at commit; PostgreSQL uses row locks.
+SQLite runs in WAL mode and every writing transaction starts with ``BEGIN IMMEDIATE``, so
+concurrent writers queue on the database lock instead of failing at commit; sessions of
+:func:`make_read_sessionmaker` begin deferred (``BEGIN``) and read a WAL snapshot without taking
+the write lock. PostgreSQL uses row locks.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin_immediate(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            read_only = conn.get_execution_options().get(READ_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
@@ -62,6 +65,17 @@ def make_engine(url: str, pool_size: int = 20) -> Engine:
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     """Sessions that keep loaded values after commit (responses are built after it)."""
     return sessionmaker(engine, expire_on_commit=False)
+
+
+READ_ONLY = "mots_read_only"
+"""The execution option that makes a SQLite transaction begin deferred (no write lock)."""
+
+
+def make_read_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """Sessions for reads only: on SQLite they begin deferred, so a reader neither waits for
+    the writers nor makes them wait (WAL snapshot); on PostgreSQL the same as
+    :func:`make_sessionmaker`. A write in such a session may fail with ``database is locked``."""
+    return sessionmaker(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
 
 
 def make_async_engine(url: str, pool_size: int = 20) -> AsyncEngine | None:

@@ -415,6 +415,15 @@ class RoundDecisions(_Schema):
     paid_buyers: dict[str, list[int]] = Field(..., description="buyers whose purchase is paid")
 
 
+class DeclarationProgress(_Schema):
+    """How far a round's collection has got: O(1) to read at the market (its tally counters)."""
+
+    round_id: int
+    state: str = Field(..., description="the market's state of the round (collecting, closed, ...)")
+    registered: int = Field(..., description="clients registered when the round opened")
+    declared: int = Field(..., description="clients that have declared (or bought) so far")
+
+
 class SettlePayload(_Schema):
     """What the market books at settlement: rewards to the participants that completed training.
 

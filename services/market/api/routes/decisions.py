@@ -2,51 +2,29 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Request, status
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from mots.platform.contracts import ORCHESTRATION_DECISIONS_COMPLETE, send
-from mots.platform.schemas import DecisionIn, DecisionOut, RoundRef
-from mots.platform.transactions import in_transaction
-from services.market.api.deps import CeleryDep, CurrentClient, RoundId, SessionFactoryDep
-from services.market.decisions import all_declared, record_decision
-from services.market.models import Decision, MarketRound, Purchase
+from mots.platform.schemas import DecisionIn, DecisionOut
+from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
+from services.market.decision_batcher import DecisionBatcher
+from services.market.decisions import Declaration
+from services.market.models import Decision, Purchase
 
 router = APIRouter(tags=["decisions"])
 
 
 @router.put("/v1/rounds/{round_id}/decision", response_model=DecisionOut)
-def declare(
-    round_id: RoundId,
-    body: DecisionIn,
-    client: CurrentClient,
-    factory: SessionFactoryDep,
-    celery: CeleryDep,
+async def declare(
+    request: Request, round_id: RoundId, body: DecisionIn, client: CurrentClient
 ) -> DecisionOut:
-    """Declare (or change) the caller's strategy; declaring buy still requires a purchase."""
+    """Declare (or change) the caller's strategy; declaring buy still requires a purchase.
 
-    def work(session: Session) -> tuple[DecisionOut, bool]:
-        rnd = session.get(MarketRound, round_id, with_for_update={"read": True})
-        if rnd is None:
-            raise HTTPException(
-                status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist"
-            )
-        decision = record_decision(session, rnd, client.id, body.strategy)
-        paid = session.scalar(
-            select(Purchase.id).where(
-                Purchase.round_id == round_id, Purchase.client_id == client.id
-            )
-        )
-        out = DecisionOut(
-            round_id=round_id, client_id=client.id, strategy=body.strategy, paid=paid is not None
-        )
-        return out, decision is not None and all_declared(session, round_id)
-
-    out, complete = in_transaction(factory, work)
-    if complete:  # tell the orchestrator at once instead of letting it poll
-        send(celery, ORCHESTRATION_DECISIONS_COMPLETE, RoundRef(round_id=round_id))
-    return out
+    Booked together with the other declarations in flight (one transaction per batch); once
+    every client has declared, the orchestration hears of it (no polling of the population).
+    """
+    batcher: DecisionBatcher = request.app.state.declarations
+    return await batcher.submit(Declaration(client.id, round_id, body.strategy))
 
 
 @router.get("/v1/rounds/{round_id}/decision", response_model=DecisionOut)

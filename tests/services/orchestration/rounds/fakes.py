@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from mots.platform.schemas import (
     TERMINAL_STATES,
+    DeclarationProgress,
     EquilibriumRequest,
     EquilibriumResult,
     ErrorFit,
@@ -162,6 +163,16 @@ class FakeServices:
     def decisions(self, round_id: int) -> RoundDecisions:
         self._enter("decisions")
         return self._decisions(round_id)
+
+    def progress(self, round_id: int) -> DeclarationProgress:
+        self._enter("progress")
+        seen = self._decisions(round_id)
+        return DeclarationProgress(
+            round_id=round_id,
+            state="collecting",
+            registered=seen.registered,
+            declared=seen.declared,
+        )
 
     def close(self, round_id: int) -> RoundDecisions:
         self._enter("close")

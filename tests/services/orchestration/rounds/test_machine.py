@@ -90,7 +90,7 @@ def test_collection_waits_for_the_silent_until_the_deadline_then_they_abstain() 
     r.services.declared = 3
     round_id = r.start()
     r.run()
-    polls = r.services.calls.count("decisions")
+    polls = r.services.calls.count("progress")
     assert 4 <= polls <= 6  # a poll a second (plus the step's own time) for five seconds
     assert r.services.calls.count("close") == 1
     rnd = r.store.load(round_id)
