@@ -7,8 +7,6 @@ starts the reconciler, which re-drives every round past its state's deadline (li
 
 from __future__ import annotations
 
-import threading
-
 from mots.platform.contracts import ORCHESTRATION_ADVANCE, ORCHESTRATION_DECISIONS_COMPLETE, send
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.schemas import AdvanceRequest, AdvanceResult, RoundRef, RoundState
@@ -26,21 +24,17 @@ settings = get_settings()
 trainer = Trainer(settings)
 
 
-_stop_reconciler: list[threading.Event] = []
-
-
 def recover() -> list[int]:
     """Re-enqueue the current step of every unfinished round (the worker has just started) and
     start the reconciler."""
     pending = machine.recover()
-    _stop_reconciler.append(Reconciler(machine.ports).start())
+    reconciler.start()
     return pending
 
 
 def shutdown() -> None:
     """Stop the reconciler and the trainer."""
-    for stop in _stop_reconciler:
-        stop.set()
+    reconciler.stop()
     trainer.stop()
 
 
@@ -67,12 +61,16 @@ machine = RoundMachine(
         settings=settings,
     )
 )
+reconciler = Reconciler(machine.ports)
 
 
 @ORCHESTRATION_ADVANCE.handler(app)
 def advance(request: AdvanceRequest) -> AdvanceResult:
-    """Run one step of a round and enqueue the next."""
-    return machine.advance(request.round_id, request.state)
+    """Run one step of a round and enqueue the next; a round that ended wakes the schedule."""
+    result = machine.advance(request.round_id, request.state)
+    if result.next is None and not result.retry:
+        reconciler.wake()
+    return result
 
 
 @ORCHESTRATION_DECISIONS_COMPLETE.handler(app)

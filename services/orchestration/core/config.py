@@ -71,6 +71,15 @@ class Settings(PlatformSettings):
         gt=0,
         description="how often the worker's reconciler re-drives rounds past their state's deadline",
     )
+    round_interval_s: float | None = Field(
+        None,
+        ge=0,
+        description="open the next round this many seconds after the previous one ended (0: back "
+        "to back); unset: rounds are opened by hand (POST /v1/rounds)",
+    )
+    rounds_max: int | None = Field(
+        None, ge=1, description="the schedule stops once this many rounds exist (unset: never)"
+    )
     poll_interval_s: float = Field(
         0.5, gt=0, description="how often a collecting round re-reads the market's decisions"
     )

@@ -175,6 +175,9 @@ class RoundStore(Protocol):
     def load(self, round_id: int) -> RoundRecord | None:
         """The round, or None if there is none with that id."""
 
+    def latest(self, limit: int) -> list[RoundRecord]:
+        """The newest ``limit`` rounds, newest first."""
+
     def move(
         self, round_id: int, src: RoundState, dst: RoundState, note: str, update: RoundUpdate
     ) -> float | None:

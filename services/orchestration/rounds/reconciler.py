@@ -7,6 +7,11 @@ where it is; the reconciler, a thread of the orchestration worker, looks every
 interval of grace, so a step about to move the round is not raced) and sends that state's step
 again. A duplicated step is harmless: moves are compare-and-set. While a round stays overdue it
 is re-driven at most once per ``resend_after_s``, so a long step is not buried in copies.
+
+It also runs the market continuously when ``MOTS_ROUND_INTERVAL_S`` is set: once no round is in
+flight and the latest ended that many seconds ago, it opens the next one (until
+``MOTS_ROUNDS_MAX`` rounds exist). The worker wakes it when a round ends, so back-to-back rounds
+(interval 0) start at once; as the schedule lives in the database, no lost message can stop it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import threading
 from mots.platform.schemas import RoundState
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.machine import deadline_of
-from services.orchestration.rounds.ports import RoundPorts
+from services.orchestration.rounds.ports import RoundInFlight, RoundPorts
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +34,8 @@ class Reconciler:
         self.ports = ports
         self.resend_after_s = resend_after_s
         self._sent: dict[tuple[int, RoundState], float] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
 
     def tick(self) -> list[int]:
         """One pass: the ids of the rounds re-driven now."""
@@ -55,20 +62,54 @@ class Reconciler:
             prometheus.redriven(state)
             redriven.append(round_id)
         self._sent = {key: at for key, at in self._sent.items() if key in pending}
+        if not pending:
+            self.open_next()
         return redriven
 
-    def run(self, stop: threading.Event) -> None:
-        """Tick every interval until ``stop`` is set; a failed pass (database or broker away)
-        is logged and the next one tries again."""
-        while not stop.wait(self.ports.settings.reconcile_interval_s):
+    def open_next(self) -> int | None:
+        """Open the next scheduled round if one is due; its id, or None."""
+        settings, store = self.ports.settings, self.ports.store
+        if settings.round_interval_s is None:
+            return None
+        latest = store.latest(1)
+        if latest:
+            last = latest[0]
+            if settings.rounds_max is not None and last.id >= settings.rounds_max:
+                return None
+            ended = last.state_entered_at.timestamp()
+            if self.ports.clock() < ended + settings.round_interval_s:
+                return None
+        try:
+            round_id = store.create()
+        except RoundInFlight:  # a round was opened by hand meanwhile
+            return None
+        log.info("round %s: opened by the schedule", round_id)
+        self.ports.schedule(round_id, RoundState.OPEN, 0.0)
+        return round_id
+
+    def wake(self) -> None:
+        """Run a pass now (a round has just ended)."""
+        self._wake.set()
+
+    def run(self) -> None:
+        """Tick every interval (or when woken) until stopped; a failed pass (database or broker
+        away) is logged and the next one tries again."""
+        interval = self.ports.settings.reconcile_interval_s
+        while not self._stop.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.tick()
             except Exception:
-                log.warning("reconciler pass failed; next in %.1fs",
-                            self.ports.settings.reconcile_interval_s, exc_info=True)  # fmt: skip
+                log.warning("reconciler pass failed; next in %.1fs", interval, exc_info=True)
 
-    def start(self) -> threading.Event:
-        """Run in a daemon thread; set the returned event to stop it."""
-        stop = threading.Event()
-        threading.Thread(target=self.run, args=(stop,), name="reconciler", daemon=True).start()
-        return stop
+    def start(self) -> None:
+        """Run in a daemon thread."""
+        threading.Thread(target=self.run, name="reconciler", daemon=True).start()
+
+    def stop(self) -> None:
+        """End the thread's loop."""
+        self._stop.set()
+        self._wake.set()

@@ -65,6 +65,7 @@ class SqlRoundStore:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
 
+    @_database
     def create(self) -> int:
         """Insert a new round in ``open``; refuse while another round is in flight."""
         with self.sessions() as session, session.begin():
@@ -83,6 +84,7 @@ class SqlRoundStore:
             row = session.get(Round, round_id)
             return None if row is None else record(row)
 
+    @_database
     def latest(self, limit: int, before: int | None = None) -> list[RoundRecord]:
         """The newest ``limit`` rounds (older than round ``before`` if given), newest first."""
         query = select(Round).order_by(Round.id.desc()).limit(limit)

@@ -106,6 +106,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         )
     )
     names = quote.type_names
+    deadline = ports.clock() + ports.settings.collect_timeout_s
     ports.services.open(
         OpenRoundPayload(
             round_id=rnd.id,
@@ -118,6 +119,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             welfare=quote.welfare,
             incentive_cost=_money(quote.incentive_cost),
             subsidy_budget=ports.settings.round_subsidy_budget,
+            collect_deadline=datetime.fromtimestamp(deadline, UTC),
         )
     )
     update = RoundUpdate(
@@ -125,7 +127,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         scenario=scenario,
         type_clients={t.name: t.client_ids for t in population.types},
         quote=quote,
-        collect_deadline=ports.clock() + ports.settings.collect_timeout_s,
+        collect_deadline=deadline,
     )
     return Move(S.COLLECTING, f"error model: {source}", update)
 

@@ -141,6 +141,9 @@ class QuoteOut(_Schema):
     epsilon: float
     welfare: float
     incentive_cost: Money
+    collect_deadline: datetime | None = Field(
+        None, description="when the round stops taking decisions (ISO 8601, UTC)"
+    )
 
 
 class DecisionIn(_Schema):
@@ -401,6 +404,9 @@ class OpenRoundPayload(_Schema):
         ge=0,
         le=MAX_AMOUNT,
         description="most the platform may subsidise this round (None: the market's default)",
+    )
+    collect_deadline: datetime | None = Field(
+        None, description="when the round stops taking decisions; the silent then abstain"
     )
 
 

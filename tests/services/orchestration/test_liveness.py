@@ -74,7 +74,12 @@ def test_a_round_outlives_a_redis_crash_that_loses_its_messages(
         choices = choose(agents, quote, PowerUtility.model_validate(UTILITY))
         silent = [a for a in agents if choices[a.id] != Strategy.JOIN][:2]
         act(market, [a for a in agents if a not in silent], round_id, choices)
-        assert orchestration.get(f"/v1/rounds/{round_id}").json()["state"] == "collecting"
+        opened = orchestration.get(f"/v1/rounds/{round_id}").json()
+        assert opened["state"] == "collecting"
+        assert quote.collect_deadline is not None  # the quote says until when it collects
+        assert quote.collect_deadline.timestamp() == pytest.approx(
+            opened["deadlines"]["collecting"]
+        )
         private_redis.stop()
         shutil.rmtree(private_redis.workdir / "redis")  # the messages are lost, not replayed
         time.sleep(2.0)

@@ -40,6 +40,7 @@ def _quote(rnd: MarketRound) -> QuoteOut:
         epsilon=q.epsilon,
         welfare=q.welfare,
         incentive_cost=q.incentive_cost,
+        collect_deadline=q.collect_deadline,
     )
 
 

@@ -229,6 +229,9 @@ class MemoryStore:
     def load(self, round_id: int) -> RoundRecord | None:
         return self.rounds.get(round_id)
 
+    def latest(self, limit: int) -> list[RoundRecord]:
+        return [self.rounds[i] for i in sorted(self.rounds, reverse=True)[:limit]]
+
     def move(
         self, round_id: int, src: RoundState, dst: RoundState, note: str, update: RoundUpdate
     ) -> float | None:

@@ -172,3 +172,42 @@ def test_a_step_that_cannot_reach_the_store_runs_again() -> None:
     r.queue.pop(0)  # the original open message was delivered above
     r.run()
     assert r.store.path(round_id) == PUBLISHED_PATH
+
+
+def test_the_schedule_opens_rounds_after_the_interval_until_the_maximum() -> None:
+    """With MOTS_ROUND_INTERVAL_S the next round opens that long after the previous ended, and
+    the schedule stops at MOTS_ROUNDS_MAX rounds; without it nothing opens by itself."""
+    manual = rig()
+    assert Reconciler(manual.machine.ports).tick() == [] and manual.store.rounds == {}
+    r = rig(round_interval_s=30.0, rounds_max=2)
+    reconciler = Reconciler(r.machine.ports)
+    reconciler.tick()
+    assert list(r.store.rounds) == [1]  # the first round opens at once
+    r.run()
+    rnd = r.store.load(1)
+    assert rnd is not None and rnd.state == S.PUBLISHED
+    r.clock.now = rnd.state_entered_at.timestamp() + 29.0
+    reconciler.tick()
+    assert list(r.store.rounds) == [1]  # not yet
+    r.clock.now += 1.5
+    reconciler.tick()
+    assert list(r.store.rounds) == [1, 2]
+    reconciler.tick()
+    assert list(r.store.rounds) == [1, 2]  # one at a time
+    r.run()
+    r.clock.now += 3600.0
+    reconciler.tick()
+    assert list(r.store.rounds) == [1, 2]  # the maximum is reached
+    assert [p.round_id for p in r.services.opened] == [1, 2]
+
+
+def test_the_quote_carries_its_collection_deadline() -> None:
+    """The market gets the deadline with the quote; the round keeps the same one."""
+    r = rig(collect_timeout_s=45.0)
+    round_id = r.start()
+    r.run()
+    (opened,) = r.services.opened
+    rnd = r.store.load(round_id)
+    assert rnd is not None and opened.collect_deadline is not None
+    assert opened.collect_deadline.timestamp() == pytest.approx(rnd.collect_deadline)
+    assert rnd.collect_deadline == pytest.approx(rnd.created_at.timestamp() + 45.25)
