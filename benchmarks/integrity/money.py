@@ -7,6 +7,13 @@ workers, SQLite), registers an honest funded population, then runs every attack 
 how often the platform refused or contained it, and what it was paid beyond its quote (a
 decimal string; "0" when nothing).
 
+- ``quote_overcharge``: rounds whose realised state is off K*, where re-pricing the schedule would
+  charge participants more than quoted or pay beyond the quote (every honest client joins; one
+  client of the largest type joins alone while the rest buy). Contained when, read from the
+  wallets, no participant was paid or charged beyond its type's quote, no buyer paid more than
+  the quoted price, the round's subsidy stayed within its budget (``MOTS_ROUND_SUBSIDY_BUDGET``
+  is 1 on this platform, so the lone joiner's round is also cut to it) and the ledger balances.
+  ``paid`` sums what the wallets moved beyond the quote.
 - ``non_finite_json``: every JSON body of every route of every API (from their OpenAPI
   documents) sent with ``NaN``, ``Infinity``, ``-Infinity`` and ``1e400`` in each field; refused
   when answered 4xx as ``application/problem+json`` (never a 5xx, never accepted).
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -27,6 +35,7 @@ import httpx
 from benchmarks.integrity.suite import SuiteResult
 from mots.local.agents import Agent, register_population
 from mots.local.launcher import SERVICES_WITH_API, Stack
+from mots.platform.schemas import TERMINAL_STATES, QuoteOut, Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
@@ -37,6 +46,9 @@ HONEST_TYPES = [
     {"name": "type-3", "count": 2, "data_size": 300, "cost": "3.0"},
 ]
 UTILITY = {"kind": "power", "scale": 1.0, "exponent": 8.0}
+SUBSIDY_BUDGET = Decimal(1)
+"""``MOTS_ROUND_SUBSIDY_BUDGET`` of the suite's platform (small, so that a cap is exercised)."""
+ROUND_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -47,6 +59,7 @@ class Attack:
     refused_or_caught: int = 0
     paid: Decimal = Decimal(0)
     details: list[str] = field(default_factory=list)
+    extra: list[dict[str, Any]] = field(default_factory=list)
 
     def record(self, caught: bool, detail: str = "", paid: Decimal = Decimal(0)) -> None:
         """One try: refused or contained (or not), with what it was paid beyond its quote."""
@@ -65,6 +78,8 @@ class Attack:
         }
         if self.details:
             out["missed"] = self.details[:5]
+        if self.extra:
+            out["rounds"] = self.extra
         return out
 
 
@@ -122,8 +137,136 @@ def stack_env(**extra: str) -> dict[str, str]:
         "MOTS_UTILITY": json.dumps(UTILITY),
         "MOTS_COLLECT_TIMEOUT_S": "30",
         "MOTS_POLL_INTERVAL_S": "0.2",
+        "MOTS_ROUND_SUBSIDY_BUDGET": str(SUBSIDY_BUDGET),
         **extra,
     }
+
+
+# ------------------------------------------------------------------ rounds
+
+
+def balances(p: MoneyPlatform, agents: list[Agent]) -> dict[int, Decimal]:
+    """Each agent's wallet balance."""
+    return {
+        a.id: Decimal(
+            p.market.get("/v1/me/balance", headers=a.auth).raise_for_status().json()["balance"]
+        )
+        for a in agents
+    }
+
+
+def ledger_accounts(p: MoneyPlatform) -> dict[str, Decimal]:
+    """Σ balances per account category (``platform_subsidy`` goes negative as it pays out)."""
+    r = p.market.get("/v1/ledger/check", headers=OPERATOR).raise_for_status().json()
+    return {k: Decimal(v) for k, v in r["accounts"].items()}
+
+
+def wait_terminal(
+    p: MoneyPlatform, round_id: int, timeout_s: float = ROUND_TIMEOUT_S
+) -> dict[str, Any]:
+    """Poll the orchestration API (as the operator) until the round ends; its body."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body: dict[str, Any] = (
+            p.orchestration.get(f"/v1/rounds/{round_id}", headers=OPERATOR)
+            .raise_for_status()
+            .json()
+        )
+        if body["state"] in {s.value for s in TERMINAL_STATES}:
+            return body
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"round {round_id} still {body['state']} after {timeout_s}s")
+        time.sleep(0.5)
+
+
+def play_round(
+    p: MoneyPlatform, choose: Callable[[QuoteOut], dict[int, Strategy]]
+) -> tuple[QuoteOut, dict[str, Any], dict[int, Strategy]]:
+    """Open a round, let the honest agents act as ``choose`` says on its quote, wait for its end."""
+    from mots.local.agents import act, wait_for_quote
+
+    r = p.orchestration.post("/v1/rounds", headers=OPERATOR)
+    r.raise_for_status()
+    round_id = int(r.json()["round_id"])
+    quote = wait_for_quote(p.market, p.honest[0], round_id)
+    choices = choose(quote)
+    act(p.market, p.honest, round_id, choices)
+    return quote, wait_terminal(p, round_id), choices
+
+
+def beyond_quote(
+    quote: QuoteOut,
+    agents: list[Agent],
+    choices: dict[int, Strategy],
+    before: dict[int, Decimal],
+    after: dict[int, Decimal],
+) -> tuple[Decimal, list[str]]:
+    """What the wallets moved beyond the quote in one round: a joiner's change must lie between 0
+    and its type's quoted reward, a buyer's between −p and 0."""
+    quoted = {t.type_name: t.reward for t in quote.types}
+    excess = Decimal(0)
+    notes = []
+    for a in agents:
+        delta = after[a.id] - before[a.id]
+        if choices[a.id] == Strategy.JOIN:
+            lo, hi = (
+                min(quoted.get(a.type_name, Decimal(0)), Decimal(0)),
+                max(quoted.get(a.type_name, Decimal(0)), Decimal(0)),
+            )
+        elif choices[a.id] == Strategy.BUY:
+            lo, hi = -quote.price, Decimal(0)
+        else:
+            lo = hi = Decimal(0)
+        over = max(Decimal(0), lo - delta, delta - hi)
+        if over:
+            notes.append(f"client {a.id} ({choices[a.id].value}) moved {delta}, quote [{lo}, {hi}]")
+        excess += over
+    return excess, notes
+
+
+def _all_join(p: MoneyPlatform) -> Callable[[QuoteOut], dict[int, Strategy]]:
+    return lambda _q: {a.id: Strategy.JOIN for a in p.honest}
+
+
+def _lone_joiner(p: MoneyPlatform) -> Callable[[QuoteOut], dict[int, Strategy]]:
+    largest = max(p.honest, key=lambda a: (a.data_size, -a.id))
+    return lambda _q: {a.id: Strategy.JOIN if a is largest else Strategy.BUY for a in p.honest}
+
+
+@attack("quote_overcharge")
+def quote_overcharge(p: MoneyPlatform) -> Attack:
+    """Realised states off K*: nobody is paid or charged beyond the quote; subsidy ≤ budget."""
+    out = Attack()
+    for deviation in (_all_join(p), _lone_joiner(p)):
+        before, subsidy_before = (
+            balances(p, p.honest),
+            ledger_accounts(p).get("platform_subsidy", Decimal(0)),
+        )
+        quote, body, choices = play_round(p, deviation)
+        after = balances(p, p.honest)
+        subsidy = subsidy_before - ledger_accounts(p).get("platform_subsidy", Decimal(0))
+        excess, notes = beyond_quote(quote, p.honest, choices, before, after)
+        settlement = (body.get("summary") or {}).get("settlement") or {}
+        budget = Decimal(settlement.get("subsidy_budget") or SUBSIDY_BUDGET)
+        if subsidy > budget:
+            notes.append(f"subsidy {subsidy} > budget {budget}")
+        if not ledger_balanced(p):
+            notes.append("ledger unbalanced")
+        out.record(not notes, f"round {quote.round_id}: {'; '.join(notes)}", excess)
+        out.extra.append(
+            {
+                "round_id": quote.round_id,
+                "state": body["state"],
+                "quoted_rewards": {t.type_name: str(t.reward) for t in quote.types},
+                "quoted_price": str(quote.price),
+                "realised_rewards": (body.get("summary") or {}).get("rewards"),
+                "realised_price": (body.get("summary") or {}).get("price"),
+                "captured_rewards": settlement.get("captured_rewards"),
+                "capture_rule": settlement.get("capture_rule"),
+                "subsidy": str(subsidy),
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------ non-finite JSON

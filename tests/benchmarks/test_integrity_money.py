@@ -60,3 +60,21 @@ def test_paid_is_a_canonical_decimal_string() -> None:
     a.record(True)
     assert a.as_dict() == {"tried": 2, "refused_or_caught": 1, "paid": "1.5", "missed": ["x"]}
     assert money.Attack().as_dict()["paid"] == "0"
+
+
+def test_quote_overcharge_is_contained(platform: money.MoneyPlatform) -> None:
+    """Rounds off K* whose re-priced terms lie beyond the quote (checked here, so the attack is
+    real): read from the wallets, nobody moved money beyond the quote, the subsidy stayed within
+    the budget and the ledger balances."""
+    a = money.ATTACKS["quote_overcharge"](platform)
+    _refused(a)
+    beyond = 0
+    for r in a.extra:
+        quoted = {k: money.Decimal(v) for k, v in r["quoted_rewards"].items()}
+        for name, realised in (r["realised_rewards"] or {}).items():
+            q, realised = quoted[name], money.Decimal(str(realised))
+            beyond += int(realised < min(q, 0) or realised > max(q, 0))
+        assert money.Decimal(r["subsidy"]) <= money.SUBSIDY_BUDGET
+    assert beyond > 0, a.extra
+    assert any("bounded by the quote" in (r["capture_rule"] or "") for r in a.extra), a.extra
+    assert money.ledger_balanced(platform)
