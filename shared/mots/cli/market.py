@@ -230,6 +230,34 @@ def balance(session: Session, limit: int) -> None:
     session.emit(out, human)
 
 
+@market.command("ledger")
+@click.option(
+    "--limit", type=click.IntRange(1), default=50, show_default=True, help="newest entries shown"
+)
+@click.option("--all", "everything", is_flag=True, help="every entry (all pages)")
+@connection
+def ledger(session: Session, limit: int, everything: bool) -> None:
+    """This client's ledger entries, newest first (deposits, purchases, rewards, refunds).
+
+    \b
+    Example:
+      mots market ledger --all --json
+    """
+    with session.market() as m:
+        out = m.entries(None if everything else limit)
+    rows = [
+        (
+            e.transaction_id,
+            e.kind,
+            money(e.amount),
+            e.round_id,
+            e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+        for e in out
+    ]
+    session.emit(out, table(rows, ("tx", "kind", "amount", "round", "at (UTC)")))
+
+
 @market.command("download")
 @click.argument("round_id", type=click.IntRange(1))
 @click.option(

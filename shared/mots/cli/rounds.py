@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -152,6 +154,11 @@ def describe(v: RoundView) -> str:
     lines = [f"round {v.id}: {v.state.value} (mechanism {v.mechanism or '-'})"]
     if v.rule:
         lines.append(f"settled by rule: {v.rule}")
+    due = v.deadline()
+    if due is not None:
+        left = due - time.time()
+        at = datetime.fromtimestamp(due, UTC).strftime("%H:%M:%S")
+        lines.append(f"deadline of {v.state.value}: {at} UTC ({left:+.0f} s from now)")
     p = v.training_progress
     if p is not None:
         lines.append(

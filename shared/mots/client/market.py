@@ -36,6 +36,7 @@ from mots.platform.schemas import (
     DecisionOut,
     DepositIn,
     DepositOut,
+    EntryOut,
     LedgerCheck,
     ModelInfo,
     NodeKeyIn,
@@ -57,6 +58,7 @@ MODEL_DIGEST_HEADER = "X-Model-SHA256"
 
 M = TypeVar("M", bound=BaseModel)
 _ClientPage = Page[ClientOut]
+_EntryPage = Page[EntryOut]
 
 
 class MarketError(Exception):
@@ -354,6 +356,23 @@ class MarketClient:
     def balance(self, limit: int = 100) -> BalanceOut:
         """``GET /v1/me/balance``: the wallet's balance and its ``limit`` latest ledger entries."""
         return self._call(BalanceOut, "GET", "/v1/me/balance", params={"limit": limit})
+
+    def entries(self, limit: int | None = None, page_size: int = 500) -> list[EntryOut]:
+        """``GET /v1/me/entries``: the wallet's ledger entries, newest first, following the pages'
+        ``next`` until ``limit`` entries (None: all of them)."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit: must be ≥ 1, got {limit}")
+        out: list[EntryOut] = []
+        cursor: str | None = None
+        while limit is None or len(out) < limit:
+            size = page_size if limit is None else min(page_size, limit - len(out))
+            params: dict[str, Any] = {"limit": size} | ({"cursor": cursor} if cursor else {})
+            page = self._call(_EntryPage, "GET", "/v1/me/entries", params=params)
+            out.extend(page.items)
+            if page.next is None:
+                break
+            cursor = page.next
+        return out
 
     def download_model(
         self, round_id: int, dest: str | os.PathLike[str], *, metadata: bool = True

@@ -61,6 +61,16 @@ class RoundView(_View):
     summary: dict[str, Any] | None = None
     quote: dict[str, Any] | None = None
     transitions: list[dict[str, Any]] = Field(default_factory=list)
+    deadlines: dict[str, float] | None = Field(
+        None, description="epoch seconds by which each state the round entered must be left"
+    )
+
+    def deadline(self) -> float | None:
+        """The epoch second by which the round must leave its current state (None: none known,
+        or the round has ended)."""
+        if self.finished or not self.deadlines:
+            return None
+        return self.deadlines.get(self.state.value)
 
     @property
     def finished(self) -> bool:

@@ -148,6 +148,9 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     ledger = _json("market", "balance", MOTS_TOKEN=tokens[buyer], **w)
     assert isinstance(ledger, dict)
     assert [e["kind"] for e in ledger["entries"]][:2] == ["purchase", "deposit"]
+    entries = _json("market", "ledger", "--all", MOTS_TOKEN=tokens[buyer], **w)
+    assert isinstance(entries, list)
+    assert sum(Decimal(e["amount"]) for e in entries) == Decimal(ledger["balance"])
     for name in (buyer, participants[0]):
         dest = tmp_path / name / f"mots-round-{round_id}.pt"
         dest.parent.mkdir()
@@ -173,6 +176,8 @@ def test_refusals_are_one_line_and_usage_errors_exit_2(workdir: Path, tmp_path: 
     bad = _mots("market", "balance", MOTS_TOKEN="not-a-token", **w)
     assert bad.exit_code == 1 and bad.output.startswith("Error: 401: "), bad.output
     assert len(bad.output.strip().splitlines()) == 1
+    down = _mots("platform", "down", "--workdir", str(tmp_path))
+    assert down.exit_code == 1 and "no running platform recorded" in down.output
     missing = _mots("rounds", "show", "999", **w)
     assert missing.exit_code == 1 and "round 999 does not exist" in missing.output
     unset = _mots("market", "balance", MOTS_WORKDIR=str(tmp_path))

@@ -81,3 +81,13 @@ def test_refusals_and_timeouts() -> None:
         list(stuck.watch(5, timeout_s=0))
     with pytest.raises(OrchestrationError, match="unexpected answer"):
         _client(lambda _: httpx.Response(200, json={"id": "x"})).round(1)
+
+
+def test_the_current_states_deadline() -> None:
+    """deadline() is the current state's entry of ``deadlines``; none once the round has ended."""
+    body = {**_round(5, "collecting"), "deadlines": {"open": 10.0, "collecting": 70.5}}
+    view = _client(lambda _: httpx.Response(200, json=body)).round(5)
+    assert view is not None and view.deadline() == 70.5
+    body = {**body, "state": "published"}
+    ended = _client(lambda _: httpx.Response(200, json=body)).round(5)
+    assert ended is not None and ended.deadline() is None
