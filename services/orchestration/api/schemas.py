@@ -52,6 +52,14 @@ class RoundOut(BaseModel):
         description="the deadline of each state the round entered (epoch seconds); past it the "
         "reconciler re-drives the round",
     )
+    predicted_epsilon: float | None = Field(
+        None,
+        description="ε the round opened with: the quote's ε(K*) (Eq. 3, the error model's "
+        "estimate then); None before the quote",
+    )
+    measured_epsilon: float | None = Field(
+        None, description="the evaluation service's test loss of the round's model; None before"
+    )
 
 
 class RoundDetail(RoundOut):

@@ -34,6 +34,8 @@ def _out(rnd: RoundRecord) -> RoundOut:
         quote=rnd.quote,
         scenario=rnd.scenario,
         deadlines=rnd.deadlines,
+        predicted_epsilon=rnd.quote.epsilon if rnd.quote else None,
+        measured_epsilon=rnd.evaluation.test_loss if rnd.evaluation else None,
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.schemas import RoundState
+from mots.platform.schemas import EvaluationResult, PricingResult, RoundState
 from services.orchestration.core.config import Settings
 from services.orchestration.main import create_app
 from services.orchestration.migrations import upgrade
@@ -126,3 +126,26 @@ def test_rounds_are_listed_newest_first_a_page_at_a_time(
     assert too_many.status_code == 422 and "query.limit" in too_many.json()["detail"]
     forged = client.get("/v1/rounds", params={"cursor": "not-ours"})
     assert forged.status_code == 422 and "query.cursor" in forged.json()["detail"]
+
+
+def test_a_round_shows_its_predicted_and_measured_epsilon(
+    api: tuple[TestClient, SqlRoundStore],
+) -> None:
+    """The quote's ε(K*) from the open, the evaluation's test loss once measured."""
+    client, store = api
+    round_id = store.create()
+    assert client.get(f"/v1/rounds/{round_id}").json()["predicted_epsilon"] is None
+    quote = PricingResult(
+        mechanism="swan", regime="low", type_names=["a"], participants=[2], buyers=[1],
+        price=1.0, rewards=[0.5], welfare=1.0, epsilon=0.71, incentive_cost=0.0, optimal=True,
+    )  # fmt: skip
+    store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate(quote=quote))
+    body = client.get(f"/v1/rounds/{round_id}").json()
+    assert (body["predicted_epsilon"], body["measured_epsilon"]) == (0.71, None)
+    store.move(round_id, S.COLLECTING, S.TRAINING, "", RoundUpdate())
+    measured = EvaluationResult(
+        round_id=round_id, test_loss=0.66, accuracy=None, seconds=1.0, fit=None
+    )
+    store.move(round_id, S.TRAINING, S.EVALUATING, "", RoundUpdate(evaluation=measured))
+    (listed,) = client.get("/v1/rounds").json()["items"]
+    assert (listed["predicted_epsilon"], listed["measured_epsilon"]) == (0.71, 0.66)
