@@ -57,6 +57,10 @@ bench-integrity: install system ## every attack on a fresh platform (federation:
 
 bench: bench-solver bench-theorem3 bench-market bench-round bench-training bench-integrity ## every benchmark
 
+.PHONY: dashboards
+dashboards: install ## regenerate the Grafana dashboard (both copies) from monitoring/grafana/build_dashboard.py
+	$(PY) monitoring/grafana/build_dashboard.py
+
 DATASET := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 
 demo: install system ## the main job: one market cycle on Fashion-MNIST with real Flower training (out/demo)

@@ -1,0 +1,419 @@
+"""The MoTS Grafana dashboard, generated from this one Python source.
+
+Run ``python monitoring/grafana/build_dashboard.py`` (or ``make dashboards``) after editing a panel:
+it writes ``monitoring/grafana/dashboards/mots.json`` and the identical copy Kubernetes ships,
+``k8s/base/grafana/dashboards/mots.json``; ``tests/monitoring/test_dashboard.py`` fails while
+either file differs from what this module builds, and while a metric the services export has no
+panel. To add a panel, append a :class:`Panel` to the section it belongs to in :func:`sections`.
+
+Rules every panel follows (checked by the test): a title, a unit, a legend naming the labels its
+series differ by, and a window (``rate``/``increase``/``histogram_quantile`` over ``[W]``) wherever a
+person wants "lately" rather than "since the process started". Round-level figures use
+``ROUND_WINDOW`` (rounds last minutes), request-level ones ``RATE_WINDOW``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUTS = (
+    ROOT / "monitoring/grafana/dashboards/mots.json",
+    ROOT / "k8s/base/grafana/dashboards/mots.json",
+)
+DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
+ROUND_WINDOW = "1h"
+"""The window of round-level figures: rounds last seconds to minutes, so an hour holds several."""
+RATE_WINDOW = "5m"
+"""The window of request-level rates and latencies."""
+WIDTH = 24
+"""Grafana's grid width."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One PromQL query of a panel and the legend of its series (``{{label}}`` for each label the
+    series differ by; a fixed name when the query yields one series)."""
+
+    expr: str
+    legend: str
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A panel: its title, Grafana unit (``s``, ``percentunit``, ``currencyUSD``, ``reqps``, ``none``
+    …), what it shows and why (the description), its queries and its kind and width."""
+
+    title: str
+    unit: str
+    description: str
+    targets: tuple[Target, ...]
+    kind: str = "timeseries"
+    width: int = 12
+    height: int = 7
+    decimals: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _t(expr: str, legend: str) -> Target:
+    return Target(expr, legend)
+
+
+def market_panels() -> list[Panel]:
+    """The latest round's market: SWAN's terms, welfare, the population and the ledger."""
+    return [
+        Panel(
+            "Social welfare W_MoTS (Eq. 5), latest round",
+            "none",
+            "W_MoTS(K, B) of the latest finished round, in utility units (Eq. 5).",
+            (_t("mots_social_welfare", "W_MoTS"),),
+            kind="stat",
+            width=6,
+        ),
+        Panel(
+            "Model price p, latest round",
+            "currencyUSD",
+            "SWAN's price p(K) of the latest finished round.",
+            (_t("mots_model_price", "p"),),
+            kind="stat",
+            width=6,
+        ),
+        Panel(
+            "Incentive cost (platform subsidy), latest round",
+            "currencyUSD",
+            "The subsidy [Σ K_i r_i − Σ B_i p]⁺ the ledger booked for the latest finished round.",
+            (_t("mots_incentive_cost", "subsidy"),),
+            kind="stat",
+            width=6,
+        ),
+        Panel(
+            "Generalization error ε, latest round",
+            "none",
+            "Test loss ε of the latest round's model, one series per exporting service (job): the "
+            "orchestration's copy of the measured ε and the evaluation service's measurement.",
+            (_t("mots_generalization_error", "{{job}}"),),
+            kind="stat",
+            width=6,
+        ),
+        Panel(
+            "Reward r_i per type, latest round",
+            "currencyUSD",
+            "Participation reward r_i(K) of each type in the latest finished round.",
+            (_t("mots_reward", "{{type}}"),),
+            kind="bargauge",
+            width=8,
+        ),
+        Panel(
+            "Participants K_i per type, latest round",
+            "none",
+            "Clients of each type that joined the latest finished round's training.",
+            (_t("mots_participants", "{{type}}"),),
+            kind="bargauge",
+            width=8,
+            decimals=0,
+        ),
+        Panel(
+            "Buyers B_i per type, latest round",
+            "none",
+            "Clients of each type that bought the latest finished round's model.",
+            (_t("mots_buyers", "{{type}}"),),
+            kind="bargauge",
+            width=8,
+            decimals=0,
+        ),
+        Panel(
+            "Ledger totals by account",
+            "currencyUSD",
+            "Σ balances per account category, read from the market's ledger at each scrape "
+            "(Σ over all categories is 0).",
+            (_t("mots_ledger_total", "{{account}}"),),
+            kind="bargauge",
+        ),
+        Panel(
+            "Error model parameters (Eq. 3)",
+            "none",
+            "The evaluation service's latest estimate of Eq. 3's parameters and ε0.",
+            (_t("mots_error_model_parameter", "{{parameter}}"),),
+            kind="stat",
+        ),
+    ]
+
+
+def round_panels() -> list[Panel]:
+    """How long rounds take, where the time goes, and how they end."""
+    w = ROUND_WINDOW
+    return [
+        Panel(
+            f"Round duration p50 / p95 (last {w})",
+            "s",
+            "Quantiles of the wall time from a round's open to its terminal state, over rounds "
+            f"that ended in the last {w}.",
+            (
+                _t(
+                    "histogram_quantile(0.5, sum by (le) "
+                    f"(increase(mots_round_duration_seconds_bucket[{w}])))",
+                    "p50",
+                ),
+                _t(
+                    "histogram_quantile(0.95, sum by (le) "
+                    f"(increase(mots_round_duration_seconds_bucket[{w}])))",
+                    "p95",
+                ),
+            ),
+            width=8,
+        ),
+        Panel(
+            f"Round duration mean (last {w})",
+            "s",
+            f"Mean wall time of the rounds that ended in the last {w}.",
+            (
+                _t(
+                    f"sum(increase(mots_round_duration_seconds_sum[{w}])) / "
+                    f"sum(increase(mots_round_duration_seconds_count[{w}]))",
+                    "mean",
+                ),
+            ),
+            kind="stat",
+            width=4,
+        ),
+        Panel(
+            f"Mean seconds per round state (last {w})",
+            "s",
+            f"Mean time a round spent in each state, over the states left in the last {w}.",
+            (
+                _t(
+                    f"sum by (state) (increase(mots_round_phase_duration_seconds_sum[{w}])) / "
+                    f"sum by (state) (increase(mots_round_phase_duration_seconds_count[{w}]))",
+                    "{{state}}",
+                ),
+            ),
+            kind="bargauge",
+        ),
+        Panel(
+            "Platform overhead share, latest round",
+            "percentunit",
+            "The latest round's time outside training and evaluation, as a share of its wall time.",
+            (_t("mots_platform_overhead_ratio", "overhead share"),),
+            kind="stat",
+            width=6,
+        ),
+        Panel(
+            f"Rounds ended by outcome (last {w})",
+            "none",
+            f"Rounds that reached a terminal state in the last {w}, by state.",
+            (_t(f"sum by (state) (increase(mots_rounds_total[{w}]))", "{{state}}"),),
+            kind="stat",
+            width=6,
+            decimals=0,
+        ),
+        Panel(
+            f"Models evaluated (last {w})",
+            "none",
+            f"Models the evaluation service measured in the last {w}.",
+            (_t(f"sum(increase(mots_evaluations_total[{w}]))", "evaluations"),),
+            kind="stat",
+            width=6,
+            decimals=0,
+        ),
+        Panel(
+            f"Purchases booked per second (last {RATE_WINDOW})",
+            "ops",
+            "Model purchases the market booked, per second.",
+            (_t(f"sum(rate(mots_purchases_total[{RATE_WINDOW}]))", "purchases/s"),),
+            width=6,
+        ),
+    ]
+
+
+def service_panels() -> list[Panel]:
+    """The services' own health: HTTP, pricing, Celery tasks, batched writes."""
+    w = RATE_WINDOW
+    return [
+        Panel(
+            f"HTTP requests per second (last {w})",
+            "reqps",
+            "Requests served, by service, method, route template and status code.",
+            (
+                _t(
+                    "sum by (service, method, route, status) "
+                    f"(rate(mots_http_requests_total[{w}]))",
+                    "{{service}} {{method}} {{route}} {{status}}",
+                ),
+            ),
+        ),
+        Panel(
+            f"HTTP request latency p99 (last {w})",
+            "s",
+            "99th percentile of request latency, by service.",
+            (
+                _t(
+                    "histogram_quantile(0.99, sum by (le, service) "
+                    f"(rate(mots_http_request_duration_seconds_bucket[{w}])))",
+                    "{{service}}",
+                ),
+            ),
+        ),
+        Panel(
+            f"Pricing requests per second (last {w})",
+            "reqps",
+            "SWAN computations of the pricing service, by kind and outcome.",
+            (
+                _t(
+                    f"sum by (kind, outcome) (rate(mots_pricing_requests_total[{w}]))",
+                    "{{kind}} {{outcome}}",
+                ),
+            ),
+        ),
+        Panel(
+            f"Pricing computation p99 (last {w})",
+            "s",
+            "99th percentile of the time to compute SWAN's terms, by kind.",
+            (
+                _t(
+                    "histogram_quantile(0.99, sum by (le, kind) "
+                    f"(rate(mots_pricing_duration_seconds_bucket[{w}])))",
+                    "{{kind}}",
+                ),
+            ),
+        ),
+        Panel(
+            f"Celery tasks per second (last {w})",
+            "ops",
+            "Tasks the workers ran, by service, task and outcome.",
+            (
+                _t(
+                    f"sum by (service, task, outcome) (rate(mots_tasks_total[{w}]))",
+                    "{{service}} {{task}} {{outcome}}",
+                ),
+            ),
+        ),
+        Panel(
+            f"Batched writes: mean requests per batch (last {w})",
+            "none",
+            "Purchases (and token lookups) booked together in one database transaction (group "
+            "commit), by batcher.",
+            (
+                _t(
+                    f"sum by (batcher) (rate(mots_batch_size_sum[{w}])) / "
+                    f"sum by (batcher) (rate(mots_batch_size_count[{w}]))",
+                    "{{batcher}}",
+                ),
+            ),
+        ),
+        Panel(
+            f"Batched writes: p99 time per batch (last {w})",
+            "s",
+            "Time to book one batch, its commit included, by batcher.",
+            (
+                _t(
+                    "histogram_quantile(0.99, sum by (le, batcher) "
+                    f"(rate(mots_batch_duration_seconds_bucket[{w}])))",
+                    "{{batcher}}",
+                ),
+            ),
+        ),
+    ]
+
+
+def sections() -> list[tuple[str, list[Panel]]]:
+    """The dashboard's rows, top to bottom."""
+    return [
+        ("Market: the latest round", market_panels()),
+        ("Rounds", round_panels()),
+        ("Services", service_panels()),
+    ]
+
+
+def _panel_json(p: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": p.unit}
+    if p.decimals is not None:
+        defaults["decimals"] = p.decimals
+    options: dict[str, Any] = {"legend": {"showLegend": True, "displayMode": "list"}}
+    if p.kind in ("stat", "bargauge"):
+        options = {"reduceOptions": {"calcs": ["lastNotNull"], "values": False}}
+    return {
+        "id": pid,
+        "type": p.kind,
+        "title": p.title,
+        "description": p.description,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": p.height, "w": p.width, "x": x, "y": y},
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": options | p.extra,
+        "targets": [
+            {
+                "refId": chr(ord("A") + i),
+                "expr": t.expr,
+                "legendFormat": t.legend,
+                "datasource": DATASOURCE,
+            }
+            for i, t in enumerate(p.targets)
+        ],
+    }
+
+
+def build() -> dict[str, Any]:
+    """The dashboard's JSON model: a collapsed-free row per section, panels laid out left to right."""
+    panels: list[dict[str, Any]] = []
+    pid, y = 1, 0
+    for name, section in sections():
+        panels.append(
+            {
+                "id": pid,
+                "type": "row",
+                "title": name,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": WIDTH, "x": 0, "y": y},
+                "panels": [],
+            }
+        )
+        pid, y, x, row_h = pid + 1, y + 1, 0, 0
+        for p in section:
+            if x + p.width > WIDTH:
+                x, y, row_h = 0, y + row_h, 0
+            panels.append(_panel_json(p, pid, x, y))
+            pid, x, row_h = pid + 1, x + p.width, max(row_h, p.height)
+        y += row_h
+    return {
+        "uid": "mots-platform",
+        "title": "MoTS platform",
+        "description": "Market rounds priced by SWAN: welfare, price, rewards, states per type, "
+        "ledger, round time and the platform's share of it, training, services. Generated by "
+        "monitoring/grafana/build_dashboard.py: edit that file, not this one.",
+        "tags": ["mots"],
+        "timezone": "utc",
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "10s",
+        "time": {"from": "now-1h", "to": "now"},
+        "templating": {"list": []},
+        "annotations": {"list": []},
+        "panels": panels,
+    }
+
+
+def render() -> str:
+    """The dashboard file's exact text."""
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """Write both dashboard files (``--check``: only say whether they are up to date)."""
+    text = render()
+    stale = [p for p in OUTPUTS if not p.exists() or p.read_text() != text]
+    if "--check" in argv:
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} is out of date: run {Path(__file__).relative_to(ROOT)}")
+        return 1 if stale else 0
+    for p in OUTPUTS:
+        p.write_text(text)
+    print("wrote " + ", ".join(str(p.relative_to(ROOT)) for p in OUTPUTS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

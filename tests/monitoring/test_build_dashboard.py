@@ -1,0 +1,105 @@
+"""The dashboard is generated from monitoring/grafana/build_dashboard.py: its files are up to date,
+every metric the services export has a panel, and every panel names its unit and legend."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from prometheus_client import REGISTRY
+
+ROOT = Path(__file__).parents[2]
+
+
+def _builder() -> ModuleType:
+    path = ROOT / "monitoring/grafana/build_dashboard.py"
+    spec = importlib.util.spec_from_file_location("build_dashboard", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+BUILD = _builder()
+
+
+def exported_metrics(tmp_path: Path) -> set[str]:
+    """The names of every mots_* metric family the services' registries hold (lazy ones created,
+    the market's ledger collector pointed at a migrated database)."""
+    from mots.platform import metrics
+    from mots.platform.db import make_engine, make_sessionmaker
+    from services.market.metrics import watch_ledger
+    from services.market.migrations import upgrade
+
+    for name in metrics._LAZY:
+        getattr(metrics, name)
+    url = f"sqlite:///{tmp_path / 'market.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    watch_ledger(make_sessionmaker(engine))
+    names = set()
+    for family in REGISTRY.collect():
+        if family.name.startswith("mots_"):
+            names.add(family.name + ("_total" if family.type == "counter" else ""))
+    engine.dispose()
+    return names
+
+
+def _series_in(expr: str) -> set[str]:
+    """The metric families an expression reads (histogram and counter suffixes folded)."""
+    found = set(re.findall(r"\bmots_[a-z0-9_]+", expr))
+    return {re.sub(r"_(bucket|sum|count)$", "", n) for n in found}
+
+
+def test_the_dashboard_files_are_what_the_generator_builds() -> None:
+    """Both copies (docker/local and Kubernetes) are the generator's output, byte for byte."""
+    assert BUILD.main(["--check"]) == 0, "run python monitoring/grafana/build_dashboard.py"
+
+
+def test_every_exported_metric_has_a_panel(tmp_path: Path) -> None:
+    """A test-only metric without a panel fails the check; the services' own metrics all pass."""
+    panels = [p for _, section in BUILD.sections() for p in section]
+    shown = set().union(*(_series_in(t.expr) for p in panels for t in p.targets))
+    exported = exported_metrics(tmp_path)
+    assert "mots_http_requests_total" in exported and "mots_ledger_total" in exported
+    assert sorted(exported - shown) == []
+    assert sorted((exported | {"mots_not_on_the_dashboard"}) - shown) == [
+        "mots_not_on_the_dashboard"
+    ]
+
+
+@pytest.mark.parametrize(
+    "panel", [p for _, s in BUILD.sections() for p in s], ids=lambda p: p.title
+)
+def test_every_panel_has_a_unit_a_legend_and_a_window(panel: object) -> None:
+    """Title, unit, a legend naming each label the series are split by, counters over a window."""
+    assert panel.title and panel.unit and panel.description  # type: ignore[attr-defined]
+    for t in panel.targets:  # type: ignore[attr-defined]
+        assert t.legend, t.expr
+        for by in re.findall(r"sum by \(([^)]*)\)", t.expr):
+            for label in (s.strip() for s in by.split(",")):
+                assert label == "le" or "{{" + label + "}}" in t.legend, (label, t.legend)
+        for name in re.findall(r"\bmots_[a-z0-9_]+", t.expr):
+            if name in _cumulative():
+                assert re.search(rf"(rate|increase)\({name}\[\d+[smh]\]\)", t.expr), (name, t)
+
+
+def _cumulative() -> set[str]:
+    """The series of every counter and histogram of the platform: they only make sense over a
+    window (the ledger's ``mots_ledger_total`` is a gauge despite its name)."""
+    from mots.platform import metrics
+
+    for name in metrics._LAZY:
+        getattr(metrics, name)
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+    return {
+        f.name + s
+        for f in REGISTRY.collect()
+        if f.name.startswith("mots_")
+        for s in suffixes.get(f.type, ())
+    }
