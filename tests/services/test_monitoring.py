@@ -30,7 +30,7 @@ DASHBOARD = Path(__file__).parents[2] / "monitoring" / "grafana" / "dashboards" 
 
 def _queries() -> list[tuple[str, str]]:
     dash = json.loads(DASHBOARD.read_text())
-    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p["targets"]]
+    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
 
 
 def test_dashboard_has_a_panel_per_required_metric() -> None:
