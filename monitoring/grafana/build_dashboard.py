@@ -211,6 +211,19 @@ def round_panels() -> list[Panel]:
             decimals=0,
         ),
         Panel(
+            f"Liveness: rounds re-driven and steps retried (last {w})",
+            "none",
+            "Rounds the reconciler re-drove because a state outlived its deadline, and round steps "
+            "run again because a service call got no answer (0 when nothing was lost).",
+            (
+                _t(f"sum(increase(mots_rounds_redriven_total[{w}])) or vector(0)", "re-driven"),
+                _t(f"sum(increase(mots_round_step_retries_total[{w}])) or vector(0)", "retried"),
+            ),
+            kind="stat",
+            width=6,
+            decimals=0,
+        ),
+        Panel(
             f"Models evaluated (last {w})",
             "none",
             f"Models the evaluation service measured in the last {w}.",
