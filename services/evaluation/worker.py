@@ -40,6 +40,7 @@ from services.evaluation.refit import refit
 settings = get_settings()
 app = service_worker("evaluation", settings, migrate=lambda: upgrade(settings.database_url))
 sessions = make_sessionmaker(make_engine(settings.database_url))
+EVALUATIONS.inc(0)  # exported at 0 before the first evaluation
 
 
 def _fit_all() -> ErrorFit | None:

@@ -47,6 +47,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     sessions = make_sessionmaker(engine)
     celery = make_celery("market", settings.redis_url, settings.redis_key_prefix)
 
+    metrics.PURCHASES.inc(0)  # exported at 0 before the first purchase
+
     def booked(batch: BookedBatch) -> None:
         """After a batch commits: count its purchases."""
         if batch.booked:

@@ -13,6 +13,7 @@ from mots.platform.schemas import AdvanceRequest, AdvanceResult, RoundRef, Round
 from mots.platform.worker import service_worker
 from services.orchestration.core.config import get_settings
 from services.orchestration.migrations import upgrade
+from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.celery_services import CeleryRoundServices
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
@@ -38,6 +39,7 @@ def shutdown() -> None:
     trainer.stop()
 
 
+prometheus.declare()
 app = service_worker(
     "orchestration",
     settings,

@@ -21,6 +21,9 @@ from services.pricing.core.config import get_settings
 
 settings = get_settings()
 app = service_worker("pricing", settings)
+for _kind in ("quote", "equilibrium"):  # exported at 0 before the first request
+    PRICING_DURATION.labels(_kind)
+    PRICING_REQUESTS.labels(_kind, "ok")
 
 
 @PRICING_QUOTE.handler(app)

@@ -4,8 +4,19 @@ gauges of the latest round (dashboards in ``monitoring/grafana``)."""
 from __future__ import annotations
 
 from mots.platform import metrics
-from mots.platform.schemas import EvaluationResult, RoundState
+from mots.platform.schemas import TERMINAL_STATES, EvaluationResult, RoundState
 from services.orchestration.products import RoundSummary
+
+
+def declare() -> None:
+    """Export the round counters and histograms at 0 before the first round ends (increase()
+    cannot count the observation that created a series)."""
+    metrics.ROUND_DURATION.observe  # noqa: B018 (creates the lazy histogram)
+    for state in RoundState:
+        if state not in TERMINAL_STATES and state != RoundState.FAILED:  # states a round leaves
+            metrics.ROUND_PHASE_DURATION.labels(state.value)
+    for state in TERMINAL_STATES:
+        metrics.ROUNDS.labels(state.value)
 
 
 def state_left(state: RoundState, seconds: float) -> None:

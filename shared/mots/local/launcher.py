@@ -7,6 +7,7 @@ Each service runs as its own process group (a uvicorn API and/or a Celery worker
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -247,7 +248,24 @@ class Stack:
         url = f"http://127.0.0.1:{port}"
         self._spawn("prometheus", argv, dict(os.environ), f"{url}/-/ready")
         self.wait_ready(timeout_s)
+        self._wait_scraped(url, set(self.scrape_targets()), timeout_s)
         return url
+
+    @staticmethod
+    def _wait_scraped(url: str, jobs: set[str], timeout_s: float) -> None:
+        """Block until Prometheus has scraped every job once: a counter's first event after that
+        is counted by increase() and rate() (an event before the first scrape is not)."""
+        query = f"{url}/api/v1/query?query=up%3D%3D1"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                with urllib.request.urlopen(query, timeout=2) as response:
+                    result = json.loads(response.read())["data"]["result"]
+                if jobs <= {r["metric"]["job"] for r in result}:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Prometheus did not scrape every job in {timeout_s:.0f}s")
+            time.sleep(0.5)
 
     def wait_ready(self, timeout_s: float) -> None:
         """Block until every process's ready URL answers; raise with its log tail if one dies."""

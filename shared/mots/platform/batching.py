@@ -48,6 +48,8 @@ class MicroBatcher(Generic[Req, Out]):
         self._max_batch = max_batch
         self._writers = writers
         self.name = name
+        BATCH_SIZE.labels(name)  # exported at 0 before the first batch (rate() sees the first)
+        BATCH_DURATION.labels(name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: list[tuple[Req, asyncio.Future[Out]]] = []
         self._running: set[asyncio.Task[None]] = set()

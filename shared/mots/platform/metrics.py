@@ -46,7 +46,19 @@ BATCH_DURATION = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
 
+ROUND_BUCKETS = (
+    1, 1.5, 2, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900,
+    1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600,
+)  # fmt: skip
+"""Seconds: rounds last from seconds to hours; each bucket at most 1.5× the one below, so a
+quantile interpolated inside a bucket is off by less than half the value."""
+PHASE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, *ROUND_BUCKETS)
+"""Seconds in one state: a step runs in milliseconds, collecting or training may take hours."""
+
 # Labelled families export nothing until a label set is used, so every process may define them.
+# A process that will increment a counter or observe a histogram declares its label sets (and
+# creates its lazy metrics) when it starts, so that Prometheus sees each series at 0 before its
+# first event: increase() and rate() cannot count the event that created a series.
 REWARD = Gauge("mots_reward", "Participation reward r_i of the latest round, by type.", ["type"])
 PARTICIPANTS = Gauge(
     "mots_participants", "Participants K_i of the latest round, by type.", ["type"]
@@ -56,7 +68,7 @@ ROUND_PHASE_DURATION = Histogram(
     "mots_round_phase_duration_seconds",
     "Wall time a round spent in each state.",
     ["state"],
-    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+    buckets=PHASE_BUCKETS,
 )
 ROUNDS = Counter("mots_rounds_total", "Rounds that reached a terminal state, by state.", ["state"])
 ROUNDS_REDRIVEN = Counter(
@@ -101,7 +113,7 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "ROUND_DURATION": lambda: Histogram(
         "mots_round_duration_seconds",
         "Wall time of a market round from open to its terminal state.",
-        buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200),
+        buckets=ROUND_BUCKETS,
     ),
     "PLATFORM_OVERHEAD_RATIO": lambda: Gauge(
         "mots_platform_overhead_ratio",
