@@ -77,6 +77,7 @@ class Agent:
         registered = self.market.register(
             ClientRegistration(
                 name=self.settings.device_name(),
+                enrolment_code=self.settings.enrolment(),
                 type_name=self.facts.type_name,
                 data_size=self.facts.data_size,
                 cost=self.facts.cost,

@@ -10,7 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, TypeAdapter, field_validator
+from pydantic import Field, SecretStr, TypeAdapter, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mots.economics.utility import Utility
@@ -42,6 +42,16 @@ class AgentSettings(BaseSettings):
         description="U(ε) as JSON: the market's utility (MOTS_UTILITY, as orchestration reads it)",
     )
     market_url: str = Field("http://127.0.0.1:8000", description="base URL of the market API")
+    enrolment_code: SecretStr | None = Field(
+        None,
+        description="the operator's enrolment code for this device's type, redeemed at its first"
+        " registration (unset: read from enrolment_code_file)",
+    )
+    enrolment_code_file: Path = Field(
+        Path("/etc/mots/enrolment/code"),
+        description="file holding the enrolment code (a mounted Secret); absent: register"
+        " without one, which only a market with open registration admits (as pending)",
+    )
     state_dir: Path = Field(
         Path("/var/lib/mots/agent"),
         description="where the agent keeps its market credential and heartbeat",
@@ -98,6 +108,14 @@ class AgentSettings(BaseSettings):
     def node_key_path(self) -> Path:
         """Where this device's SuperNode private key lies (``node_key`` or the state directory's)."""
         return self.node_key if self.node_key is not None else self.state_dir / "supernode.key"
+
+    def enrolment(self) -> str | None:
+        """The enrolment code to redeem: the variable's, else the file's, else None."""
+        if self.enrolment_code is not None:
+            return self.enrolment_code.get_secret_value()
+        if self.enrolment_code_file.is_file():
+            return self.enrolment_code_file.read_text().strip() or None
+        return None
 
     def device_name(self) -> str:
         """The name the device registers under: ``client_name`` or the host name."""

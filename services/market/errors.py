@@ -41,3 +41,8 @@ class Unauthorized(Refusal):
 
 class Unavailable(Refusal):
     """The market cannot do it now (e.g. the ledger failed); the same request may be retried."""
+
+
+class Forbidden(Refusal):
+    """The credential is valid but lacks the right (a pending client declaring, a client token on
+    an operator route)."""

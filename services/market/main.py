@@ -26,7 +26,15 @@ from mots.platform.db import (
 from mots.platform.schemas import RoundRef
 from mots.platform.web import service_app
 from services.market.api.errors import install_refusal_handler
-from services.market.api.routes import clients, decisions, ledger, models, purchases, quotes
+from services.market.api.routes import (
+    clients,
+    decisions,
+    enrolments,
+    ledger,
+    models,
+    purchases,
+    quotes,
+)
 from services.market.auth import client_lookup
 from services.market.core.config import Settings, get_settings
 from services.market.decision_batcher import decision_batcher
@@ -112,10 +120,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "Register, read SWAN's quote, declare a strategy, buy and download the model.",
         settings,
         # Purchases first: routes are matched in order, and theirs is the busiest.
-        [m.router for m in (purchases, clients, quotes, decisions, ledger, models)],
+        [m.router for m in (purchases, clients, enrolments, quotes, decisions, ledger, models)],
         state={
             "sessions": sessions,
-            "clients_by_token": {},  # token verifier → client, see api.deps.current_client
+            "clients_by_token": {},  # token verifier → client, see api.deps.any_client
+            "clients_cached_at": 0.0,
             "celery": celery,
             "purchases": batcher,
             "declarations": declarations,

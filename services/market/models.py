@@ -44,6 +44,30 @@ class Client(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     node_public_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     node_key_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
+    status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
+    """``active`` (attested: priced, may declare and buy), ``pending`` (self-registered, awaiting
+    the operator's approval) or ``revoked`` (removed by the operator)."""
+    enrolment_id: Mapped[int | None] = mapped_column(ForeignKey("enrolments.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Enrolment(Base):
+    """An operator-attested type (D_i, C_i) with a code that devices redeem at registration.
+
+    Only the code's SHA-256 is stored; ``uses_left`` counts the registrations it still admits and
+    ``expires_at`` (Unix seconds) ends it, as does revocation.
+    """
+
+    __tablename__ = "enrolments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    type_name: Mapped[str] = mapped_column(String(64))
+    data_size: Mapped[int] = mapped_column(Integer)
+    cost_micros: Mapped[int] = mapped_column(BigInteger)
+    uses_left: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[int] = mapped_column(BigInteger)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 

@@ -137,7 +137,7 @@ def _queries(dialect: str) -> _Queries:
             one_of(_KEYS.c.key, "keys", dialect),
         ),
         client_ids=select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
-            one_of(_CLIENTS.c.token_hash, "verifiers", dialect)
+            one_of(_CLIENTS.c.token_hash, "verifiers", dialect), _CLIENTS.c.status == "active"
         ),
         bought=select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
             one_of(_PURCHASES.c.round_id, "round_ids", dialect),

@@ -68,7 +68,7 @@ _READS = {
     "callers": (
         "text[], int[]",
         f"SELECT token_hash, id FROM {Client.__tablename__} "
-        "WHERE token_hash = ANY($1) OR id = ANY($2)",
+        "WHERE (token_hash = ANY($1) AND status = 'active') OR id = ANY($2)",
     ),
     "rounds": (
         "int[]",

@@ -96,9 +96,10 @@ def captured_terms(
 
 
 def population(session: Session) -> Population:
-    """Registered clients grouped by declared type, in non-decreasing data size."""
+    """Active (attested or approved) clients grouped by type, in non-decreasing data size:
+    pending and revoked clients are never priced."""
     groups: dict[str, PopulationType] = {}
-    for c in session.scalars(select(Client).order_by(Client.id)):
+    for c in session.scalars(select(Client).where(Client.status == "active").order_by(Client.id)):
         g = groups.get(c.type_name)
         if g is None:
             groups[c.type_name] = PopulationType(

@@ -103,6 +103,25 @@ def test_one_supernode_daemonset_per_client_type_on_arm64_pis(overlay: list[dict
             assert name_ref["fieldPath"] == "spec.nodeName"
 
 
+def test_each_type_mounts_its_own_enrolment_code_into_the_agent(overlay: list[dict]) -> None:
+    """The agent of a type-i pod reads Secret enrolment-type-i (created by the operator, never
+    rendered), at the path MOTS_EDGE_ENROLMENT_CODE_FILE names; the SuperNode never sees it."""
+    config = next(
+        c for c in _by_kind(overlay, "ConfigMap") if c["metadata"]["name"] == "edge-config"
+    )
+    path = Path(config["data"]["MOTS_EDGE_ENROLMENT_CODE_FILE"])
+    for d in _by_kind(overlay, "DaemonSet"):
+        t = d["spec"]["template"]["metadata"]["labels"]["mots.io/client-type"]
+        spec = d["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["enrolment"]["secret"]["secretName"] == f"enrolment-{t}"
+        assert volumes["enrolment"]["secret"]["defaultMode"] == 0o400
+        mounts = {c["name"]: {m["name"]: m for m in c["volumeMounts"]} for c in spec["containers"]}
+        assert mounts["agent"]["enrolment"]["mountPath"] == str(path.parent)
+        assert mounts["agent"]["enrolment"]["readOnly"] is True
+        assert "enrolment" not in mounts["supernode"]
+
+
 def test_type_facts_match_the_paper_testbed_scenario(overlay: list[dict]) -> None:
     """The overlay's per-type D_i and C_i are examples/scenarios/paper_mnist.yaml's."""
     scenario = yaml.safe_load((ROOT / "examples/scenarios/paper_mnist.yaml").read_text())

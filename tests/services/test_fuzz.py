@@ -60,6 +60,7 @@ def client_token() -> str:
         r = c.post(
             "/v1/clients",
             json={"name": "fuzzer", "type_name": "t", "data_size": 50, "cost": "1"},
+            headers={"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"},
         )
         token: str = r.json()["token"]
         return token

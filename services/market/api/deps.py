@@ -7,10 +7,11 @@ The ones every service has (operator, session factory, Celery client) come from
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, HTTPException, Path, Request, status
 
 from mots.platform.batching import MicroBatcher
 from mots.platform.deps import (
@@ -29,6 +30,7 @@ from services.market.models import Client
 
 __all__ = [
     "BEARER_SECURITY",
+    "AnyClient",
     "CallerDep",
     "CeleryDep",
     "CurrentClient",
@@ -43,30 +45,63 @@ SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 
 CLIENT_CACHE_SIZE = 100_000
-"""Verified tokens remembered per API process; a client's token and record never change after
-registration (there is no rotation or deletion), so a remembered client is never stale."""
+"""Verified tokens remembered per API process (forgotten after ``MOTS_TOKEN_CACHE_S``)."""
 
 
-async def current_client(request: Request, credentials: Credentials) -> Client:
-    """The client whose bearer token the request carries (401 otherwise).
+def _remembered(request: Request) -> dict[str, Client]:
+    """This process's verified tokens, emptied every ``token_cache_s`` seconds: an approval, a
+    revocation or a rotation made through another process is seen within that time."""
+    state = request.app.state
+    now = time.monotonic()
+    if now - state.clients_cached_at > state.settings.token_cache_s:
+        state.clients_by_token.clear()
+        state.clients_cached_at = now
+    known: dict[str, Client] = state.clients_by_token
+    return known
+
+
+def forget_client(request: Request, client_id: int) -> None:
+    """Drop a client's remembered tokens from this process (after a status or token change)."""
+    known: dict[str, Client] = request.app.state.clients_by_token
+    for verifier in [v for v, c in known.items() if c.id == client_id]:
+        known.pop(verifier, None)
+
+
+async def any_client(request: Request, credentials: Credentials) -> Client:
+    """The client whose bearer token the request carries, whatever its status (401 otherwise).
 
     A remembered token costs a dict lookup; a new one waits for the next batched query.
     """
     if credentials is None:
         raise unauthorized("Authorization: a bearer token is required")
     verifier = hash_token(credentials.credentials)
-    known: dict[str, Client] = request.app.state.clients_by_token
+    known = _remembered(request)
     client = known.get(verifier)
     if client is not None:
         return client
     lookup: MicroBatcher[str, Client | None] = request.app.state.client_lookup
     client = await lookup.submit(verifier)
-    if client is None:  # unknown tokens are not remembered: a later registration may match
+    if client is None or client.status == "revoked":  # unknown tokens are not remembered
         raise unauthorized("Authorization: the token is not a registered client's")
     if len(known) >= CLIENT_CACHE_SIZE:
         known.clear()
     known[verifier] = client
     return client
+
+
+def _must_be_active(client: Client) -> Client:
+    if client.status != "active":
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"Authorization: client {client.id} is {client.status}; only clients the operator"
+            " attested (or approved) may declare, buy or download",
+        )
+    return client
+
+
+async def current_client(client: Annotated[Client, Depends(any_client)]) -> Client:
+    """The caller, an active client (403 for a pending one)."""
+    return _must_be_active(client)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +125,9 @@ async def caller(request: Request) -> Caller:
     if scheme.lower() != "bearer" or not token:
         raise unauthorized("Authorization: a bearer token is required")
     verifier = hash_token(token)
-    known: dict[str, Client] = request.app.state.clients_by_token
-    client = known.get(verifier)
+    client = _remembered(request).get(verifier)
+    if client is not None:
+        _must_be_active(client)
     return Caller(verifier, client.id if client is not None else None)
 
 
@@ -100,6 +136,7 @@ BEARER_SECURITY: dict[str, Any] = {"security": [{bearer.scheme_name: []}]}
 
 
 CurrentClient = Annotated[Client, Depends(current_client)]
+AnyClient = Annotated[Client, Depends(any_client)]
 CallerDep = Annotated[Caller, Depends(caller)]
 IdempotencyKeyHeader = Annotated[
     str,

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from mots.platform.problems import problem_response
 from services.market.errors import (
     Conflict,
+    Forbidden,
     NotFound,
     PaymentRequired,
     Refusal,
@@ -26,6 +27,7 @@ STATUS: dict[type[Refusal], int] = {
     Conflict: status.HTTP_409_CONFLICT,
     PaymentRequired: status.HTTP_402_PAYMENT_REQUIRED,
     Unauthorized: status.HTTP_401_UNAUTHORIZED,
+    Forbidden: status.HTTP_403_FORBIDDEN,
     Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
 }
 """The HTTP status of each kind of refusal."""

@@ -46,6 +46,37 @@ class Settings(PlatformSettings):
         description="directory the published model artifacts must lie under to be downloadable",
     )
 
+    max_types: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        description="most distinct client types the market accepts (the pricing service's bound,"
+        " MOTS_MAX_TYPES): an enrolment or registration of one more type is refused with 409",
+    )
+    token_cache_s: float = Field(
+        5.0,
+        ge=0,
+        le=300,
+        description="seconds an API process trusts a verified client token without asking the"
+        " database again: a revocation or approval takes effect within this time",
+    )
+    open_registration: bool = Field(
+        False,
+        description="let clients register without an enrolment code: they stay pending (not"
+        " priced, cannot declare or buy) until the operator approves them",
+    )
+    open_registration_max_cost: Decimal = Field(
+        Decimal(10),
+        ge=0,
+        description="largest participation cost C_i a self-registered client may declare",
+    )
+    open_registration_max_data_size: int = Field(
+        100_000, ge=1, description="largest data size D_i a self-registered client may declare"
+    )
+    open_registration_per_minute: int = Field(
+        5, ge=1, description="self-registrations one IP address may make per minute (then 429)"
+    )
+
     @property
     def purchase_writer_count(self) -> int:
         """``purchase_writers``, else 2 on PostgreSQL and 1 on SQLite.

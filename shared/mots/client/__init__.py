@@ -6,7 +6,8 @@
     from mots.platform.schemas import ClientRegistration
 
     with MarketClient("http://127.0.0.1:8000") as market:
-        me = market.register(ClientRegistration(name="pi-1", type_name="small", data_size=50, cost=0.5))
+        # the code the operator issued for this device's type (POST /v1/enrolments)
+        me = market.register(ClientRegistration(name="pi-1", enrolment_code=code))
         mine = market.with_token(me.token)
         quote = mine.wait_for_quote(round_id=1)
         mine.buy(quote.round_id)

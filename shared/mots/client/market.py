@@ -36,6 +36,8 @@ from mots.platform.schemas import (
     DecisionOut,
     DepositIn,
     DepositOut,
+    EnrolmentIn,
+    EnrolmentIssued,
     EntryOut,
     LedgerCheck,
     ModelInfo,
@@ -276,7 +278,8 @@ class MarketClient:
     # ------------------------------------------------------------------ a client's calls
 
     def register(self, registration: ClientRegistration) -> RegisteredClient:
-        """``POST /v1/clients``: declare type, D_i and C_i; the returned token is shown only once.
+        """``POST /v1/clients``: redeem an enrolment code (the client gets its attested type, D_i
+        and C_i); the returned token is shown only once.
 
         Not retried (a lost answer would register twice): on a connection error, check with
         :meth:`clients` (operator) before registering again.
@@ -451,6 +454,12 @@ class MarketClient:
             body=DepositIn(client_id=client_id, amount=amount),
             headers={"Idempotency-Key": key},
         )
+
+    def enrol(self, enrolment: EnrolmentIn) -> EnrolmentIssued:
+        """``POST /v1/enrolments`` (operator): attest a type and get a code that devices redeem
+        at registration (:class:`ClientRegistration`'s ``enrolment_code``); shown only once, so
+        not retried."""
+        return self._call(EnrolmentIssued, "POST", "/v1/enrolments", body=enrolment, retry=False)
 
     def clients(self, page_size: int = 500) -> list[ClientOut]:
         """``GET /v1/clients`` (operator): every registered client, following the pages' ``next``."""

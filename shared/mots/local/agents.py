@@ -18,7 +18,7 @@ import httpx
 
 from mots.client import ClientFacts, MarketClient, respond
 from mots.economics.utility import Utility
-from mots.platform.schemas import ClientRegistration, QuoteOut, Strategy
+from mots.platform.schemas import ClientRegistration, EnrolmentIn, QuoteOut, Strategy
 
 
 @dataclass
@@ -54,21 +54,24 @@ def register_population(
     operator_token: str,
     deposit: str = "100",
 ) -> list[Agent]:
-    """Register ``count`` clients of each type and fund each wallet (as the operator)."""
+    """Enrol ``count`` clients of each type and fund each wallet: the operator attests each type
+    with one enrolment code for ``count`` registrations, which its clients redeem."""
     sdk = _client(market)
+    operator = sdk.with_token(operator_token)
     agents: list[Agent] = []
     for t in types:
-        for j in range(int(t["count"])):
-            c = sdk.register(
-                ClientRegistration(
-                    name=f"{t['name']}-{j + 1}",
-                    type_name=t["name"],
-                    data_size=int(t["data_size"]),
-                    cost=Decimal(str(t["cost"])),
-                )
+        code = operator.enrol(
+            EnrolmentIn(
+                type_name=t["name"],
+                data_size=int(t["data_size"]),
+                cost=Decimal(str(t["cost"])),
+                uses=int(t["count"]),
+                ttl_s=3600,
             )
+        ).code
+        for j in range(int(t["count"])):
+            c = sdk.register(ClientRegistration(name=f"{t['name']}-{j + 1}", enrolment_code=code))
             agents.append(Agent(c.id, c.name, c.type_name, c.data_size, c.cost, c.token))
-    operator = sdk.with_token(operator_token)
     for a in agents:
         operator.deposit(a.id, Decimal(deposit))
     return agents

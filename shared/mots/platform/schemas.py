@@ -72,12 +72,35 @@ TERMINAL_STATES = frozenset({RoundState.PUBLISHED, RoundState.SETTLED_BY_RULE})
 
 
 class ClientRegistration(_Schema):
-    """A client's type declaration (Section 2.A.2): its type label, data size D_i and cost C_i."""
+    """A registration (Section 2.A.2): a name and, for the type (its label, D_i and C_i), an
+    operator-issued ``enrolment_code`` whose attested type the client gets. Without a code, the
+    operator's token, or open registration (``MOTS_OPEN_REGISTRATION``), must vouch for the type.
+    A claimed type that differs from the code's is refused (409)."""
 
     name: str = Field(..., min_length=1, max_length=128, description="display name of the client")
-    type_name: TypeName = Field(..., description="the client's type i; one (D_i, C_i) per type")
-    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
-    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i, participation cost")
+    enrolment_code: str | None = Field(
+        None,
+        min_length=8,
+        max_length=128,
+        description="one-time code the operator issued for an attested type (POST /v1/enrolments)",
+    )
+    type_name: TypeName | None = Field(
+        None, description="the client's type i; one (D_i, C_i) per type (the code's if omitted)"
+    )
+    data_size: int | None = Field(
+        None, ge=1, le=10_000_000, description="D_i, training samples held (the code's if omitted)"
+    )
+    cost: Money | None = Field(
+        None, ge=0, le=MAX_AMOUNT, description="C_i, participation cost (the code's if omitted)"
+    )
+
+
+class ClientStatus(enum.StrEnum):
+    """A client's standing: only ``active`` clients are priced and may declare or buy."""
+
+    ACTIVE = "active"
+    PENDING = "pending"
+    REVOKED = "revoked"
 
 
 class RegisteredClient(_Schema):
@@ -88,6 +111,7 @@ class RegisteredClient(_Schema):
     type_name: str
     data_size: int
     cost: Money
+    status: ClientStatus = ClientStatus.ACTIVE
     token: str = Field(..., description="bearer credential; keep it, it is not shown again")
 
 
@@ -99,9 +123,44 @@ class ClientOut(_Schema):
     type_name: str
     data_size: int
     cost: Money
+    status: ClientStatus = ClientStatus.ACTIVE
     node_key_sha256: str | None = Field(
         None, description="SHA-256 of the client's registered SuperNode public key (None: none)"
     )
+
+
+MAX_ENROLMENT_USES = 100_000
+MAX_ENROLMENT_TTL_S = 366 * 86_400
+
+
+class EnrolmentIn(_Schema):
+    """An attested type the operator enrols devices into: label, D_i, C_i, uses and lifetime."""
+
+    type_name: TypeName
+    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i the operator attests")
+    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i the operator attests")
+    uses: int = Field(1, ge=1, le=MAX_ENROLMENT_USES, description="registrations the code admits")
+    ttl_s: int = Field(
+        7 * 86_400, ge=60, le=MAX_ENROLMENT_TTL_S, description="seconds until the code expires"
+    )
+
+
+class EnrolmentOut(_Schema):
+    """An enrolment as the operator lists it (never its code)."""
+
+    id: int
+    type_name: str
+    data_size: int
+    cost: Money
+    uses_left: int
+    expires_at: int = Field(..., description="Unix seconds after which the code is refused")
+    revoked: bool
+
+
+class EnrolmentIssued(EnrolmentOut):
+    """A new enrolment with its code: shown once, stored only as a hash."""
+
+    code: str
 
 
 MAX_PUBLIC_KEY_CHARS = 4096

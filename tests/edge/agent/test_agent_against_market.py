@@ -69,6 +69,17 @@ class Market:
         )
         in_transaction(self.app.state.sessions, lambda s: rounds.open_round(s, payload))
 
+    def enrol(self, type_name: str, data_size: int, cost: str, uses: int = 100) -> str:
+        """An enrolment code the operator issues for this type."""
+        r = self.operator(
+            "POST",
+            "/v1/enrolments",
+            json={"type_name": type_name, "data_size": data_size, "cost": cost, "uses": uses},
+        )
+        assert r.status_code == 201, r.text
+        code: str = r.json()["code"]
+        return code
+
     def operator(self, method: str, path: str, **kw: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}", **kw.pop("headers", {})}
         return httpx.request(method, self.url + path, headers=headers, timeout=10, **kw)
@@ -131,6 +142,7 @@ def make_agent(market: Market, tmp_path: Path) -> Iterator[Callable[..., Agent]]
             client_name=name,
             MOTS_UTILITY=utility,
             market_url=market.url,
+            enrolment_code=market.enrol(type_name, data_size, cost),
             state_dir=tmp_path / "agents" / name,
             poll_interval_s=0.05,
         )
@@ -221,24 +233,20 @@ def test_agent_registers_again_when_the_market_forgets_it(
 
 def test_market_errors_carry_the_markets_detail(market: Market) -> None:
     """A refused registration surfaces the market's own message (field and rule)."""
+    code = market.enrol("small", 50, "0.5")
     with MarketClient(market.url) as client:
-        client.register(
-            ClientRegistration(name="a", type_name="small", data_size=50, cost=Decimal("0.5"))
-        )
-        with pytest.raises(MarketError, match="type_name") as err:
-            client.register(
-                ClientRegistration(name="b", type_name="small", data_size=60, cost=Decimal("0.5"))
-            )
-        assert err.value.status == 422
+        client.register(ClientRegistration(name="a", enrolment_code=code))
+        with pytest.raises(MarketError, match="data_size") as err:
+            client.register(ClientRegistration(name="b", enrolment_code=code, data_size=60))
+        assert err.value.status == 409
 
 
 def test_sdk_round_trip_against_the_market(market: Market, tmp_path: Path) -> None:
     """The SDK's calls against the real market: register, fund, quote, buy (replayed by its key),
     balance, the operator's client list, and the download refused before publication."""
     with MarketClient(market.url) as sdk:
-        me = sdk.register(
-            ClientRegistration(name="sdk", type_name="large", data_size=300, cost=Decimal(9))
-        )
+        code = market.enrol("large", 300, "9", uses=1)
+        me = sdk.register(ClientRegistration(name="sdk", enrolment_code=code))
         operator = sdk.with_token(OPERATOR_TOKEN)
         assert operator.deposit(me.id, Decimal(10), idempotency_key="fund-sdk").balance == 10
         assert operator.deposit(me.id, Decimal(10), idempotency_key="fund-sdk").balance == 10
@@ -279,6 +287,7 @@ def test_cli_run_answers_a_round(market: Market, tmp_path: Path) -> None:
         "MOTS_EDGE_COST": "0.5",
         "MOTS_EDGE_CLIENT_NAME": "pi-cli",
         "MOTS_EDGE_MARKET_URL": market.url,
+        "MOTS_EDGE_ENROLMENT_CODE": market.enrol("small", 50, "0.5"),
         "MOTS_EDGE_STATE_DIR": str(tmp_path / "cli-agent"),
         "MOTS_EDGE_POLL_INTERVAL_S": "0.05",
         "PYTHONPATH": f"{ROOT / 'shared'}{os.pathsep}{ROOT}",

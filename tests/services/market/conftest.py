@@ -60,7 +60,8 @@ def market(database_url: str, redis_url: str, tmp_path: Any) -> Iterator[TestCli
 
 @pytest.fixture
 def register(market: TestClient) -> Callable[..., dict[str, Any]]:
-    """Register a client and return its record with an ``auth`` header dict."""
+    """Register a client as the operator (who attests its type) and return its record with an
+    ``auth`` header dict."""
 
     def _register(
         name: str = "c", type_name: str = "small", data_size: int = 50, cost: str = "0.5"
@@ -68,6 +69,7 @@ def register(market: TestClient) -> Callable[..., dict[str, Any]]:
         r = market.post(
             "/v1/clients",
             json={"name": name, "type_name": type_name, "data_size": data_size, "cost": cost},
+            headers=OPERATOR,  # the operator attests the type (tests/services/market/test_attested)
         )
         assert r.status_code == 201, r.text
         body: dict[str, Any] = r.json()

@@ -195,14 +195,19 @@ def test_model_download_only_for_participants_and_buyers(
 
 
 def test_registration_rejects_inconsistent_type_declarations(market: TestClient, register) -> None:
-    """A type has one (D_i, C_i); a mismatching declaration is a 422 naming the field."""
+    """A type has one (D_i, C_i); a mismatching declaration is a 409 naming the field, a
+    malformed one a 422."""
     register(type_name="t", data_size=50, cost="0.5")
     r = market.post(
-        "/v1/clients", json={"name": "z", "type_name": "t", "data_size": 60, "cost": "0.5"}
+        "/v1/clients",
+        json={"name": "z", "type_name": "t", "data_size": 60, "cost": "0.5"},
+        headers=OPERATOR,
     )
-    assert r.status_code == 422 and "type_name" in r.json()["detail"]
+    assert r.status_code == 409 and "type_name" in r.json()["detail"]
     r = market.post(
-        "/v1/clients", json={"name": "z", "type_name": "t", "data_size": 50, "cost": "-1"}
+        "/v1/clients",
+        json={"name": "z", "type_name": "t", "data_size": 50, "cost": "-1"},
+        headers=OPERATOR,
     )
     assert r.status_code == 422
 

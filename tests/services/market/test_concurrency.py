@@ -54,6 +54,7 @@ def _register(http: httpx.Client, n: int) -> list[dict[str, Any]]:
         r = http.post(
             "/v1/clients",
             json={"name": f"c{i}", "type_name": "small", "data_size": 50, "cost": "0.5"},
+            headers=OPERATOR,
         )
         assert r.status_code == 201, r.text
         out.append(r.json())

@@ -2,26 +2,45 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Request, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mots.platform.deps import Credentials, is_operator, unauthorized
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.schemas import (
+    MAX_ID,
     ClientOut,
     ClientRegistration,
+    ClientStatus,
     NodeKeyIn,
     NodeKeyOut,
     RegisteredClient,
 )
 from mots.platform.transactions import in_transaction
-from services.market import ledger, node_keys
-from services.market.api.deps import CurrentClient, OperatorDep, SessionFactoryDep
+from services.market import enrolment as enrolments
+from services.market import ledger, node_keys, rate_limits
+from services.market.api.deps import (
+    AnyClient,
+    CurrentClient,
+    OperatorDep,
+    SessionFactoryDep,
+    SettingsDep,
+    forget_client,
+)
 from services.market.auth import hash_token, new_token
-from services.market.models import Client
+from services.market.core.config import Settings
+from services.market.enrolment import TypeFacts
+from services.market.errors import Conflict, NotFound
+from services.market.models import Client, Enrolment
 
 router = APIRouter(tags=["clients"])
+
+ClientId = Annotated[int, Path(ge=1, le=MAX_ID, description="the client's id")]
 
 
 def _out(c: Client) -> ClientOut:
@@ -31,30 +50,109 @@ def _out(c: Client) -> ClientOut:
         type_name=c.type_name,
         data_size=c.data_size,
         cost=from_micros(c.cost_micros),
+        status=ClientStatus(c.status),
         node_key_sha256=c.node_key_sha256,
     )
 
 
-@router.post("/v1/clients", status_code=status.HTTP_201_CREATED, response_model=RegisteredClient)
-def register(body: ClientRegistration, factory: SessionFactoryDep) -> RegisteredClient:
-    """Register a client; every client of one type must declare the same data size and cost."""
-    token = new_token()
-    cost = to_micros(body.cost)
-
-    def work(session: Session) -> Client:
-        peer = session.scalar(select(Client).where(Client.type_name == body.type_name).limit(1))
-        if peer is not None and (peer.data_size, peer.cost_micros) != (body.data_size, cost):
+def _claimed(body: ClientRegistration) -> TypeFacts:
+    """The type the body declares (every field required when no enrolment code attests one)."""
+    for field in ("type_name", "data_size", "cost"):
+        if getattr(body, field) is None:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
-                f"type_name: type {body.type_name!r} is declared with data_size={peer.data_size} "
-                f"and cost={from_micros(peer.cost_micros)}; a type's clients must match",
+                f"{field}: required when registering without an enrolment_code",
             )
+    assert body.type_name is not None and body.data_size is not None and body.cost is not None
+    return TypeFacts(body.type_name, body.data_size, to_micros(body.cost))
+
+
+def _attested(body: ClientRegistration, enrolment: Enrolment) -> TypeFacts:
+    """The code's type; a claimed field that differs from it is refused (409)."""
+    facts = TypeFacts(enrolment.type_name, enrolment.data_size, enrolment.cost_micros)
+    claims = {
+        "type_name": (body.type_name, facts.type_name),
+        "data_size": (body.data_size, facts.data_size),
+        "cost": (None if body.cost is None else to_micros(body.cost), facts.cost_micros),
+    }
+    for field, (claim, attested) in claims.items():
+        if claim is not None and claim != attested:
+            raise Conflict(
+                field,
+                f"the enrolment code attests type {facts.type_name!r} with data_size="
+                f"{facts.data_size} and cost={from_micros(facts.cost_micros)}; the type is the "
+                "operator's, not the client's",
+            )
+    return facts
+
+
+def _self_registered(body: ClientRegistration, request: Request, settings: Settings) -> TypeFacts:
+    """Open registration's type: bounded by the operator, and rate-limited per IP (429)."""
+    facts = _claimed(body)
+    if facts.cost_micros > to_micros(settings.open_registration_max_cost):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"cost: at most {settings.open_registration_max_cost} for a self-registered client"
+            " (MOTS_OPEN_REGISTRATION_MAX_COST)",
+        )
+    if facts.data_size > settings.open_registration_max_data_size:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"data_size: at most {settings.open_registration_max_data_size} for a self-registered"
+            " client (MOTS_OPEN_REGISTRATION_MAX_DATA_SIZE)",
+        )
+    rate_limits.take(request, "open-registration", settings.open_registration_per_minute)
+    return facts
+
+
+@router.post(
+    "/v1/clients",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RegisteredClient,
+    responses={401: {}, 403: {}, 409: {}, 429: {}},
+)
+def register(
+    body: ClientRegistration,
+    request: Request,
+    credentials: Credentials,
+    factory: SessionFactoryDep,
+    settings: SettingsDep,
+) -> RegisteredClient:
+    """Register a client of an attested type: with an operator-issued ``enrolment_code`` (the
+    client gets the code's type), with the operator's token, or, only where the operator turned
+    on open registration, as a ``pending`` client (bounded, rate-limited, awaiting approval)."""
+    by_operator = credentials is not None and is_operator(
+        credentials.credentials, settings.operator_token.get_secret_value()
+    )
+    claimed: TypeFacts | None = None
+    if body.enrolment_code is None and not by_operator:
+        if not settings.open_registration:
+            raise unauthorized(
+                "enrolment_code: registration needs an operator-issued enrolment code"
+                " (or the operator's token); open registration is off"
+            )
+        claimed = _self_registered(body, request, settings)
+    elif body.enrolment_code is None:
+        claimed = _claimed(body)
+    token = new_token()
+
+    def work(session: Session) -> Client:
+        enrolment = None
+        if body.enrolment_code is not None:
+            enrolment = enrolments.redeem(session, body.enrolment_code)
+            facts = _attested(body, enrolment)
+        else:
+            assert claimed is not None
+            facts = claimed
+        enrolments.check_type(session, facts, settings.max_types, int(time.time()))
         client = Client(
             name=body.name,
-            type_name=body.type_name,
-            data_size=body.data_size,
-            cost_micros=cost,
+            type_name=facts.type_name,
+            data_size=facts.data_size,
+            cost_micros=facts.cost_micros,
             token_hash=hash_token(token),
+            status="active" if enrolment is not None or by_operator else "pending",
+            enrolment_id=None if enrolment is None else enrolment.id,
         )
         session.add(client)
         session.flush()
@@ -66,7 +164,7 @@ def register(body: ClientRegistration, factory: SessionFactoryDep) -> Registered
 
 
 @router.get("/v1/me", response_model=ClientOut)
-def me(client: CurrentClient) -> ClientOut:
+def me(client: AnyClient) -> ClientOut:
     """The authenticated client's record."""
     return _out(client)
 
@@ -104,3 +202,41 @@ def list_clients(
     with factory() as session:
         rows = [_out(c) for c in session.scalars(query)]
     return page_of(rows, limit, key=lambda c: c.id)
+
+
+def _set_status(factory: SessionFactoryDep, client_id: int, to: str, revoke: bool) -> ClientOut:
+    def work(session: Session) -> ClientOut:
+        row = session.get(Client, client_id, with_for_update=True)
+        if row is None:
+            raise NotFound("client_id", f"client {client_id} does not exist")
+        if row.status == "revoked":
+            raise Conflict("client_id", f"client {client_id} is revoked")
+        if to == "active" and row.status != "pending":
+            raise Conflict("client_id", f"client {client_id} is {row.status}, not pending")
+        row.status = to
+        if revoke:  # no token matches a hash of fresh randomness
+            row.token_hash = hash_token(new_token())
+        return _out(row)
+
+    return in_transaction(factory, work)
+
+
+@router.post("/v1/clients/{client_id}/approve", response_model=ClientOut)
+def approve(
+    client_id: ClientId, request: Request, _: OperatorDep, factory: SessionFactoryDep
+) -> ClientOut:
+    """Admit a pending (self-registered) client: from now on it is priced and may act."""
+    out = _set_status(factory, client_id, "active", revoke=False)
+    forget_client(request, client_id)
+    return out
+
+
+@router.delete("/v1/clients/{client_id}", response_model=ClientOut)
+def revoke(
+    client_id: ClientId, request: Request, _: OperatorDep, factory: SessionFactoryDep
+) -> ClientOut:
+    """Revoke a client: its token stops working and it leaves the priced population (its
+    ledger history stays)."""
+    out = _set_status(factory, client_id, "revoked", revoke=True)
+    forget_client(request, client_id)
+    return out

@@ -1,0 +1,68 @@
+"""The operator's enrolments: attested types (D_i, C_i) with codes that devices redeem."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from mots.platform.money import from_micros, to_micros
+from mots.platform.schemas import MAX_ID, EnrolmentIn, EnrolmentIssued, EnrolmentOut
+from mots.platform.transactions import in_transaction
+from services.market import enrolment
+from services.market.api.deps import OperatorDep, SessionFactoryDep, SettingsDep
+from services.market.errors import NotFound
+from services.market.models import Enrolment
+
+router = APIRouter(tags=["enrolments"])
+
+EnrolmentId = Annotated[int, Path(ge=1, le=MAX_ID, description="the enrolment's id")]
+
+
+def _out(e: Enrolment) -> EnrolmentOut:
+    return EnrolmentOut(
+        id=e.id,
+        type_name=e.type_name,
+        data_size=e.data_size,
+        cost=from_micros(e.cost_micros),
+        uses_left=e.uses_left,
+        expires_at=e.expires_at,
+        revoked=e.revoked,
+    )
+
+
+@router.post("/v1/enrolments", status_code=status.HTTP_201_CREATED, response_model=EnrolmentIssued)
+def issue(
+    body: EnrolmentIn, _: OperatorDep, factory: SessionFactoryDep, settings: SettingsDep
+) -> EnrolmentIssued:
+    """Attest a type and issue a code for ``uses`` registrations (the code is shown once)."""
+    facts = enrolment.TypeFacts(body.type_name, body.data_size, to_micros(body.cost))
+
+    def work(session: Session) -> EnrolmentIssued:
+        row, code = enrolment.issue(session, facts, body.uses, body.ttl_s, settings.max_types)
+        return EnrolmentIssued(**_out(row).model_dump(), code=code)
+
+    return in_transaction(factory, work)
+
+
+@router.get("/v1/enrolments", response_model=list[EnrolmentOut])
+def list_enrolments(_: OperatorDep, factory: SessionFactoryDep) -> list[EnrolmentOut]:
+    """Every enrolment, without codes."""
+    with factory() as session:
+        return [_out(e) for e in session.scalars(select(Enrolment).order_by(Enrolment.id))]
+
+
+@router.delete("/v1/enrolments/{enrolment_id}", response_model=EnrolmentOut)
+def revoke(enrolment_id: EnrolmentId, _: OperatorDep, factory: SessionFactoryDep) -> EnrolmentOut:
+    """Revoke a code: no further registration redeems it (clients it enrolled stay)."""
+
+    def work(session: Session) -> EnrolmentOut:
+        row = session.get(Enrolment, enrolment_id, with_for_update=True)
+        if row is None:
+            raise NotFound("enrolment_id", f"enrolment {enrolment_id} does not exist")
+        row.revoked = True
+        return _out(row)
+
+    return in_transaction(factory, work)
