@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ bench-theorem3: install ## Theorem 3 census: paper SWAN vs robust SWAN reaching 
 
 bench-integrity: install system ## every attack on a fresh platform (federation: forged nodes, identity theft, bad updates, drop-out): out/bench/integrity.json
 	$(PY) -m benchmarks.bench_integrity
+
+soak: install system ## 50 rounds back to back with churn and a fault per round (kills, Redis, PostgreSQL): out/soak/report.json
+	$(PY) -m benchmarks.soak
 
 bench: bench-solver bench-theorem3 bench-market bench-round bench-training bench-integrity ## every benchmark
 
