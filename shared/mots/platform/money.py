@@ -7,10 +7,13 @@ half-even, at the boundary, and every ledger sum after that is integer arithmeti
 
 from __future__ import annotations
 
+import math
+import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, PlainSerializer
+from pydantic import BeforeValidator, Field, PlainSerializer
+from pydantic_core import PydanticCustomError
 
 MICROS_PER_UNIT = 1_000_000
 QUANTUM = Decimal("0.000001")
@@ -42,8 +45,30 @@ def money_str(amount: Decimal) -> str:
     return f"{amount.quantize(QUANTUM, rounding=ROUND_HALF_EVEN):f}"
 
 
+CANONICAL_AMOUNT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]{1,6})?")
+"""The only amount strings accepted: optional minus, ASCII digits without leading zeros, at most
+six decimals. No sign "+", blanks, "_" separators, exponents, hex or non-ASCII digits (Python's
+Decimal would read " 1", "1_000", "+5", "1e3" and "١" as numbers)."""
+
+
+def canonical_amount(value: Any) -> Any:
+    """Refuse an amount that is not a canonical decimal string or a finite number (not a bool)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("money_type", "an amount is a decimal string or a number")
+    if isinstance(value, str) and not CANONICAL_AMOUNT.fullmatch(value):
+        raise PydanticCustomError(
+            "money_format",
+            "an amount is a canonical decimal string: an optional '-', ASCII digits, at most 6"
+            ' decimals, e.g. "12.5" (no blanks, "+", "_", exponent or other digits)',
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("money_finite", "an amount must be finite")
+    return value
+
+
 Money = Annotated[
     Decimal,
+    BeforeValidator(canonical_amount),
     Field(max_digits=18, decimal_places=6, examples=["0.900000"]),
     PlainSerializer(money_str, return_type=str, when_used="json"),
 ]
@@ -51,6 +76,7 @@ Money = Annotated[
 
 Every amount the platform books leaves it in this shape: the REST bodies, the orchestration's round
 summary, the demo's ``summary.json`` and the CLI's ``--json``. A request with a seventh decimal
-place is refused (422), never rounded silently; a float computed inside the platform becomes Money
+place, or an amount string that is not canonical (:data:`CANONICAL_AMOUNT`), is refused (422),
+never rounded or read loosely; a float computed inside the platform becomes Money
 through :func:`money`.
 """

@@ -12,22 +12,24 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
 from mots.platform.money import Money as Money
-from mots.platform.money import money_str
+from mots.platform.money import canonical_amount, money_str
 
 MAX_AMOUNT = Decimal(10**9)
 """Largest amount one call may move or declare (keeps every balance far inside BIGINT micro-units)."""
 PositiveMoney = Annotated[
     Decimal,
+    BeforeValidator(canonical_amount),
     Field(gt=0, le=MAX_AMOUNT, max_digits=18, decimal_places=6),
     PlainSerializer(money_str, return_type=str, when_used="json"),
 ]
 MAX_ID = 2**31 - 1
-Id = Annotated[int, Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier")]
+Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier")]
+"""An id in a request body: a JSON integer only ("1", 1.0 and true are refused)."""
 TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 

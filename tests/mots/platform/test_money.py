@@ -54,3 +54,48 @@ def test_money_in_refuses_a_seventh_place_and_money_rounds_a_computed_float() ->
         _Amount(amount=Decimal("0.1234567"))
     assert money(-0.9000000000000004) == Decimal("-0.900000")
     assert money(1.0499999999999972) == Decimal("1.050000")
+
+
+amount_strings = st.builds(
+    lambda sign, whole, frac: f"{sign}{whole}{'.' + frac if frac else ''}",
+    st.sampled_from(["", "-"]),
+    st.integers(0, 10**11).map(str),
+    st.text("0123456789", max_size=6),
+)
+"""Canonical money strings: optional minus, ASCII digits without leading zeros, ≤ 6 decimals."""
+
+LOOSE = [" 1", "1 ", "1_000", "+5", "1e3", "1E3", "0x10", "١", "１", "01", ".5", "5.", "1.0000000",
+         "NaN", "Infinity", "-", "", "1,5", "٣.٥"]  # fmt: skip
+"""Strings Python's Decimal reads (most of them) that no client may send as an amount."""
+
+
+@given(amount_strings)
+def test_every_canonical_amount_string_is_read_exactly(text: str) -> None:
+    """A canonical string is accepted and read as exactly its Decimal value."""
+    assert _Amount.model_validate_json(f'{{"amount": "{text}"}}').amount == Decimal(text)
+
+
+@given(amount_strings, st.sampled_from([" ", "+", "_", "e3", "\u0661", "\uff11", "0x"]))
+def test_a_canonical_string_spoilt_anywhere_is_refused(text: str, junk: str) -> None:
+    """Inserting a blank, sign, separator, exponent, hex prefix or non-ASCII digit: refused."""
+    for at in (0, len(text) // 2, len(text)):
+        spoilt = text[:at] + junk + text[at:]
+        with pytest.raises(ValidationError, match="amount"):
+            _Amount.model_validate({"amount": spoilt})
+
+
+@pytest.mark.parametrize("loose", LOOSE)
+def test_loose_amount_strings_are_refused_naming_the_rule(loose: str) -> None:
+    """Each is a validation error of ``amount``; none is read as a number."""
+    with pytest.raises(ValidationError) as err:
+        _Amount.model_validate({"amount": loose})
+    assert err.value.errors()[0]["loc"] == ("amount",)
+
+
+@pytest.mark.parametrize("bad", [True, False, float("nan"), float("inf")])
+def test_booleans_and_non_finite_numbers_are_not_amounts(bad: object) -> None:
+    """JSON true/false and a non-finite float are refused; finite JSON numbers are accepted."""
+    with pytest.raises(ValidationError):
+        _Amount.model_validate({"amount": bad})
+    assert _Amount.model_validate_json('{"amount": 2.5}').amount == Decimal("2.5")
+    assert _Amount.model_validate_json('{"amount": 7}').amount == Decimal(7)

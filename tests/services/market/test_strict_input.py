@@ -1,0 +1,69 @@
+"""Money and ids at the market's REST boundary (SQLite and PostgreSQL): a loose amount string or
+a non-integer id is a 422 problem naming the field, and nothing is booked."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.services.market.conftest import OPERATOR
+
+LOOSE_AMOUNTS = [" 1", "1_000", "+5", "1e3", "0x10", "\u0661", "01", "1.0000001", True]
+NOT_IDS = ["1", 1.0, True]
+
+
+def _field(r: Any) -> list[str]:
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    return [e["field"] for e in r.json()["errors"]]
+
+
+def test_loose_amounts_are_refused_naming_the_field(market: TestClient, register) -> None:
+    """Deposits and registrations: each loose amount is a 422 on body.amount / body.cost."""
+    c = register()
+    for i, bad in enumerate(LOOSE_AMOUNTS):
+        r = market.post(
+            "/v1/deposits",
+            json={"client_id": c["id"], "amount": bad},
+            headers={**OPERATOR, "Idempotency-Key": f"loose-amount-{i:04d}"},
+        )
+        assert _field(r) == ["body.amount"], (bad, r.text)
+        r = market.post(
+            "/v1/clients",
+            json={"name": "x", "type_name": "t", "data_size": 5, "cost": bad},
+        )
+        assert _field(r) == ["body.cost"], (bad, r.text)
+    check = market.get("/v1/ledger/check", headers=OPERATOR).json()
+    assert check["transactions"] == 0 and Decimal(check["total"]) == 0
+    good = market.post(
+        "/v1/deposits",
+        json={"client_id": c["id"], "amount": "1000.5"},
+        headers={**OPERATOR, "Idempotency-Key": "good-amount-0001"},
+    )
+    assert good.status_code == 201, good.text
+
+
+@pytest.mark.parametrize("bad", NOT_IDS)
+def test_ids_are_json_integers_only(
+    market: TestClient, register, fund, open_round, bad: object
+) -> None:
+    """round_id of a purchase and client_id of a deposit: "1", 1.0 and true are refused."""
+    c = register()
+    fund(c["id"], "10")
+    open_round(price="1")
+    r = market.post(
+        "/v1/purchases",
+        json={"round_id": bad},
+        headers={**c["auth"], "Idempotency-Key": "strict-id-0001"},
+    )
+    assert _field(r) == ["body.round_id"]
+    r = market.post(
+        "/v1/deposits",
+        json={"client_id": bad, "amount": "1"},
+        headers={**OPERATOR, "Idempotency-Key": "strict-id-0002"},
+    )
+    assert _field(r) == ["body.client_id"]
+    assert Decimal(market.get("/v1/me/balance", headers=c["auth"]).json()["balance"]) == 10
