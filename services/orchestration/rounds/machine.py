@@ -136,6 +136,7 @@ class RoundMachine:
         if move.to in TERMINAL_STATES:
             if "summary" in move.update:
                 prometheus.finished(move.update["summary"])
+                prometheus.subsidy(move.update["summary"], self.ports.settings.subsidy_alert_share)
             return Step(None)
         return Step(move.to)
 

@@ -58,3 +58,16 @@ def retried(state: RoundState) -> None:
 def redriven(state: RoundState) -> None:
     """The reconciler re-drove a round past its state's deadline."""
     metrics.ROUNDS_REDRIVEN.labels(state.value).inc()
+
+
+def subsidy(summary: RoundSummary, alert_share: float) -> None:
+    """A settled round's subsidy against its budget (the alert rule MotsRoundSubsidyNearBudget
+    compares the two with ``alert_share``, monitoring/prometheus/rules/mots.yml)."""
+    metrics.ROUND_SUBSIDY_ALERT_SHARE.set(alert_share)
+    settlement = summary.settlement
+    if settlement is None:
+        return
+    metrics.ROUND_SUBSIDY.inc(float(settlement.subsidy))
+    metrics.LATEST_ROUND_SUBSIDY.set(float(settlement.subsidy))
+    if settlement.subsidy_budget is not None:
+        metrics.ROUND_SUBSIDY_BUDGET.set(float(settlement.subsidy_budget))

@@ -122,6 +122,22 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "GENERALIZATION_ERROR": lambda: Gauge(
         "mots_generalization_error", "Measured test loss ε of the latest round's model."
     ),
+    "ROUND_SUBSIDY": lambda: Counter(
+        "mots_round_subsidy",
+        "Subsidy the platform paid into settled rounds' pools, in currency units (all rounds).",
+    ),
+    "LATEST_ROUND_SUBSIDY": lambda: Gauge(
+        "mots_latest_round_subsidy",
+        "Subsidy of the latest settled round, in currency units (at most its budget).",
+    ),
+    "ROUND_SUBSIDY_BUDGET": lambda: Gauge(
+        "mots_round_subsidy_budget",
+        "Subsidy budget of the latest settled round, in currency units (MOTS_ROUND_SUBSIDY_BUDGET).",
+    ),
+    "ROUND_SUBSIDY_ALERT_SHARE": lambda: Gauge(
+        "mots_round_subsidy_alert_share",
+        "Share of its budget a round's subsidy may use before an alert (MOTS_SUBSIDY_ALERT_SHARE).",
+    ),
     "EVALUATIONS": lambda: Counter("mots_evaluations_total", "Models evaluated."),
     "PURCHASES": lambda: Counter("mots_purchases_total", "Model purchases booked."),
 }

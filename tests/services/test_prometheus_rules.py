@@ -1,0 +1,89 @@
+"""The Prometheus alert rules (monitoring/prometheus/rules/mots.yml): promtool's unit tests of
+the subsidy alerts, and every Prometheus config (demo, compose, k8s) loads the same rules."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parents[2]
+RULES = ROOT / "monitoring" / "prometheus" / "rules" / "mots.yml"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+UNIT_TESTS = """
+rule_files: [{rules}]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'mots_round_subsidy_alert_share{{job="orchestration-worker"}}'
+        values: '0.8x4'
+      - series: 'mots_round_subsidy_budget{{job="orchestration-worker"}}'
+        values: '100x4'
+      - series: 'mots_latest_round_subsidy{{job="orchestration-worker"}}'
+        values: '0 80 80.5 100 100.000001'
+    alert_rule_test:
+      - {{eval_time: 0m, alertname: MotsRoundSubsidyNearBudget, exp_alerts: []}}
+      - {{eval_time: 1m, alertname: MotsRoundSubsidyNearBudget, exp_alerts: []}}
+      - eval_time: 2m
+        alertname: MotsRoundSubsidyNearBudget
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: orchestration-worker}}
+            exp_annotations:
+              summary: "Round subsidy 80.5 uses more than its alert share of the budget"
+              description: "{description}"
+      - {{eval_time: 3m, alertname: MotsRoundSubsidyOverBudget, exp_alerts: []}}
+      - eval_time: 4m
+        alertname: MotsRoundSubsidyOverBudget
+        exp_alerts:
+          - exp_labels: {{severity: critical, job: orchestration-worker}}
+            exp_annotations:
+              summary: "Round subsidy 100.000001 exceeds its budget"
+              description: "{over}"
+"""
+
+
+def _rules() -> dict[str, dict[str, object]]:
+    doc = yaml.safe_load(RULES.read_text())
+    return {r["alert"]: r for g in doc["groups"] for r in g["rules"]}
+
+
+def test_promtool_fires_the_subsidy_alerts_above_the_share_and_the_budget(tmp_path: Path) -> None:
+    """80 of 100 at share 0.8 is not an alert, 80.5 is; 100.000001 is over the budget."""
+    if not Path(PROMTOOL).exists():
+        pytest.fail("promtool is missing: run `make system` (Debian's prometheus)")
+    rules = _rules()
+    near = rules["MotsRoundSubsidyNearBudget"]["annotations"]["description"]  # type: ignore[index]
+    over = rules["MotsRoundSubsidyOverBudget"]["annotations"]["description"]  # type: ignore[index]
+    spec = tmp_path / "subsidy_test.yml"
+    spec.write_text(UNIT_TESTS.format(rules=RULES, description=near, over=over))
+    run = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    broken = tmp_path / "broken_test.yml"  # the check can fail: a wrong expectation is caught
+    broken.write_text(UNIT_TESTS.format(rules=RULES, description=near, over=over).replace(
+        "80.5 uses", "80 uses"))  # fmt: skip
+    run = subprocess.run([PROMTOOL, "test", "rules", str(broken)], capture_output=True, text=True)
+    assert run.returncode != 0
+
+
+def test_every_prometheus_config_loads_the_rules() -> None:
+    """make demo's config finds the file, compose mounts it where its config looks, and the k8s
+    ConfigMap carries the same rules where its config looks."""
+    demo = yaml.safe_load((ROOT / "monitoring" / "prometheus.yml").read_text())
+    found = [p for g in demo["rule_files"] for p in (ROOT / "monitoring").glob(g)]
+    assert RULES in found
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    mounts = compose["services"]["prometheus"]["volumes"]
+    assert "../monitoring/prometheus/rules:/etc/prometheus/rules:ro" in mounts
+    docker = yaml.safe_load((ROOT / "docker" / "prometheus" / "prometheus.yml").read_text())
+    assert docker["rule_files"] == ["/etc/prometheus/rules/*.yml"]
+    k8s = list(yaml.safe_load_all((ROOT / "k8s" / "base" / "prometheus.yaml").read_text()))
+    config = next(d for d in k8s if d and d["metadata"]["name"] == "prometheus-config")
+    assert yaml.safe_load(config["data"]["prometheus.yml"])["rule_files"] == [
+        "/etc/prometheus/mots-rules.yml"
+    ]
+    assert yaml.safe_load(config["data"]["mots-rules.yml"]) == yaml.safe_load(RULES.read_text())
