@@ -87,3 +87,83 @@ def test_orchestration_never_5xx(case: schemathesis.Case) -> None:
     """Generated requests to the orchestration API get a 2xx/4xx, never a server error."""
     case.headers = {**(case.headers or {}), "Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
     case.call_and_validate(checks=[not_a_server_error])
+
+
+# ---------------------------------------------- non-finite numbers in generated requests
+
+NON_FINITE = (float("nan"), float("inf"), float("-inf"))
+
+
+def _spoil(value: object, bad: float) -> tuple[object, int]:
+    """``value`` with every number (not bool) replaced by ``bad``; how many were replaced. A body
+    without numbers gets one extra numeric field, so every body carries a non-finite number."""
+    if isinstance(value, bool):
+        return value, 0
+    if isinstance(value, int | float):
+        return bad, 1
+    if isinstance(value, list):
+        parts = [_spoil(v, bad) for v in value]
+        return [p for p, _ in parts], sum(n for _, n in parts)
+    if isinstance(value, dict):
+        items = {k: _spoil(v, bad) for k, v in value.items()}
+        return {k: p for k, (p, _) in items.items()}, sum(n for _, n in items.values())
+    return value, 0
+
+
+def _non_finite_call(app: object, case: schemathesis.Case, headers: dict[str, str]) -> None:
+    """Send the generated request with each non-finite number in its JSON body (or its numeric
+    query values as "NaN"/"Infinity"): a 4xx problem, never a 5xx and never a 2xx."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    body = case.body if isinstance(case.body, dict | list) else None
+    query = dict(case.query or {})
+    numeric = [
+        k for k, v in query.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    if body is None and not numeric:
+        return  # nothing numeric to spoil in this request
+    with TestClient(app, raise_server_exceptions=False) as client:  # type: ignore[arg-type]
+        for bad in NON_FINITE:
+            content = None
+            if body is not None:
+                spoilt, n = _spoil(body, bad)
+                if n == 0 and isinstance(spoilt, dict):
+                    spoilt = {**spoilt, "spoilt": bad}
+                elif n == 0:
+                    spoilt = [*spoilt, bad]  # type: ignore[misc]
+                content = json.dumps(spoilt, allow_nan=True)
+            params = {**query, **{k: str(bad).replace("inf", "Infinity") for k in numeric}}
+            r = client.request(
+                case.method,
+                case.formatted_path,
+                params=params,
+                content=content,
+                headers={**headers, "Content-Type": "application/json"},
+            )
+            assert r.status_code < 500, (case.method, case.formatted_path, content, r.text)
+            if content is not None:  # a JSON body with NaN/Infinity is never accepted
+                assert 400 <= r.status_code < 500, (case.method, case.formatted_path, r.text)
+                assert r.headers["content-type"].startswith("application/problem+json")
+
+
+@market_schema.parametrize()
+@FUZZ
+def test_market_refuses_non_finite_numbers(case: schemathesis.Case, client_token: str) -> None:
+    """Every market route with NaN/±Infinity in its generated body or numeric query: 4xx."""
+    _non_finite_call(MARKET, case, {"Authorization": f"Bearer {client_token}"})
+
+
+@pricing_schema.parametrize()
+@FUZZ
+def test_pricing_refuses_non_finite_numbers(case: schemathesis.Case) -> None:
+    """Every pricing route with NaN/±Infinity in its generated body or numeric query: 4xx."""
+    _non_finite_call(PRICING, case, {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"})
+
+
+@orchestration_schema.parametrize()
+@FUZZ
+def test_orchestration_refuses_non_finite_numbers(case: schemathesis.Case) -> None:
+    """Every orchestration route with NaN/±Infinity in its generated body or numeric query: 4xx."""
+    _non_finite_call(ORCHESTRATION, case, {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"})
