@@ -7,18 +7,20 @@ Accounts are locked in ascending id order (``SELECT … FOR UPDATE`` on PostgreS
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import TypeVar
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import BatchWrite
+from mots.platform.bulk import BatchWrite, insert_rows, one_of, reserve_ids
 from mots.platform.money import from_micros
 from mots.platform.schemas import LedgerCheck
 from services.market.models import Account, Base, Entry, LedgerTransaction
 
+T = TypeVar("T")
 EXTERNAL = "external:deposits"
 SUBSIDY = "platform:subsidy"
 SURPLUS = "platform:surplus"
@@ -160,15 +162,22 @@ def queue_transfers(
     Per transfer (source, destination, micros > 0, round, client): a transaction row under its
     id, the −micros and +micros entries, and each account's summed balance change.
     """
-    if any(micros <= 0 for _, _, micros, _, _ in transfers):
+    _queue_moves(writes, [(kind, *t) for t in transfers], txn_ids, now)
+
+
+def _queue_moves(
+    writes: BatchWrite, moves: Sequence[Transfer], txn_ids: Sequence[int], now: datetime
+) -> None:
+    """:func:`queue_transfers` with a kind per transfer."""
+    if any(micros <= 0 for _, _, _, micros, _, _ in moves):
         raise LedgerError("micros: every transfer moves a positive amount")
-    if any(src == dst for src, dst, _, _, _ in transfers):
+    if any(src == dst for _, src, dst, _, _, _ in moves):
         raise LedgerError("accounts: a transfer needs two distinct accounts")
-    if len(txn_ids) < len(transfers):
+    if len(txn_ids) < len(moves):
         raise LedgerError("txn_ids: one reserved transaction id per transfer is needed")
     entries = []
     delta: dict[int, int] = {}
-    for txn, (src, dst, micros, _, _) in zip(txn_ids, transfers, strict=False):
+    for txn, (_, src, dst, micros, _, _) in zip(txn_ids, moves, strict=False):
         entries.append({"transaction_id": txn, "account_id": src, "amount_micros": -micros})
         entries.append({"transaction_id": txn, "account_id": dst, "amount_micros": micros})
         delta[src] = delta.get(src, 0) - micros
@@ -176,12 +185,77 @@ def queue_transfers(
     writes.insert(
         _TRANSACTIONS,
         [
-            {"id": t, "kind": kind, "round_id": r, "client_id": c, "created_at": now}
-            for t, (_, _, _, r, c) in zip(txn_ids, transfers, strict=False)
+            {"id": t, "kind": k, "round_id": r, "client_id": c, "created_at": now}
+            for t, (k, _, _, _, r, c) in zip(txn_ids, moves, strict=False)
         ],
     )
     writes.insert(_ENTRIES, entries)
     writes.add(_ACCOUNTS, "id", "balance_micros", {a: d for a, d in delta.items() if d})
+
+
+Transfer = tuple[str, int, int, int, int | None, int | None]
+"""(kind, source account, destination account, micros, round, client) of one two-leg transfer;
+micros 0 moves nothing, negative micros move the other way (as :func:`transfer`)."""
+
+SQLITE_CHUNK = 10_000
+"""Most list parameters in one SQLite statement (its limit is 32,766 variables)."""
+
+
+def chunks(conn: Connection, items: Sequence[T]) -> list[Sequence[T]]:
+    """``items`` in pieces a statement takes: whole on PostgreSQL (one array parameter)."""
+    if conn.dialect.name == "postgresql":
+        return [items] if items else []
+    return [items[i : i + SQLITE_CHUNK] for i in range(0, len(items), SQLITE_CHUNK)]
+
+
+def ensure_wallets(session: Session, client_ids: Sequence[int]) -> dict[int, int]:
+    """client id → wallet account id for ``client_ids``, missing wallets made (set-based: one
+    read, one insert of the missing ones, one read of those, whatever the number of clients)."""
+    conn = session.connection()
+    by_name = {wallet_name(c): c for c in client_ids}
+    stmt = select(_ACCOUNTS.c.name, _ACCOUNTS.c.id).where(
+        one_of(_ACCOUNTS.c.name, "names", conn.dialect.name)
+    )
+
+    def ids(names: list[str]) -> dict[str, int]:
+        return {
+            r[0]: r[1] for part in chunks(conn, names) for r in conn.execute(stmt, {"names": part})
+        }
+
+    found = ids(sorted(by_name))
+    missing = sorted(n for n in by_name if n not in found)
+    if missing:
+        rows = [
+            {"name": n, "category": "wallets", "client_id": by_name[n], "balance_micros": 0}
+            for n in missing
+        ]
+        for part in chunks(conn, rows):
+            insert_rows(conn, _ACCOUNTS, part, conflict=("name",))
+        found.update(ids(missing))
+    return {by_name[n]: i for n, i in found.items()}
+
+
+def book_transfers(session: Session, transfers: Sequence[Transfer]) -> int:
+    """Book ``transfers`` set-based: fresh transaction ids in one statement, then every
+    transaction row, entry and summed balance change in one write (one statement on PostgreSQL,
+    one per table on SQLite), whatever their number. The same rows and balances as
+    :func:`transfer` one by one (ids aside). The caller holds the locks the sources need and
+    commits; the balance update locks the other rows in ascending id order. Returns how many
+    transactions were booked (zero amounts are skipped)."""
+    moves: list[tuple[str, int, int, int, int | None, int | None]] = []
+    for kind, src, dst, micros, round_id, client_id in transfers:
+        if micros < 0:
+            src, dst, micros = dst, src, -micros
+        if micros:
+            moves.append((kind, src, dst, micros, round_id, client_id))
+    if not moves:
+        return 0
+    conn = session.connection()
+    txn_ids = reserve_ids(conn, _TRANSACTIONS, len(moves))
+    writes = BatchWrite()
+    _queue_moves(writes, moves, txn_ids, datetime.now(UTC))
+    writes.flush(conn)
+    return len(moves)
 
 
 def transfer(

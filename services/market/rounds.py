@@ -21,14 +21,16 @@ down to it).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from mots.economics.capture import capture
+from mots.platform.bulk import one_of
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import (
     DeclarationProgress,
@@ -43,6 +45,9 @@ from mots.platform.schemas import (
 from services.market import ledger
 from services.market.decisions import declared
 from services.market.models import Client, Decision, MarketRound, Purchase
+
+_CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
+_DECISION_CLIENT = Decision.metadata.tables[Decision.__tablename__].c.client_id
 
 
 class RoundError(ValueError):
@@ -206,10 +211,18 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
 
 
 def settle_round(
-    session: Session, payload: SettlePayload, default_budget: Decimal = DEFAULT_SUBSIDY_BUDGET
+    session: Session,
+    payload: SettlePayload,
+    default_budget: Decimal = DEFAULT_SUBSIDY_BUDGET,
+    bulk: bool = True,
 ) -> SettleResult:
     """Book the round's rewards, charges, refunds, subsidy and surplus (once per round), with the
-    realised terms captured within the quote and the subsidy budget (:func:`captured_terms`)."""
+    realised terms captured within the quote and the subsidy budget (:func:`captured_terms`).
+
+    ``bulk``: every transfer in one set-based write (:func:`ledger.book_transfers`), a fixed
+    number of statements whatever the population; else one posting per transfer (the reference
+    the bulk path is tested against).
+    """
     rnd = session.get(MarketRound, payload.round_id, with_for_update=True)
     if rnd is None:
         raise RoundError(f"round_id: round {payload.round_id} is not open at the market")
@@ -221,33 +234,20 @@ def settle_round(
     pool = ledger.ensure_account(session, ledger.pool_name(rid))
     subsidy = ledger.ensure_account(session, ledger.SUBSIDY)
     surplus = ledger.ensure_account(session, ledger.SURPLUS)
-    clients = {
-        c.id: c for c in session.scalars(select(Client).where(Client.id.in_(payload.participants)))
-    }
-    dropped = set(payload.dropped)
-    wallets = {
-        cid: ledger.ensure_account(session, ledger.wallet_name(cid), cid)
-        for cid in payload.participants
-    }
-    purchases = list(
-        session.scalars(
-            select(Purchase).where(Purchase.round_id == rid, Purchase.refunded.is_(False))
-        )
-    )
-    for p in purchases:
-        wallets.setdefault(
-            p.client_id, ledger.ensure_account(session, ledger.wallet_name(p.client_id))
-        )
     shards = [ledger.ensure_account(session, n) for n in ledger.pool_shard_names(rid)]
-    held = ledger.lock_accounts(session, [pool, subsidy, surplus, *shards, *wallets.values()])
-    for shard in shards:  # consolidate the buyers' payments into the round's pool
-        ledger.transfer(session, "consolidate", shard, pool, held[shard], rid)
-
-    payments = sum(p.price_micros for p in purchases)
-    booked = [cid for cid in sorted(payload.participants) if cid not in dropped and cid in clients]
+    held = ledger.lock_accounts(session, [pool, subsidy, surplus, *shards])
+    type_of = _types_of(session, payload.participants)
+    dropped = set(payload.dropped)
+    purchases = session.execute(
+        select(Purchase.client_id, Purchase.price_micros)
+        .where(Purchase.round_id == rid, Purchase.refunded.is_(False))
+        .order_by(Purchase.id)
+    ).all()
+    booked = [cid for cid in sorted(payload.participants) if cid not in dropped and cid in type_of]
+    wallets = ledger.ensure_wallets(session, sorted({*booked, *(p[0] for p in purchases)}))
     counts: dict[str, int] = {}
     for cid in booked:
-        counts[clients[cid].type_name] = counts.get(clients[cid].type_name, 0) + 1
+        counts[type_of[cid]] = counts.get(type_of[cid], 0) + 1
     terms = captured_terms(
         stored_quote(rnd),
         payload,
@@ -255,32 +255,38 @@ def settle_round(
         0 if payload.refund_buyers else len(purchases),
         default_budget,
     )
+    # consolidate the buyers' payments into the round's pool
+    moves: list[ledger.Transfer] = [("consolidate", s, pool, held[s], rid, None) for s in shards]
+    balance = held[pool] + sum(held[s] for s in shards)
     paid = charged = refunds = 0
     for cid in booked:
-        reward = terms.rewards[clients[cid].type_name]
-        kind = "reward" if reward > 0 else "charge"
-        ledger.transfer(session, kind, pool, wallets[cid], reward, rid, cid)
-        if reward > 0:
-            paid += reward
-        else:
-            charged += -reward
-    for d in session.scalars(
-        select(Decision).where(Decision.round_id == rid, Decision.client_id.in_(dropped))
-    ):
-        d.dropped = True
-    for p in purchases:  # a failed round refunds all; a lower realised price, the difference
-        back = p.price_micros if payload.refund_buyers else max(0, p.price_micros - terms.price)
-        ledger.transfer(session, "refund", pool, wallets[p.client_id], back, rid, p.client_id)
+        reward = terms.rewards[type_of[cid]]
+        moves.append(("reward" if reward > 0 else "charge", pool, wallets[cid], reward, rid, cid))
+        paid += max(0, reward)
+        charged += max(0, -reward)
+        balance -= reward
+    for (
+        cid,
+        price,
+    ) in purchases:  # a failed round refunds all; a lower realised price, the difference
+        back = price if payload.refund_buyers else max(0, price - terms.price)
+        moves.append(("refund", pool, wallets[cid], back, rid, cid))
         refunds += back
-        p.refunded = p.refunded or payload.refund_buyers
-    balance = ledger.lock_accounts(session, [pool])[pool]
-    top_up = max(0, -balance)
-    left = max(0, balance)
-    ledger.transfer(session, "subsidy", subsidy, pool, top_up, rid)
-    ledger.transfer(session, "surplus", pool, surplus, left, rid)
+        balance -= back
+    top_up, left = max(0, -balance), max(0, balance)
+    moves += [
+        ("subsidy", subsidy, pool, top_up, rid, None),
+        ("surplus", pool, surplus, left, rid, None),
+    ]
+    if bulk:
+        ledger.book_transfers(session, moves)
+    else:
+        for move in moves:
+            ledger.transfer(session, *move)
+    _mark(session, payload.round_id, sorted(dropped), payload.refund_buyers)
     result = SettleResult(
         round_id=rid,
-        payments=from_micros(payments),
+        payments=from_micros(sum(p[1] for p in purchases)),
         rewards_paid=from_micros(paid),
         charges=from_micros(charged),
         subsidy=from_micros(top_up),
@@ -298,6 +304,38 @@ def settle_round(
         rnd.artifact_sha256 = payload.artifact_sha256
     session.flush()
     return result
+
+
+def _types_of(session: Session, client_ids: Sequence[int]) -> dict[int, str]:
+    """client id → declared type of those of ``client_ids`` that are clients (one statement on
+    PostgreSQL, chunks on SQLite)."""
+    conn = session.connection()
+    stmt = select(Client.id, Client.type_name).where(one_of(_CLIENT_ID, "ids", conn.dialect.name))
+    ids = sorted(set(client_ids))
+    return {
+        r[0]: r[1] for part in ledger.chunks(conn, ids) for r in conn.execute(stmt, {"ids": part})
+    }
+
+
+def _mark(session: Session, round_id: int, dropped: list[int], refunded: bool) -> None:
+    """The dropped participants' decisions, and on a refund every purchase, marked set-based."""
+    conn = session.connection()
+    mark = (
+        update(Decision)
+        .where(
+            Decision.round_id == round_id,
+            one_of(_DECISION_CLIENT, "ids", conn.dialect.name),
+        )
+        .values(dropped=True)
+    )
+    for part in ledger.chunks(conn, dropped):
+        conn.execute(mark, {"ids": part})
+    if refunded:
+        conn.execute(
+            update(Purchase)
+            .where(Purchase.round_id == round_id, Purchase.refunded.is_(False))
+            .values(refunded=True)
+        )
 
 
 def publish(session: Session, round_id: int) -> MarketRound:
