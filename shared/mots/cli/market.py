@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import click
 
 from mots.cli.client import Session, connection, money, table
+from mots.client.config import ENDPOINTS_FILE, ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.schemas import ClientRegistration, QuoteOut, Strategy
@@ -75,21 +77,52 @@ def show_config(session: Session) -> None:
 @click.option("--type", "type_name", required=True, help="the client's type label i")
 @click.option("--data-size", type=int, required=True, help="D_i, training samples held")
 @click.option("--cost", callback=_amount, required=True, help="C_i, the participation cost")
+@click.option(
+    "--save-as",
+    "save_as",
+    metavar="PROFILE",
+    help="keep the token (and where the market is) as a profile: later commands take "
+    "--profile PROFILE or MOTS_PROFILE=PROFILE",
+)
 @connection
-def register(session: Session, name: str, type_name: str, data_size: int, cost: Decimal) -> None:
-    """Register a client; prints its id and its token (shown only once: keep it).
+def register(
+    session: Session,
+    name: str,
+    type_name: str,
+    data_size: int,
+    cost: Decimal,
+    save_as: str | None,
+) -> None:
+    """Register a client; prints its id and its token (shown only once: keep it, or --save-as).
 
     \b
     Example:
-      mots market register --name alice --type type-1 --data-size 50 --cost 0.5
+      mots market register --name alice --type small --data-size 50 --cost 0.5 --save-as alice
+      mots market quote --profile alice
     """
+    if save_as is not None:
+        check_profile_name(save_as)
     reg = ClientRegistration(name=name, type_name=type_name, data_size=data_size, cost=cost)
     with session.anonymous_market() as m:
         me = m.register(reg)
+    saved = ""
+    if save_as is not None:
+        c = session.config
+        where = (
+            {"workdir": str(c.workdir)}
+            if c.workdir is not None and c.sources.get("market_url", "").endswith(ENDPOINTS_FILE)
+            else {k: v for k in ("market_url", "orchestration_url") if (v := getattr(c, k))}
+        )
+        try:
+            path = save_profile(save_as, {**where, "token": me.token})
+            saved = f"saved as profile {save_as} in {path}"
+        except ConfigError as exc:  # registered all the same: the token must still be shown
+            saved = f"NOT saved as a profile ({exc}); keep the token"
     session.emit(
         me,
         f"client {me.id} ({me.name}, type {me.type_name}, D {me.data_size}, C {money(me.cost)})\n"
-        f"token {me.token}\n(shown once; pass it as --token or MOTS_TOKEN)",
+        f"token {me.token}\n"
+        + (saved or "(shown once; pass it as --token or MOTS_TOKEN, or register with --save-as)"),
     )
 
 
@@ -142,11 +175,19 @@ def quote(session: Session, round_id: int | None, wait_s: float) -> None:
     human = (
         f"round {q.round_id} ({q.state.value}, {q.mechanism}): price {money(q.price)}, "
         f"ε {q.epsilon:.4f}, welfare {q.welfare:.4f}, incentive cost {money(q.incentive_cost)}"
-        + (f"\ncollection closes {deadline}" if deadline else "")
+        + (f"\ncollection closes {_when(deadline)}" if deadline else "")
         + "\n"
         + table(rows, ("type", "reward", "join (K*)", "buy (B*)"))
     )
     session.emit(q, human)
+
+
+def _when(at: object) -> str:
+    """A deadline as UTC time and seconds from now."""
+    if not isinstance(at, datetime):
+        return str(at)
+    left = (at - datetime.now(UTC)).total_seconds()
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({left:+.0f} s from now)"
 
 
 def _wait_latest(m: MarketClient, wait_s: float) -> QuoteOut | None:
@@ -166,6 +207,9 @@ def _wait_latest(m: MarketClient, wait_s: float) -> QuoteOut | None:
 @connection
 def declare(session: Session, round_id: int, strategy: str) -> None:
     """Declare this client's strategy for a round: join (train), buy or abstain.
+
+    A buyer may skip this: `mots market buy` declares buy and pays in one step (a declared
+    buyer who has not paid when collection closes counts as abstaining).
 
     \b
     Example:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ class ClientConfig:
     token: str | None
     operator_token: str | None
     sources: Mapping[str, str]
+    workdir: Path | None = None
+    """The folder whose ``endpoints.json`` was read (None when none was found)."""
 
     def require(self, name: str) -> str:
         """The setting ``name``, or a :class:`ConfigError` naming the ways to give it."""
@@ -134,13 +137,15 @@ def resolve(
     env: Mapping[str, str] | None = None,
 ) -> ClientConfig:
     """Each setting from ``flags``, else the environment, else the profile, else the work
-    folder's ``endpoints.json`` (``workdir``: flag, profile, ``MOTS_WORKDIR``, ``out/platform``)."""
+    folder's ``endpoints.json`` (the folder: ``workdir``, ``MOTS_WORKDIR``, the profile's
+    ``workdir``, ``out/platform``)."""
     env = os.environ if env is None else env
     name, table = _profile(env, profile or env.get("MOTS_PROFILE") or None)
     folder = (
         workdir
+        or (Path(env["MOTS_WORKDIR"]) if env.get("MOTS_WORKDIR") else None)
         or (Path(str(table["workdir"])) if "workdir" in table else None)
-        or Path(env.get("MOTS_WORKDIR") or DEFAULT_WORKDIR)
+        or DEFAULT_WORKDIR
     )
     endpoints = read_endpoints(folder)
     values: dict[str, str | None] = {}
@@ -162,4 +167,49 @@ def resolve(
                 break
         else:
             values[key] = None
-    return ClientConfig(sources=sources, **values)
+    found = folder.expanduser().resolve() if endpoints else None
+    return ClientConfig(sources=sources, workdir=found, **values)
+
+
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_profile_name(name: str) -> None:
+    """Refuse a profile name that is not a plain TOML key."""
+    if not PROFILE_NAME.match(name):
+        raise ConfigError(f"profile {name!r}: letters, digits, '-' and '_' only (1 to 64)")
+
+
+def save_profile(
+    name: str, settings: Mapping[str, str], env: Mapping[str, str] | None = None
+) -> Path:
+    """Add or update the profile ``name`` with ``settings`` (``token``, ``workdir``, …) in the
+    profile file (created private: it holds tokens); returns the file's path."""
+    env = os.environ if env is None else env
+    check_profile_name(name)
+    unknown = sorted(set(settings) - {*SETTINGS, "workdir"})
+    if unknown:
+        raise ConfigError(f"profiles.{name}.{unknown[0]}: unknown setting")
+    path = profiles_path(env)
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: not a readable TOML file ({exc})") from exc
+    extra = sorted(set(data) - {"default", "profiles"})
+    if extra:
+        raise ConfigError(f"{path}: holds {extra[0]!r}, which this writer would drop; edit it")
+    profiles: dict[str, dict[str, Any]] = dict(data.get("profiles", {}))
+    profiles[name] = {**profiles.get(name, {}), **settings}
+    lines = [f"default = {json.dumps(str(data['default']))}", ""] if "default" in data else []
+    for pname, table in profiles.items():
+        lines.append(f"[profiles.{pname}]")
+        lines.extend(f"{k} = {json.dumps(str(v))}" for k, v in table.items())
+        lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.touch(mode=0o600)
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    tmp.replace(path)
+    return path

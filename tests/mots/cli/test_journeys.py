@@ -116,6 +116,15 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
             assert isinstance(me, dict)
             tokens[name], ids[name] = me["token"], me["id"]
     buyer, participants = "type-1-0", ["type-3-0", "type-3-1"]
+    profiles = {"MOTS_PROFILES": str(tmp_path / "profiles.toml")}
+    saved = _ok(
+        "market", "register", "--name", "late", "--type", "type-1", "--data-size", "50",
+        "--cost", "0.5", "--save-as", "late", **w, **profiles,
+    )  # fmt: skip
+    assert "saved as profile late" in saved
+    as_late = {**profiles, "MOTS_PROFILE": "late"}  # the token and the workdir from the profile
+    late = _json("market", "me", **as_late)
+    assert isinstance(late, dict) and late["name"] == "late"
     assert "balance 10.000000" in _ok("market", "deposit", str(ids[buyer]), "10", **w)
 
     opened = _json("rounds", "open", **w)
@@ -135,6 +144,7 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     assert Decimal(bought["balance"]) == Decimal("10") - Decimal(quote["price"])
     for name in tokens.keys() - {buyer, *participants}:
         _ok("market", "declare", round_id, "abstain", MOTS_TOKEN=tokens[name], **w)
+    _ok("market", "declare", round_id, "abstain", **as_late)
 
     watched = _ok("rounds", "watch", round_id, "--timeout", "300", "--poll", "0.2", **w)
     assert f"round {round_id}: published" in watched, watched

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mots.client.config import ConfigError, resolve
+from mots.client.config import ConfigError, resolve, save_profile
 
 
 def _endpoints(folder: Path, market: str = "http://ep-market") -> Path:
@@ -87,3 +87,23 @@ def test_bad_profiles_and_endpoints_are_config_errors(tmp_path: Path) -> None:
     (tmp_path / "w" / "endpoints.json").write_bytes(b"\xff\xfe")
     with pytest.raises(ConfigError, match="not a readable endpoints file"):
         resolve({}, workdir=tmp_path / "w", env={"MOTS_PROFILES": str(tmp_path / "x.toml")})
+
+
+def test_saved_profiles_are_read_back_and_private(tmp_path: Path) -> None:
+    """save_profile writes a TOML the resolver reads (other profiles and the default kept), the
+    file readable by its owner only; bad names and foreign keys are refused."""
+    env = _profiles(tmp_path, 'default = "a"\n[profiles.a]\nmarket_url = "http://a"\n')
+    path = save_profile("b-2", {"token": 'to"k', "workdir": str(tmp_path)}, env=env)
+    assert path.stat().st_mode & 0o077 == 0
+    assert resolve({}, env=env).market_url == "http://a"
+    assert resolve({}, profile="b-2", env=env).token == 'to"k'
+    save_profile("b-2", {"token": "new"}, env=env)
+    again = resolve({}, profile="b-2", env=env)
+    assert again.token == "new" and again.sources["token"] == "profile b-2"
+    with pytest.raises(ConfigError, match="letters, digits"):
+        save_profile("a b", {"token": "x"}, env=env)
+    with pytest.raises(ConfigError, match="unknown setting"):
+        save_profile("c", {"password": "x"}, env=env)
+    bad = _profiles(tmp_path, 'colour = "blue"\n')
+    with pytest.raises(ConfigError, match="would drop"):
+        save_profile("c", {"token": "x"}, env=bad)
