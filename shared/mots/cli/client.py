@@ -39,9 +39,11 @@ class Session:
         url = self.config.require("market_url")
         return MarketClient(url, self.config.require("operator_token" if operator else "token"))
 
-    def anonymous_market(self) -> MarketClient:
-        """A market client without a token (registration)."""
-        return MarketClient(self.config.require("market_url"))
+    def registrar(self, *, vouch: bool) -> MarketClient:
+        """A market client for registration: with the operator's token when it must ``vouch``
+        for the type and one is configured, else without a token (an enrolment code)."""
+        token = self.config.operator_token if vouch else None
+        return MarketClient(self.config.require("market_url"), token)
 
     def rounds(self, *, operator: bool = False) -> RoundsClient:
         """An orchestration client: the operator's token, else this client's."""

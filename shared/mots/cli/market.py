@@ -15,7 +15,7 @@ from mots.cli.client import Session, connection, money, table
 from mots.client.config import ENDPOINTS_FILE, ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient
 from mots.client.model_file import ModelFileError, read_model_info
-from mots.platform.schemas import ClientRegistration, QuoteOut, Strategy
+from mots.platform.schemas import ClientRegistration, EnrolmentIn, QuoteOut, Strategy
 
 
 def _amount(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Decimal | None:
@@ -41,12 +41,13 @@ def market() -> None:
 
     \b
     Example (a buyer):
-      mots market register --name alice --type type-1 --data-size 50 --cost 0.5
-      export MOTS_TOKEN=…                  # the token it printed
-      mots market deposit 1 10             # the operator funds client 1
+      mots market enrol --type small --data-size 50 --cost 0.5    # the operator: a code
+      mots market register --name alice --code CODE --save-as alice
+      mots market deposit 1 10                                     # the operator funds client 1
+      export MOTS_PROFILE=alice
       mots market quote --wait 60
       mots market buy 1
-      mots market download 1               # mots-round-1.pt, SHA-256 checked
+      mots market download 1               # mots-round-1.pt, SHA-256 checked, and its .json
     """
 
 
@@ -72,11 +73,44 @@ def show_config(session: Session) -> None:
     )
 
 
+@market.command("enrol")
+@click.option("--type", "type_name", required=True, help="the attested type label i")
+@click.option("--data-size", type=int, required=True, help="D_i the operator attests")
+@click.option("--cost", callback=_amount, required=True, help="C_i the operator attests")
+@click.option("--uses", type=click.IntRange(1), default=1, show_default=True, help="registrations")
+@click.option(
+    "--ttl", "ttl_s", type=click.IntRange(60), default=7 * 86_400, show_default=True, help="seconds"
+)
+@connection
+def enrol(
+    session: Session, type_name: str, data_size: int, cost: Decimal, uses: int, ttl_s: int
+) -> None:
+    """(operator) Issue an enrolment code for an attested type; devices redeem it with
+    `mots market register --code CODE` (the code is shown once).
+
+    \b
+    Example:
+      mots market enrol --type small --data-size 50 --cost 0.5 --uses 10
+    """
+    body = EnrolmentIn(type_name=type_name, data_size=data_size, cost=cost, uses=uses, ttl_s=ttl_s)
+    with session.market(operator=True) as m:
+        out = m.enrol(body)
+    expires = datetime.fromtimestamp(out.expires_at, UTC)
+    session.emit(
+        out,
+        f"enrolment {out.id}: type {out.type_name} (D {out.data_size}, C {money(out.cost)}), "
+        f"{out.uses_left} uses, expires {expires:%Y-%m-%d %H:%M} UTC\ncode {out.code}",
+    )
+
+
 @market.command("register")
 @click.option("--name", required=True, help="a display name")
-@click.option("--type", "type_name", required=True, help="the client's type label i")
-@click.option("--data-size", type=int, required=True, help="D_i, training samples held")
-@click.option("--cost", callback=_amount, required=True, help="C_i, the participation cost")
+@click.option("--code", "enrolment_code", help="an enrolment code from the operator")
+@click.option("--type", "type_name", help="the type label i (the code's if omitted)")
+@click.option("--data-size", type=int, help="D_i, training samples held (the code's if omitted)")
+@click.option(
+    "--cost", callback=_amount, help="C_i, the participation cost (the code's if omitted)"
+)
 @click.option(
     "--save-as",
     "save_as",
@@ -88,42 +122,57 @@ def show_config(session: Session) -> None:
 def register(
     session: Session,
     name: str,
-    type_name: str,
-    data_size: int,
-    cost: Decimal,
+    enrolment_code: str | None,
+    type_name: str | None,
+    data_size: int | None,
+    cost: Decimal | None,
     save_as: str | None,
 ) -> None:
-    """Register a client; prints its id and its token (shown only once: keep it, or --save-as).
+    """Register a client with an enrolment code (or, without one, vouched for by the operator's
+    token when it is configured); prints its id and its token (shown once: keep it, or
+    --save-as).
 
     \b
     Example:
-      mots market register --name alice --type small --data-size 50 --cost 0.5 --save-as alice
+      mots market register --name alice --code CODE --save-as alice
       mots market quote --profile alice
     """
     if save_as is not None:
         check_profile_name(save_as)
-    reg = ClientRegistration(name=name, type_name=type_name, data_size=data_size, cost=cost)
-    with session.anonymous_market() as m:
+    if enrolment_code is None and None in (type_name, data_size, cost):
+        raise click.UsageError("without --code, give --type, --data-size and --cost")
+    reg = ClientRegistration(
+        name=name,
+        enrolment_code=enrolment_code,
+        type_name=type_name,
+        data_size=data_size,
+        cost=cost,
+    )
+    with session.registrar(vouch=enrolment_code is None) as m:
         me = m.register(reg)
-    saved = ""
-    if save_as is not None:
-        c = session.config
-        where = (
-            {"workdir": str(c.workdir)}
-            if c.workdir is not None and c.sources.get("market_url", "").endswith(ENDPOINTS_FILE)
-            else {k: v for k in ("market_url", "orchestration_url") if (v := getattr(c, k))}
-        )
-        try:
-            path = save_profile(save_as, {**where, "token": me.token})
-            saved = f"saved as profile {save_as} in {path}"
-        except ConfigError as exc:  # registered all the same: the token must still be shown
-            saved = f"NOT saved as a profile ({exc}); keep the token"
+    saved = _save(session, save_as, me.token) if save_as is not None else ""
     session.emit(
         me,
         f"client {me.id} ({me.name}, type {me.type_name}, D {me.data_size}, C {money(me.cost)})\n"
         f"token {me.token}\n"
         + (saved or "(shown once; pass it as --token or MOTS_TOKEN, or register with --save-as)"),
     )
+
+
+def _save(session: Session, profile: str, token: str) -> str:
+    """Save ``token`` and where the market is as ``profile``; say what happened (a failure is
+    reported, not raised: the client is registered and its token must still be shown)."""
+    c = session.config
+    where = (
+        {"workdir": str(c.workdir)}
+        if c.workdir is not None and c.sources.get("market_url", "").endswith(ENDPOINTS_FILE)
+        else {k: v for k in ("market_url", "orchestration_url") if (v := getattr(c, k))}
+    )
+    try:
+        path = save_profile(profile, {**where, "token": token})
+    except ConfigError as exc:
+        return f"NOT saved as a profile ({exc}); keep the token"
+    return f"saved as profile {profile} in {path}"
 
 
 @market.command("me")

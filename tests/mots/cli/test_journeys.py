@@ -106,14 +106,16 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     w = {"MOTS_WORKDIR": str(workdir)}
     tokens: dict[str, str] = {}
     ids: dict[str, int] = {}
-    for spec in TYPES:
+    for spec in TYPES:  # the operator attests each type; its clients redeem the code
+        issued = _json(
+            "market", "enrol", "--type", str(spec["name"]), "--data-size", str(spec["data_size"]),
+            "--cost", str(spec["cost"]), "--uses", str(spec["count"]), **w,
+        )  # fmt: skip
+        assert isinstance(issued, dict) and issued["uses_left"] == spec["count"]
         for i in range(int(spec["count"])):
             name = f"{spec['name']}-{i}"
-            me = _json(
-                "market", "register", "--name", name, "--type", str(spec["name"]),
-                "--data-size", str(spec["data_size"]), "--cost", str(spec["cost"]), **w,
-            )  # fmt: skip
-            assert isinstance(me, dict)
+            me = _json("market", "register", "--name", name, "--code", issued["code"], **w)
+            assert isinstance(me, dict) and me["type_name"] == spec["name"]
             tokens[name], ids[name] = me["token"], me["id"]
     buyer, participants = "type-1-0", ["type-3-0", "type-3-1"]
     profiles = {"MOTS_PROFILES": str(tmp_path / "profiles.toml")}
