@@ -134,6 +134,21 @@ def market_panels() -> list[Panel]:
             kind="bargauge",
         ),
         Panel(
+            "Subsidy vs budget",
+            "currencyUSD",
+            "The latest settled round's subsidy from platform:subsidy against its budget "
+            "(MOTS_ROUND_SUBSIDY_BUDGET or the round's own; payouts beyond it are scaled down at "
+            "settlement) and the alert threshold (MOTS_SUBSIDY_ALERT_SHARE of the budget, rule "
+            "MotsRoundSubsidyNearBudget); and the subsidy paid over the last "
+            f"{ROUND_WINDOW}.",
+            (
+                _t("mots_latest_round_subsidy", "subsidy, latest round"),
+                _t("mots_round_subsidy_budget", "budget"),
+                _t("mots_round_subsidy_alert_share * mots_round_subsidy_budget", "alert threshold"),
+                _t(f"increase(mots_round_subsidy_total[{ROUND_WINDOW}])", f"paid in {ROUND_WINDOW}"),
+            ),
+        ),
+        Panel(
             "Error model parameters (Eq. 3)",
             "none",
             "The evaluation service's latest estimate of Eq. 3's parameters and ε0.",
