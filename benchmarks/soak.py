@@ -5,7 +5,7 @@ with persistence (AOF) on a free port, the four services on their own PostgreSQL
 (created here, dropped at the end) and lets the orchestration run rounds back to back
 (``MOTS_ROUND_INTERVAL_S=0``) from a deliberately wrong error-model prior. Simulated clients of
 the paper's population (Table 1, MNIST: 10/5/5 clients of 50/120/300 samples) best-respond to
-each quote; new clients join between rounds. One fault per round from round 3 on, cycling over
+each quote; clients join and leave between rounds. One fault per round from round 3 on, cycling over
 the kinds (SIGKILL of each worker and each API, restarted at once as a supervisor would; Redis
 SIGKILLed and restarted; every PostgreSQL connection of the soak's databases terminated) and the
 phases (collecting, training, evaluating, settling: the fault lands when the round is seen in
@@ -323,19 +323,31 @@ def ledger_balanced(soak: Soak) -> bool:
     return bool(exact and Decimal(str(c["total"])) == 0)
 
 
-def churn(soak: Soak, round_id: int) -> list[Agent]:
-    """Between rounds clients join (every third round, one of the next type in turn): they
-    enter the population of the next round that opens."""
-    if round_id % 3:
-        return []
-    t = dict(DEMO_TYPES[round_id // 3 % len(DEMO_TYPES)])
-    t["count"] = 1
-    t["name"] = str(t["name"])
-    with soak.http("market") as http:
-        joined: list[Agent] = retrying(
-            "registration", lambda: register_population(http, [t], DEV_OPERATOR_TOKEN, "1000")
-        )
-    return joined
+def churn(soak: Soak, round_id: int, members: list[Agent]) -> None:
+    """Between rounds clients join and leave: every third round one client of the next type in
+    turn registers (it enters the next round's population), and the round after, one client
+    that acted in this round leaves (``DELETE /v1/me``: out of the next population)."""
+    if round_id % 3 == 0:
+        t = {**DEMO_TYPES[round_id // 3 % len(DEMO_TYPES)], "count": 1}
+        with soak.http("market") as http:
+            soak.agents.extend(
+                retrying(
+                    "registration",
+                    lambda: register_population(http, [t], DEV_OPERATOR_TOKEN, "1000"),
+                )
+            )
+    elif round_id % 3 == 1 and round_id > 1:
+        counts = {
+            a.type_name: sum(b.type_name == a.type_name for b in soak.agents) for a in members
+        }
+        leaving = next(a for a in reversed(members[1:]) if counts[a.type_name] > 1)
+
+        def leave() -> None:
+            with soak.http("market") as http:
+                http.delete("/v1/me", headers=leaving.auth).raise_for_status()
+
+        retrying("leaving", leave)
+        soak.agents.remove(leaving)
 
 
 def play_round(soak: Soak, round_id: int, fault: Fault | None) -> dict[str, Any]:
@@ -347,7 +359,6 @@ def play_round(soak: Soak, round_id: int, fault: Fault | None) -> dict[str, Any]
     watcher = fault_watcher(soak, fault, round_id) if fault is not None else None
     with soak.http("market") as http:
         quote = retrying("quote", lambda: wait_for_quote(http, members[0], round_id, 120))
-    soak.agents.extend(churn(soak, round_id))
     choices = choose(members, quote, utility)
 
     def declare() -> None:
@@ -358,6 +369,7 @@ def play_round(soak: Soak, round_id: int, fault: Fault | None) -> dict[str, Any]
         retrying("declarations", declare, timeout_s=60)
     except Exception as exc:  # the round closed meanwhile: the silent abstain by rule
         print(f"round {round_id}: declarations incomplete ({exc})", flush=True)
+    churn(soak, round_id, members)
     body = wait_state(soak, round_id, TERMINAL, 900)
     if watcher is not None:
         watcher.join(timeout=300)

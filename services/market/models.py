@@ -46,7 +46,8 @@ class Client(Base):
     node_key_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
     status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
     """``active`` (attested: priced, may declare and buy), ``pending`` (self-registered, awaiting
-    the operator's approval) or ``revoked`` (removed by the operator)."""
+    the operator's approval), ``revoked`` (removed by the operator) or ``left`` (left by itself,
+    ``DELETE /v1/me``: not priced, reads its wallet and models)."""
     enrolment_id: Mapped[int | None] = mapped_column(ForeignKey("enrolments.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 

@@ -128,7 +128,10 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     )
     if still_open:
         raise RoundError("round_id: another round is still collecting decisions")
-    registered = session.scalar(select(func.count()).select_from(Client)) or 0
+    registered = (  # the clients it waits for: those priced (pending and left ones are not)
+        session.scalar(select(func.count()).select_from(Client).where(Client.status == "active"))
+        or 0
+    )
     rnd = MarketRound(
         id=quote.round_id,
         state="collecting",

@@ -104,6 +104,12 @@ async def current_client(client: Annotated[Client, Depends(any_client)]) -> Clie
     return _must_be_active(client)
 
 
+async def reading_client(client: Annotated[Client, Depends(any_client)]) -> Client:
+    """The caller reading what is its own (wallet, entries, models it may download): an active
+    client, or one that has left the market (403 for a pending one)."""
+    return client if client.status == "left" else _must_be_active(client)
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """A request's bearer-token verifier, with its client's id when this process knows it."""
@@ -137,6 +143,7 @@ BEARER_SECURITY: dict[str, Any] = {"security": [{bearer.scheme_name: []}]}
 
 CurrentClient = Annotated[Client, Depends(current_client)]
 AnyClient = Annotated[Client, Depends(any_client)]
+ReadingClient = Annotated[Client, Depends(reading_client)]
 CallerDep = Annotated[Caller, Depends(caller)]
 IdempotencyKeyHeader = Annotated[
     str,

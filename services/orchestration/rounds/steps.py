@@ -33,7 +33,12 @@ from mots.platform.schemas import (
     SettlePayload,
 )
 from mots.training.progress import RoundProgress
-from services.orchestration.products import RoundTerms, TrainingProgress, TrainingRecord
+from services.orchestration.products import (
+    RoundTerms,
+    TrainingProgress,
+    TrainingRecord,
+    TypeClients,
+)
 from services.orchestration.rounds.ports import (
     Move,
     RoundFailure,
@@ -138,7 +143,7 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     seen = ports.services.progress(rnd.id)  # two counters, not the population's decisions
     if seen.declared < seen.registered and ports.clock() < (rnd.collect_deadline or 0.0):
         return Wait(ports.settings.poll_interval_s)
-    final = ports.services.close(rnd.id)
+    final = _members_only(ports.services.close(rnd.id), rnd.type_clients)
     scenario = _product(rnd.scenario, "scenario", rnd)
     names = [t.name for t in scenario.types]
     k = [len(final.participants.get(n, [])) for n in names]
@@ -156,6 +161,25 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     )
     update = RoundUpdate(decisions=final, terms=RoundTerms.at_state(priced, check))
     return Move(S.TRAINING, f"K={k} B={b}", update)
+
+
+def _members_only(final: RoundDecisions, members: TypeClients | None) -> RoundDecisions:
+    """The decisions of the round's population only (the clients it was priced for when it
+    opened): a client registered later, or one the market no longer counts, is not in K or B."""
+    if members is None:
+        return final
+    ids = {c for clients in members.values() for c in clients}
+
+    def keep(by_type: dict[str, list[int]]) -> dict[str, list[int]]:
+        return {t: [c for c in cs if c in ids] for t, cs in by_type.items()}
+
+    return final.model_copy(
+        update={
+            "participants": keep(final.participants),
+            "buyers": keep(final.buyers),
+            "paid_buyers": keep(final.paid_buyers),
+        }
+    )
 
 
 def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:

@@ -103,6 +103,8 @@ class ClientStatus(enum.StrEnum):
     ACTIVE = "active"
     PENDING = "pending"
     REVOKED = "revoked"
+    LEFT = "left"
+    """Left by itself (``DELETE /v1/me``): out of later rounds; reads its wallet and models."""
 
 
 class RegisteredClient(_Schema):

@@ -169,6 +169,25 @@ def me(client: AnyClient) -> ClientOut:
     return _out(client)
 
 
+@router.delete("/v1/me", response_model=ClientOut)
+def leave(client: AnyClient, request: Request, factory: SessionFactoryDep) -> ClientOut:
+    """Leave the market (idempotent): out of every round that opens from now on, no more
+    declaring or buying; the wallet, the entries and the models it may download stay readable
+    with the same token."""
+
+    def work(session: Session) -> ClientOut:
+        row = session.get(Client, client.id, with_for_update=True)
+        if row is None:
+            raise NotFound("client_id", f"client {client.id} does not exist")
+        if row.status in ("active", "pending"):
+            row.status = "left"
+        return _out(row)
+
+    out = in_transaction(factory, work)
+    forget_client(request, client.id)
+    return out
+
+
 @router.put("/v1/me/node-key", response_model=NodeKeyOut)
 def put_node_key(body: NodeKeyIn, client: CurrentClient, factory: SessionFactoryDep) -> NodeKeyOut:
     """Register the public key of the SuperNode this client trains on (replaces an earlier one):

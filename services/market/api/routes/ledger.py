@@ -14,9 +14,9 @@ from mots.platform.schemas import BalanceOut, DepositIn, DepositOut, EntryOut, L
 from mots.platform.transactions import in_transaction
 from services.market import ledger
 from services.market.api.deps import (
-    CurrentClient,
     IdempotencyKeyHeader,
     OperatorDep,
+    ReadingClient,
     SessionFactoryDep,
 )
 from services.market.idempotency import request_hash, run_once
@@ -60,7 +60,7 @@ def _wallet(session: Session, client_id: int) -> Account | None:
 
 @router.get("/v1/me/balance", response_model=BalanceOut)
 def my_balance(
-    client: CurrentClient,
+    client: ReadingClient,
     factory: SessionFactoryDep,
     limit: int = Query(100, ge=1, le=1000, description="most recent entries to return"),
 ) -> BalanceOut:
@@ -78,7 +78,7 @@ def my_balance(
 
 @router.get("/v1/me/entries", response_model=Page[EntryOut])
 def my_entries(
-    client: CurrentClient,
+    client: ReadingClient,
     factory: SessionFactoryDep,
     limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,

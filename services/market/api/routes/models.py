@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse
 from sqlalchemy import select
 
 from mots.platform.schemas import ModelInfo
-from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep, SettingsDep
+from services.market.api.deps import ReadingClient, RoundId, SessionFactoryDep, SettingsDep
 from services.market.models import Decision, MarketRound, Purchase
 
 router = APIRouter(tags=["models"])
@@ -73,7 +73,7 @@ ENTITLEMENT_ERRORS: dict[int | str, dict[str, Any]] = {
     responses=ENTITLEMENT_ERRORS,
 )
 def download(
-    round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
+    round_id: RoundId, client: ReadingClient, factory: SessionFactoryDep, settings: SettingsDep
 ) -> FileResponse:
     """The round's model artifact, if the caller trained it (and did not drop out) or bought it."""
     path, digest = _entitled_artifact(round_id, client.id, factory, settings)
@@ -87,7 +87,7 @@ def download(
 
 @router.get("/v1/rounds/{round_id}/model/info", responses=ENTITLEMENT_ERRORS)
 def model_info(
-    round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
+    round_id: RoundId, client: ReadingClient, factory: SessionFactoryDep, settings: SettingsDep
 ) -> ModelInfo:
     """The round's model file: SHA-256, size, coalition, ε and the trainer's metadata (the JSON
     written beside the artifact), for those who may download it; readable without torch."""
