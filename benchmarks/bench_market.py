@@ -38,7 +38,7 @@ from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.money import to_micros
 from mots.platform.schemas import OpenRoundPayload
 from services.market import ledger, rounds
-from services.market.auth import hash_token, new_token
+from services.market.auth import hash_token, issue_token, new_token
 from services.market.core.config import Settings
 from services.market.migrations import upgrade
 from services.market.models import Client
@@ -69,7 +69,7 @@ def prepare(url: str, n_clients: int) -> list[str]:
     """Migrate, create ``n_clients`` funded clients (exactly one price each) and open round 1."""
     upgrade(url)
     sessions = make_sessionmaker(make_engine(url))
-    tokens = [new_token() for _ in range(n_clients)]
+    settings = Settings(database_url=url)  # the token secret the market will verify with
     with sessions() as s, s.begin():
         clients = [
             Client(
@@ -77,12 +77,15 @@ def prepare(url: str, n_clients: int) -> list[str]:
                 type_name="buyers",
                 data_size=100,
                 cost_micros=0,
-                token_hash=hash_token(t),
+                token_hash=hash_token(new_token()),
             )
-            for i, t in enumerate(tokens)
+            for i in range(n_clients)
         ]
         s.add_all(clients)
         s.flush()
+        tokens = [issue_token(c.id, settings)[0] for c in clients]
+        for c, t in zip(clients, tokens, strict=True):
+            c.token_hash = hash_token(t)
         external = ledger.ensure_account(s, ledger.EXTERNAL)
         for c in clients:
             wallet = ledger.ensure_account(s, ledger.wallet_name(c.id), c.id)

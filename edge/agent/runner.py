@@ -84,11 +84,30 @@ class Agent:
             )
         )
         reg = Registration(registered.id, registered.token)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        _write_private(path, json.dumps({"client_id": reg.client_id, "token": reg.token}))
+        self._store(reg)
         log.info("registered as client %d (type %s)", reg.client_id, self.facts.type_name)
         self._registration = reg
         return reg
+
+    def renew_if_expiring(self, reg: Registration) -> Registration:
+        """Renew the market token before it expires (``token_renew_before_s``) and store the new
+        one first: the market has revoked the old one."""
+        market = self.market.with_token(reg.token)
+        renewed = market.renew_token_if_expiring(self.settings.token_renew_before_s)
+        if renewed is None:
+            return reg
+        reg = Registration(reg.client_id, renewed.token)
+        self._store(reg)
+        log.info("renewed the market token (expires at %d)", renewed.expires_at)
+        self._registration = reg
+        return reg
+
+    def _store(self, reg: Registration) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        _write_private(
+            self.state_dir / "registration.json",
+            json.dumps({"client_id": reg.client_id, "token": reg.token}),
+        )
 
     def ensure_node_key(self, reg: Registration) -> str:
         """Register this device's SuperNode public key with the market (made on first use), once
@@ -107,7 +126,7 @@ class Agent:
 
     def step(self) -> Choice | None:
         """Poll once; when a round collects decisions and this device has not answered, answer."""
-        reg = self.ensure_registered()
+        reg = self.renew_if_expiring(self.ensure_registered())
         try:
             self.ensure_node_key(reg)
         except (MarketError, OSError, ValueError) as exc:  # answering quotes must go on

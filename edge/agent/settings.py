@@ -47,6 +47,12 @@ class AgentSettings(BaseSettings):
         description="the operator's enrolment code for this device's type, redeemed at its first"
         " registration (unset: read from enrolment_code_file)",
     )
+    token_renew_before_s: float = Field(
+        86_400,
+        gt=0,
+        description="renew the market token when it expires within this many seconds (keep it"
+        " well below the market's MOTS_TOKEN_TTL_S)",
+    )
     enrolment_code_file: Path = Field(
         Path("/etc/mots/enrolment/code"),
         description="file holding the enrolment code (a mounted Secret); absent: register"

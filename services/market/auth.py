@@ -1,7 +1,8 @@
-"""Client credentials: a random bearer token shown once at registration, stored as its SHA-256.
+"""Client credentials: a signed bearer token (:mod:`mots.platform.tokens`) shown once, stored as
+its SHA-256 (the client's current token: rotating or revoking replaces it).
 
-Tokens carry 256 bits of randomness, so an unsalted SHA-256 is a sound verifier (no dictionary
-to attack); a token is looked up once per API process and remembered (:func:`client_lookup`
+Tokens carry 128 bits of randomness and a MAC, so an unsalted SHA-256 is a sound verifier (no
+dictionary to attack); a token is looked up once per API process and remembered (:func:`client_lookup`
 answers the lookups in flight with one query). The operator's token is checked by
 :func:`mots.platform.deps.operator`.
 """
@@ -10,21 +11,30 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform import tokens
 from mots.platform.batching import MicroBatcher
+from mots.platform.settings import PlatformSettings
 from services.market.models import Client
 
 TOKEN_PREFIX = "mots_"
 
 
 def new_token() -> str:
-    """A fresh client token."""
+    """A random secret nobody holds: its hash, stored, revokes a client's token."""
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def issue_token(client_id: int, settings: PlatformSettings) -> tuple[str, int]:
+    """A fresh signed token for ``client_id`` and its expiry (Unix seconds)."""
+    expires_at = int(time.time()) + settings.token_ttl_s
+    return tokens.sign(client_id, expires_at, settings.token_secret.get_secret_value()), expires_at
 
 
 def hash_token(token: str) -> str:

@@ -34,6 +34,7 @@ from services.market.api.routes import (
     models,
     purchases,
     quotes,
+    tokens,
 )
 from services.market.auth import client_lookup
 from services.market.core.config import Settings, get_settings
@@ -120,7 +121,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "Register, read SWAN's quote, declare a strategy, buy and download the model.",
         settings,
         # Purchases first: routes are matched in order, and theirs is the busiest.
-        [m.router for m in (purchases, clients, enrolments, quotes, decisions, ledger, models)],
+        [
+            m.router
+            for m in (purchases, clients, tokens, enrolments, quotes, decisions, ledger, models)
+        ],
         state={
             "sessions": sessions,
             "clients_by_token": {},  # token verifier → client, see api.deps.any_client

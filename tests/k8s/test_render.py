@@ -202,6 +202,7 @@ def test_no_credentials_are_committed(overlay: list[dict]) -> None:
             assert not any("secretRef" in f for f in c.get("envFrom", []))
     assert keys == {
         "operator-token",
+        "token-secret",
         "market-database-url",
         "orchestration-database-url",
         "evaluation-database-url",

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Path, Request, status
 
+from mots.platform import tokens
 from mots.platform.batching import MicroBatcher
 from mots.platform.deps import (
     CeleryDep,
@@ -21,6 +22,7 @@ from mots.platform.deps import (
     SessionFactoryDep,
     app_settings,
     bearer,
+    client_claim,
     unauthorized,
 )
 from mots.platform.schemas import MAX_ID
@@ -67,6 +69,13 @@ def forget_client(request: Request, client_id: int) -> None:
         known.pop(verifier, None)
 
 
+def _verified(request: Request, token: str) -> None:
+    """401 unless the token's signature verifies and it has not expired (no database needed)."""
+    claim = client_claim(token, request.app.state.settings)
+    if isinstance(claim, tokens.Invalid):
+        raise unauthorized(f"Authorization: {claim.value}")
+
+
 async def any_client(request: Request, credentials: Credentials) -> Client:
     """The client whose bearer token the request carries, whatever its status (401 otherwise).
 
@@ -74,6 +83,7 @@ async def any_client(request: Request, credentials: Credentials) -> Client:
     """
     if credentials is None:
         raise unauthorized("Authorization: a bearer token is required")
+    _verified(request, credentials.credentials)
     verifier = hash_token(credentials.credentials)
     known = _remembered(request)
     client = known.get(verifier)
@@ -130,6 +140,7 @@ async def caller(request: Request) -> Caller:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise unauthorized("Authorization: a bearer token is required")
+    _verified(request, token)
     verifier = hash_token(token)
     client = _remembered(request).get(verifier)
     if client is not None:

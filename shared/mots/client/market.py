@@ -28,6 +28,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from mots.client.model_file import load_payload, write_sidecar
+from mots.platform import tokens
 from mots.platform.schemas import (
     BalanceOut,
     ClientOut,
@@ -50,6 +51,7 @@ from mots.platform.schemas import (
     RegisteredClient,
     RoundState,
     Strategy,
+    TokenOut,
 )
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -289,6 +291,30 @@ class MarketClient:
     def me(self) -> ClientOut:
         """``GET /v1/me``: the registered facts behind this client's token."""
         return self._call(ClientOut, "GET", "/v1/me")
+
+    @property
+    def token_expires_at(self) -> int | None:
+        """When this client's token expires (Unix seconds, read from the token); None for a
+        token that states none (the operator's)."""
+        claim = tokens.parse(self._token) if self._token is not None else None
+        return None if claim is None else claim.expires_at
+
+    def renew_token(self) -> TokenOut:
+        """``POST /v1/me/token``: a new token with a fresh expiry, which this client uses from
+        now on; the old one is revoked. Not retried (a lost answer leaves only the new token
+        valid): keep the returned token before anything else."""
+        out = self._call(TokenOut, "POST", "/v1/me/token", retry=False)
+        self._token = out.token
+        return out
+
+    def renew_token_if_expiring(self, within_s: float, now: float | None = None) -> TokenOut | None:
+        """Renew the token (:meth:`renew_token`) when it expires within ``within_s`` seconds;
+        None when it does not (or states no expiry)."""
+        expires_at = self.token_expires_at
+        now = time.time() if now is None else now
+        if expires_at is None or expires_at - now > within_s:
+            return None
+        return self.renew_token()
 
     def set_node_key(self, public_key: str | bytes) -> NodeKeyOut:
         """``PUT /v1/me/node-key``: register the public key (PEM or OpenSSH) of the SuperNode this

@@ -10,6 +10,8 @@ own dependencies (the market's client identity, say) live in its ``api/deps.py``
 from __future__ import annotations
 
 import hmac
+import time
+from dataclasses import dataclass
 from typing import Annotated
 
 from celery import Celery
@@ -17,6 +19,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform import tokens
 from mots.platform.settings import PlatformSettings
 
 bearer = HTTPBearer(
@@ -60,12 +63,55 @@ def is_operator(token: str, operator_token: str) -> bool:
     return hmac.compare_digest(token.encode(), operator_token.encode())
 
 
+def client_claim(token: str, settings: PlatformSettings) -> tokens.Claim | tokens.Invalid:
+    """A client token's verified claim (signature and expiry), or why it is refused."""
+    return tokens.verify(token, settings.token_secret.get_secret_value(), time.time())
+
+
 async def operator(credentials: Credentials, settings: SettingsDep) -> None:
-    """Admit only the platform operator, whose token is ``MOTS_OPERATOR_TOKEN`` (401 otherwise)."""
-    if credentials is None or not is_operator(
+    """Admit only the platform operator, whose token is ``MOTS_OPERATOR_TOKEN``: 401 without a
+    valid token, 403 for a valid client token (it has no right here)."""
+    if credentials is not None and is_operator(
         credentials.credentials, settings.operator_token.get_secret_value()
     ):
-        raise unauthorized("Authorization: this call needs the operator token")
+        return
+    if credentials is not None and isinstance(
+        client_claim(credentials.credentials, settings), tokens.Claim
+    ):
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "Authorization: this call needs the operator token"
+        )
+    raise unauthorized("Authorization: this call needs the operator token")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who calls: the operator (``client_id`` None) or a client with a valid signed token."""
+
+    client_id: int | None
+
+    @property
+    def is_operator(self) -> bool:
+        """Whether the caller is the platform operator."""
+        return self.client_id is None
+
+
+async def client_or_operator(credentials: Credentials, settings: SettingsDep) -> Principal:
+    """The operator or a client whose signed token verifies and has not expired (401 otherwise).
+
+    Stateless (for services without the market's database): a token the market has rotated or
+    revoked is still admitted here until it expires (``MOTS_TOKEN_TTL_S``).
+    """
+    if credentials is None:
+        raise unauthorized("Authorization: a bearer token is required")
+    token = credentials.credentials
+    if is_operator(token, settings.operator_token.get_secret_value()):
+        return Principal(None)
+    claim = client_claim(token, settings)
+    if isinstance(claim, tokens.Invalid):
+        raise unauthorized(f"Authorization: {claim.value}")
+    return Principal(claim.client_id)
 
 
 OperatorDep = Annotated[None, Depends(operator)]
+PrincipalDep = Annotated[Principal, Depends(client_or_operator)]

@@ -117,6 +117,9 @@ class RegisteredClient(_Schema):
     cost: Money
     status: ClientStatus = ClientStatus.ACTIVE
     token: str = Field(..., description="bearer credential; keep it, it is not shown again")
+    token_expires_at: int = Field(
+        0, description="Unix seconds when the token expires; renew it before (POST /v1/me/token)"
+    )
 
 
 class ClientOut(_Schema):
@@ -131,6 +134,14 @@ class ClientOut(_Schema):
     node_key_sha256: str | None = Field(
         None, description="SHA-256 of the client's registered SuperNode public key (None: none)"
     )
+
+
+class TokenOut(_Schema):
+    """A client's new bearer token (rotated or reissued; the previous one is revoked), shown once."""
+
+    client_id: int
+    token: str
+    expires_at: int = Field(..., description="Unix seconds when the token expires")
 
 
 MAX_ENROLMENT_USES = 100_000

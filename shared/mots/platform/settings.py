@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_OPERATOR_TOKEN = "dev-operator-token"
+DEV_TOKEN_SECRET = "dev-token-secret"
 
 
 class PlatformSettings(BaseSettings):
@@ -35,6 +36,17 @@ class PlatformSettings(BaseSettings):
     operator_token: SecretStr = Field(
         SecretStr(DEV_OPERATOR_TOKEN),
         description="bearer token of the platform operator (deposits, rounds, admin reads)",
+    )
+    token_secret: SecretStr = Field(
+        SecretStr(DEV_TOKEN_SECRET),
+        description="key of the HMAC that signs client tokens (the same in every service: each"
+        " verifies a client's token without the market's database)",
+    )
+    token_ttl_s: int = Field(
+        7 * 86_400,
+        ge=60,
+        le=366 * 86_400,
+        description="seconds a client token is valid; clients renew it before (POST /v1/me/token)",
     )
     task_timeout_s: float = Field(
         120.0, gt=0, description="seconds a service waits for another service's Celery task"
@@ -65,5 +77,13 @@ class PlatformSettings(BaseSettings):
             raise ValueError(
                 "MOTS_OPERATOR_TOKEN: the development default is refused when "
                 "MOTS_ENVIRONMENT=production; set a secret token"
+            )
+        if (
+            self.environment == "production"
+            and self.token_secret.get_secret_value() == DEV_TOKEN_SECRET
+        ):
+            raise ValueError(
+                "MOTS_TOKEN_SECRET: the development default is refused when "
+                "MOTS_ENVIRONMENT=production; set a secret key"
             )
         return self

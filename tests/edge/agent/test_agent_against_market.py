@@ -317,3 +317,24 @@ def test_cli_refuses_missing_facts(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode != 0
     assert "client_type" in result.stderr.lower()
+
+
+def test_the_agent_renews_its_token_before_it_expires(
+    market: Market, make_agent: Callable[..., Agent]
+) -> None:
+    """Within token_renew_before_s of the expiry, a step renews the token and stores the new one
+    (the old one is refused by the market); a restarted agent reuses the stored one."""
+    agent = make_agent("renewer", "small", 50, "0.5")
+    first = agent.ensure_registered()
+    assert agent.step() is None
+    assert agent.ensure_registered() == first  # far from expiry: nothing renewed
+    agent.settings.token_renew_before_s = 10 * 365 * 86_400
+    agent.step()
+    renewed = agent.ensure_registered()
+    assert renewed.client_id == first.client_id and renewed.token != first.token
+    stored = json.loads((agent.state_dir / "registration.json").read_text())
+    assert stored["token"] == renewed.token
+    with MarketClient(market.url, token=first.token) as old:
+        with pytest.raises(MarketError) as err:
+            old.me()
+        assert err.value.status == 401

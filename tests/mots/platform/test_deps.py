@@ -52,3 +52,22 @@ def test_is_operator_compares_the_whole_token() -> None:
     assert not is_operator(TOKEN[:-1], TOKEN)
     assert not is_operator(TOKEN + "x", TOKEN)
     assert not is_operator("", TOKEN)
+
+
+def test_a_valid_client_token_on_an_operator_route_is_403() -> None:
+    """A signed, unexpired client token has no right here (403); an expired or forged one is no
+    credential (401)."""
+    import time
+
+    from mots.platform import tokens
+    from mots.platform.settings import DEV_TOKEN_SECRET
+
+    now = int(time.time())
+    with TestClient(_app()) as client:
+        valid = tokens.sign(3, now + 600, DEV_TOKEN_SECRET)
+        r = client.post("/admin", headers={"Authorization": f"Bearer {valid}"})
+        assert r.status_code == 403 and "operator" in r.json()["detail"]
+        for bad in (tokens.sign(3, now - 1, DEV_TOKEN_SECRET), tokens.sign(3, now + 600, "x")):
+            assert (
+                client.post("/admin", headers={"Authorization": f"Bearer {bad}"}).status_code == 401
+            )

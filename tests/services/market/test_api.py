@@ -23,7 +23,7 @@ def _buy(market: TestClient, auth: dict[str, str], key: str, round_id: int = 1) 
 
 
 def test_every_call_needs_a_registered_token(market: TestClient, register, open_round) -> None:
-    """No token, a wrong token or a client token on an operator route is a 401."""
+    """No token or a wrong token is a 401; a client token on an operator route is a 403."""
     register()
     open_round()
     assert market.get("/v1/me").status_code == 401
@@ -32,13 +32,13 @@ def test_every_call_needs_a_registered_token(market: TestClient, register, open_
     assert market.get("/v1/me/balance", headers=bad).status_code == 401
     assert _buy(market, bad, "key-00000001").status_code == 401
     c = register(name="x")
-    assert market.get("/v1/ledger/check", headers=c["auth"]).status_code == 401
+    assert market.get("/v1/ledger/check", headers=c["auth"]).status_code == 403
     r = market.post(
         "/v1/deposits",
         json={"client_id": c["id"], "amount": "5"},
         headers={**c["auth"], "Idempotency-Key": "self-fund-1"},
     )
-    assert r.status_code == 401
+    assert r.status_code == 403
 
 
 def test_tokens_are_stored_hashed_and_identify_their_client(market: TestClient, register) -> None:

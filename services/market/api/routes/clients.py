@@ -32,7 +32,7 @@ from services.market.api.deps import (
     SettingsDep,
     forget_client,
 )
-from services.market.auth import hash_token, new_token
+from services.market.auth import hash_token, issue_token, new_token
 from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
 from services.market.errors import Conflict, NotFound
@@ -134,9 +134,8 @@ def register(
         claimed = _self_registered(body, request, settings)
     elif body.enrolment_code is None:
         claimed = _claimed(body)
-    token = new_token()
 
-    def work(session: Session) -> Client:
+    def work(session: Session) -> tuple[Client, str, int]:
         enrolment = None
         if body.enrolment_code is not None:
             enrolment = enrolments.redeem(session, body.enrolment_code)
@@ -150,17 +149,23 @@ def register(
             type_name=facts.type_name,
             data_size=facts.data_size,
             cost_micros=facts.cost_micros,
-            token_hash=hash_token(token),
+            token_hash=hash_token(new_token()),  # replaced below, once the id is known
             status="active" if enrolment is not None or by_operator else "pending",
             enrolment_id=None if enrolment is None else enrolment.id,
         )
         session.add(client)
         session.flush()
+        token, expires_at = issue_token(client.id, settings)
+        client.token_hash = hash_token(token)
         ledger.ensure_account(session, ledger.wallet_name(client.id), client.id)
-        return client
+        return client, token, expires_at
 
-    client = in_transaction(factory, work)
-    return RegisteredClient(**_out(client).model_dump(exclude={"node_key_sha256"}), token=token)
+    client, token, expires_at = in_transaction(factory, work)
+    return RegisteredClient(
+        **_out(client).model_dump(exclude={"node_key_sha256"}),
+        token=token,
+        token_expires_at=expires_at,
+    )
 
 
 @router.get("/v1/me", response_model=ClientOut)
