@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from mots.economics.scenario import Scenario
@@ -59,6 +59,8 @@ class Round(Base):
     state_entered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     collect_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
     deadlines: Mapped[Deadlines | None] = _product(Deadlines)
+    subsidy_budget_micros: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    """The round's own subsidy budget (POST /v1/rounds); None: MOTS_ROUND_SUBSIDY_BUDGET."""
 
 
 class Transition(Base):

@@ -7,8 +7,23 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from mots.economics.scenario import Scenario
-from mots.platform.schemas import PricingResult, RoundState
+from mots.platform.money import Money
+from mots.platform.schemas import MAX_AMOUNT, PricingResult, RoundState
 from services.orchestration.products import RoundSummary, TrainingProgress
+
+
+class RoundStart(BaseModel):
+    """Options of a new round (the body of ``POST /v1/rounds`` is optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subsidy_budget: Money | None = Field(
+        None,
+        ge=0,
+        le=MAX_AMOUNT,
+        description="most the platform subsidises this round (currency units); payouts beyond it"
+        " are scaled down at settlement. Omitted: MOTS_ROUND_SUBSIDY_BUDGET",
+    )
 
 
 class RoundStarted(BaseModel):

@@ -69,6 +69,8 @@ class RoundRecord:
     error: str | None = None
     collect_deadline: float | None = None
     deadlines: Deadlines | None = None
+    subsidy_budget_micros: int | None = None
+    """The round's own subsidy budget in micro-units (None: the settings' budget)."""
 
     def deadline(self) -> float | None:
         """The deadline of the state the round is in (epoch seconds), if one was recorded."""
@@ -169,8 +171,9 @@ class RoundServices(Protocol):
 class RoundStore(Protocol):
     """Where rounds persist; every move is a compare-and-set on the round's state."""
 
-    def create(self) -> int:
-        """A new round in ``open``; raises :class:`RoundInFlight` while another is unfinished."""
+    def create(self, subsidy_budget_micros: int | None = None) -> int:
+        """A new round in ``open`` (with its own subsidy budget, if given); raises
+        :class:`RoundInFlight` while another is unfinished."""
 
     def load(self, round_id: int) -> RoundRecord | None:
         """The round, or None if there is none with that id."""

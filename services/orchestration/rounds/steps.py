@@ -123,7 +123,9 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             epsilon=quote.epsilon,
             welfare=quote.welfare,
             incentive_cost=_money(quote.incentive_cost),
-            subsidy_budget=ports.settings.round_subsidy_budget,
+            subsidy_budget=ports.settings.round_subsidy_budget
+            if rnd.subsidy_budget_micros is None
+            else from_micros(rnd.subsidy_budget_micros),
             collect_deadline=datetime.fromtimestamp(deadline, UTC),
         )
     )

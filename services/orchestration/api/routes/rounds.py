@@ -8,9 +8,16 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 
 from mots.platform.contracts import ORCHESTRATION_ADVANCE, send
 from mots.platform.deps import operator
+from mots.platform.money import to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.schemas import MAX_ID, AdvanceRequest, RoundState
-from services.orchestration.api.schemas import RoundDetail, RoundOut, RoundStarted, TransitionOut
+from services.orchestration.api.schemas import (
+    RoundDetail,
+    RoundOut,
+    RoundStart,
+    RoundStarted,
+    TransitionOut,
+)
 from services.orchestration.models import Transition
 from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
 from services.orchestration.rounds.sql_store import SqlRoundStore, as_utc
@@ -55,10 +62,12 @@ def _transition(t: Transition) -> TransitionOut:
     dependencies=[Depends(operator)],
     responses={409: {"description": "another round is in flight"}},
 )
-def start_round(request: Request) -> RoundStarted:
-    """Open a new market round (409 while another is in flight)."""
+def start_round(request: Request, body: RoundStart | None = None) -> RoundStarted:
+    """Open a new market round, optionally with its own subsidy budget (409 while another is in
+    flight)."""
+    budget = None if body is None or body.subsidy_budget is None else body.subsidy_budget
     try:
-        round_id = _store(request).create()
+        round_id = _store(request).create(None if budget is None else to_micros(budget))
     except RoundInFlight as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
     advance = AdvanceRequest(round_id=round_id, state=RoundState.OPEN)

@@ -217,13 +217,15 @@ class MemoryStore:
         self.transitions: list[tuple[int, RoundState, RoundState, float, str]] = []
         self.progress_fails = False
 
-    def create(self) -> int:
+    def create(self, subsidy_budget_micros: int | None = None) -> int:
         for rnd in self.rounds.values():
             if rnd.state not in TERMINAL_STATES:
                 raise RoundInFlight(f"round {rnd.id} is still {rnd.state}; one round at a time")
         round_id = len(self.rounds) + 1
         now = self.clock.datetime()
-        self.rounds[round_id] = RoundRecord(round_id, RoundState.OPEN, now, now)
+        self.rounds[round_id] = RoundRecord(
+            round_id, RoundState.OPEN, now, now, subsidy_budget_micros=subsidy_budget_micros
+        )
         return round_id
 
     def load(self, round_id: int) -> RoundRecord | None:
@@ -353,9 +355,9 @@ class Rig:
     machine: RoundMachine
     missing_artifacts: set[str] = dataclasses.field(default_factory=set)
 
-    def start(self) -> int:
+    def start(self, subsidy_budget_micros: int | None = None) -> int:
         """Create a round and enqueue its first step, as ``POST /v1/rounds`` does."""
-        round_id = self.store.create()
+        round_id = self.store.create(subsidy_budget_micros)
         self.queue.append((round_id, RoundState.OPEN, 0.0))
         return round_id
 

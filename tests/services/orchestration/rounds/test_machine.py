@@ -299,3 +299,16 @@ def test_a_lost_progress_write_does_not_stop_training() -> None:
     rnd = r.store.load(round_id)
     assert rnd is not None and rnd.state == S.PUBLISHED and rnd.training_progress is None
     assert len(r.trainer.seen_progress) == 2
+
+
+def test_the_quote_carries_the_rounds_subsidy_budget_or_the_settings() -> None:
+    """A round's own budget (POST /v1/rounds) reaches the market in its quote; without one,
+    MOTS_ROUND_SUBSIDY_BUDGET does; the settlement carries the realised price."""
+    r = rig(round_subsidy_budget=Decimal(7))
+    first = r.start()
+    r.run()
+    second = r.start(subsidy_budget_micros=2_500_000)
+    r.run()
+    budgets = [(q.round_id, q.subsidy_budget) for q in r.services.opened]
+    assert budgets == [(first, Decimal(7)), (second, Decimal("2.5"))]
+    assert all(s.price == Decimal(1) for s in r.services.settled)

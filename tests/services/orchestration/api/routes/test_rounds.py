@@ -149,3 +149,19 @@ def test_a_round_shows_its_predicted_and_measured_epsilon(
     store.move(round_id, S.TRAINING, S.EVALUATING, "", RoundUpdate(evaluation=measured))
     (listed,) = client.get("/v1/rounds").json()["items"]
     assert (listed["predicted_epsilon"], listed["measured_epsilon"]) == (0.71, 0.66)
+
+
+def test_a_round_may_have_its_own_subsidy_budget(api: tuple[TestClient, SqlRoundStore]) -> None:
+    """POST /v1/rounds {"subsidy_budget": "2.5"} stores it; a loose amount is a 422 naming the
+    field (and opens nothing); a client token is refused."""
+    client, store = api
+    operator = {"Authorization": "Bearer dev-operator-token"}
+    for bad in ("+5", "1e3", -1, True):
+        r = client.post("/v1/rounds", json={"subsidy_budget": bad}, headers=operator)
+        assert r.status_code == 422 and "body.subsidy_budget" in r.json()["detail"], r.text
+    assert store.latest(10) == []
+    r = client.post("/v1/rounds", json={"subsidy_budget": "2.5"}, headers=operator)
+    assert r.status_code == 202, r.text
+    rnd = store.load(r.json()["round_id"])
+    assert rnd is not None and rnd.subsidy_budget_micros == 2_500_000
+    assert client.post("/v1/rounds", json={"subsidy_budget": "1"}).status_code == 401
