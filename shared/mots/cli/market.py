@@ -414,7 +414,9 @@ def model_info(path: Path, as_json: bool) -> None:
         "epsilon": info.get("epsilon"),
         "dataset": meta.get("dataset"),
         "model": meta.get("model"),
-        "FedAvg rounds": meta.get("round"),
+        "FedAvg round": (
+            f"{meta['round']}/{meta['rounds']}" if "round" in meta and "rounds" in meta else None
+        ),
     }
     for key, value in shown.items():
         if value is not None:

@@ -176,6 +176,9 @@ def describe(v: RoundView) -> str:
             f"ε measured {_float(s.get('epsilon'))}, predicted {_float(s.get('epsilon_predicted'))}"
             f", equilibrium {s.get('equilibrium')}, round {_float(s.get('round_seconds'), 1)} s"
         )
+        checked = s.get("verification") or {}
+        if checked:
+            lines.append("participants: " + ", ".join(f"{c} {v}" for c, v in checked.items()))
         rewards = s.get("rewards") or {}
         if rewards:
             lines.append("rewards " + ", ".join(f"{t} {money(r)}" for t, r in rewards.items()))
