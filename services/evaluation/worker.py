@@ -1,5 +1,6 @@
-"""The evaluation Celery worker: measure a round's model and refit Eq. 3, and hand out the current
-fit for pricing the next round.
+"""The evaluation Celery worker: measure a round's model, learn Eq. 3 from every published
+measurement (the Bayesian posterior of :mod:`mots.economics.error_online`, and the least-squares
+refit once enough coalitions are measured), and hand out the current estimate for pricing.
 
 Run with ``celery -A services.evaluation.worker worker -Q evaluation --pool=solo``.
 """
@@ -13,6 +14,8 @@ import time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mots.economics.error_online import PARAMETERS, ErrorPosterior
+from mots.economics.scenario import ErrorModel
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
@@ -23,6 +26,7 @@ from mots.platform.metrics import ERROR_MODEL, EVALUATIONS, GENERALIZATION_ERROR
 from mots.platform.schemas import (
     CurrentErrorModel,
     ErrorFit,
+    ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
     NoInput,
@@ -34,7 +38,7 @@ from mots.platform.worker import service_worker
 from services.evaluation.core.config import get_settings
 from services.evaluation.measure import test_loss
 from services.evaluation.migrations import upgrade
-from services.evaluation.models import Measurement
+from services.evaluation.models import Measurement, PosteriorSnapshot
 from services.evaluation.refit import refit
 
 settings = get_settings()
@@ -43,19 +47,51 @@ sessions = make_sessionmaker(make_engine(settings.database_url))
 EVALUATIONS.inc(0)  # exported at 0 before the first evaluation
 
 
+def _published_points(session: Session) -> list[tuple[list[int], list[float], float]]:
+    rows = session.scalars(
+        select(Measurement).where(Measurement.published).order_by(Measurement.id)
+    ).all()
+    return [(json.loads(m.participants_json), json.loads(m.sizes_json), m.test_loss) for m in rows]
+
+
 def _fit_all() -> ErrorFit | None:
     with sessions() as session:
-        rows = session.scalars(
-            select(Measurement).where(Measurement.published).order_by(Measurement.id)
-        ).all()
-        points = [
-            (json.loads(m.participants_json), json.loads(m.sizes_json), m.test_loss) for m in rows
-        ]
-    fit = refit(points, settings.min_fit_points)
-    if fit is not None:
-        for name in ("eps0", "d_gamma2", "sigma2"):
-            ERROR_MODEL.labels(name).set(getattr(fit, name))
-    return fit
+        points = _published_points(session)
+    return refit(points, settings.min_fit_points)
+
+
+def prior() -> ErrorPosterior:
+    """The configured prior over Eq. 3's parameters (MOTS_PRIOR_ERROR_MODEL, MOTS_PRIOR_ERROR_SD)."""
+    sd = [settings.prior_error_sd[name] for name in PARAMETERS]
+    model = ErrorModel.model_validate(settings.prior_error_model)
+    return ErrorPosterior.prior(model, sd, settings.error_noise_sd)
+
+
+for _name, _value in zip(PARAMETERS, prior().mean, strict=True):  # the prior until a round counts
+    ERROR_MODEL.labels(_name).set(float(_value))
+
+
+def posterior(session: Session) -> ErrorPosterior:
+    """The prior updated with every published measurement, each with its own types' data sizes
+    (Bayes' rule is order-free, so this equals the round-by-round update); exported as gauges."""
+    post = prior()
+    for k, sizes, loss in _published_points(session):
+        post = post.update(k, sizes, loss)
+    estimate = post.point_estimate()
+    for name in PARAMETERS:
+        ERROR_MODEL.labels(name).set(getattr(estimate, name))
+    return post
+
+
+def _estimate(post: ErrorPosterior) -> ErrorPosteriorEstimate:
+    point = post.point_estimate()
+    return ErrorPosteriorEstimate(
+        eps0=point.eps0,
+        d_gamma2=point.d_gamma2,
+        sigma2=point.sigma2,
+        sd=dict(zip(PARAMETERS, (float(s) for s in post.sd()), strict=True)),
+        points=post.points,
+    )
 
 
 @EVALUATION_EVALUATE.handler(app)
@@ -100,21 +136,37 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
 
 @EVALUATION_PUBLISHED.handler(app)
 def published(ref: RoundRef) -> PublishedRound:
-    """The round published its model: its measurement now counts in the fit (idempotent)."""
+    """The round published its model: its measurement now counts in the error model, and the
+    posterior it leaves is stored (idempotent: a second call changes nothing)."""
 
     def mark(session: Session) -> bool:
         found = session.scalar(select(Measurement).where(Measurement.round_id == ref.round_id))
         if found is None:
             return False
         found.published = True
+        session.flush()
+        done = select(PosteriorSnapshot).where(PosteriorSnapshot.round_id == ref.round_id)
+        if session.scalar(done) is None:
+            post = posterior(session)
+            session.add(
+                PosteriorSnapshot(
+                    round_id=ref.round_id,
+                    points=post.points,
+                    mean_json=json.dumps(post.mean.tolist()),
+                    cov_json=json.dumps(post.cov.tolist()),
+                    noise_var=post.noise_var,
+                )
+            )
         return True
 
     counted = in_transaction(sessions, mark)
-    _fit_all()
     return PublishedRound(round_id=ref.round_id, counted=counted)
 
 
 @EVALUATION_ERROR_MODEL.handler(app)
 def error_model(_: NoInput) -> CurrentErrorModel:
-    """The error model fitted to every measurement so far (``fit`` is None below enough points)."""
-    return CurrentErrorModel(fit=_fit_all())
+    """The error model learned so far: the posterior (the prior before any published round) and
+    the least-squares fit (None below enough distinct coalitions)."""
+    with sessions() as session:
+        post = posterior(session)
+    return CurrentErrorModel(fit=_fit_all(), posterior=_estimate(post))

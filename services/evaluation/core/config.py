@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from mots.platform.settings import PlatformSettings
+from mots.platform.settings import CALIBRATED_PRIOR, PlatformSettings
 
 
 class Settings(PlatformSettings):
@@ -25,6 +26,33 @@ class Settings(PlatformSettings):
         ge=1,
         description="test examples each model is evaluated on (unset: the whole test set)",
     )
+    prior_error_model: dict[str, float] = Field(
+        default_factory=lambda: dict(CALIBRATED_PRIOR),
+        description="ε0, dγ², σ² of the error model's prior (the same variable the orchestration "
+        "reads)",
+    )
+    prior_error_sd: dict[str, float] = Field(
+        default_factory=lambda: {"eps0": 0.2, "d_gamma2": 30.0, "sigma2": 0.05},
+        description="the prior's standard deviation of each of ε0, dγ², σ² (independent)",
+    )
+    error_noise_sd: float = Field(
+        0.02,
+        gt=0,
+        le=10,
+        description="standard deviation of a measured test loss around Eq. 3's ε(K) (seeds, "
+        "test subset): how far one measurement moves the posterior",
+    )
+
+    @field_validator("prior_error_sd")
+    @classmethod
+    def _three_positive_sds(cls, sd: dict[str, float]) -> dict[str, float]:
+        """One finite sd > 0 for each of eps0, d_gamma2, sigma2, nothing else."""
+        if set(sd) != {"eps0", "d_gamma2", "sigma2"}:
+            raise ValueError(f"prior_error_sd: give eps0, d_gamma2 and sigma2, got {sorted(sd)}")
+        if not all(math.isfinite(v) and v > 0 for v in sd.values()):
+            raise ValueError("prior_error_sd: every standard deviation must be finite and > 0")
+        return sd
+
     min_fit_points: int = Field(
         4, ge=3, description="distinct coalitions measured before the error model is refitted"
     )

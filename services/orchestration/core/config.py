@@ -8,9 +8,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from mots.platform.settings import CALIBRATED_PRIOR as PRIOR_ERROR_MODEL
 from mots.platform.settings import PlatformSettings
 
-CALIBRATED_PRIOR = {"eps0": 0.65, "d_gamma2": 39.4, "sigma2": 0.0}
+CALIBRATED_PRIOR = dict(PRIOR_ERROR_MODEL)
 """Eq. (3) fitted to the default training (R = 5, E = 20, b = 32, η0 = 0.5, logistic, Fashion-MNIST
 IID, the whole test set): 22 coalitions × 3 seeds, R² = 0.78, by ``mots sweep --rounds 5
 --local-steps 20 --seeds 3 --coalition …`` (docs/training.md, "The platform's prior"). With it the

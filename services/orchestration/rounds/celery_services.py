@@ -31,10 +31,10 @@ from mots.platform.contracts import (
     call,
 )
 from mots.platform.schemas import (
+    CurrentErrorModel,
     DeclarationProgress,
     EquilibriumRequest,
     EquilibriumResult,
-    ErrorFit,
     EvaluationRequest,
     EvaluationResult,
     NodeKeysRequest,
@@ -78,9 +78,9 @@ class CeleryRoundServices:
         except LOST as exc:
             raise ServiceUnavailable(f"{spec.name}: no answer ({type(exc).__name__})") from exc
 
-    def error_model(self) -> ErrorFit | None:
+    def error_model(self) -> CurrentErrorModel:
         """The :data:`~mots.platform.contracts.EVALUATION_ERROR_MODEL` task."""
-        return self._call(EVALUATION_ERROR_MODEL, NoInput()).fit
+        return self._call(EVALUATION_ERROR_MODEL, NoInput())
 
     def population(self) -> Population:
         """The :data:`~mots.platform.contracts.MARKET_POPULATION` task."""

@@ -17,10 +17,10 @@ from typing import Protocol, TypedDict
 
 from mots.economics.scenario import Scenario
 from mots.platform.schemas import (
+    CurrentErrorModel,
     DeclarationProgress,
     EquilibriumRequest,
     EquilibriumResult,
-    ErrorFit,
     EvaluationRequest,
     EvaluationResult,
     OpenRoundPayload,
@@ -128,8 +128,8 @@ class RoundInFlight(RuntimeError):
 class RoundServices(Protocol):
     """The other services, as the round machine calls them."""
 
-    def error_model(self) -> ErrorFit | None:
-        """The evaluation service's current fit of Eq. 3 (None below enough measurements)."""
+    def error_model(self) -> CurrentErrorModel:
+        """The evaluation service's current estimate of Eq. 3: its posterior and its fit."""
 
     def population(self) -> Population:
         """The market's registered clients by type."""

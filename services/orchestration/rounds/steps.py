@@ -24,6 +24,7 @@ from typing import TypeVar
 from mots.economics.scenario import ErrorModel, Scenario
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import (
+    CurrentErrorModel,
     EquilibriumRequest,
     EvaluationRequest,
     OpenRoundPayload,
@@ -72,12 +73,18 @@ def _money(x: float) -> Decimal:
 
 
 def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
-    """The evaluation service's refit of Eq. 3 once it has enough points, else the prior."""
+    """The evaluation service's posterior point estimate of Eq. 3 (learned from every published
+    round, ``mots.economics.error_online``); from an older evaluation service its refit once it
+    has enough points; else the prior."""
     try:
-        fit = ports.services.error_model()
+        current = ports.services.error_model()
     except Exception as exc:  # the evaluation service being down must not stop the market
         log.warning("the error model is unavailable (%s); using the prior", exc)
-        fit = None
+        current = CurrentErrorModel(fit=None)
+    post, fit = current.posterior, current.fit
+    if post is not None and post.points > 0:
+        model = ErrorModel(eps0=post.eps0, d_gamma2=post.d_gamma2, sigma2=post.sigma2)
+        return model, f"posterior of {post.points} measured rounds"
     if fit is not None and fit.points >= MIN_FIT_POINTS and fit.d_gamma2 > 0:
         return ErrorModel(eps0=fit.eps0, d_gamma2=fit.d_gamma2, sigma2=fit.sigma2), "measured"
     return ErrorModel.model_validate(ports.settings.prior_error_model), "prior"

@@ -82,7 +82,9 @@ ROUND_STEP_RETRIES = Counter(
     ["state"],
 )
 ERROR_MODEL = Gauge(
-    "mots_error_model_parameter", "Refitted error-model parameter (Eq. 3).", ["parameter"]
+    "mots_error_model_parameter",
+    "The evaluation service's current estimate of an Eq. 3 parameter (the posterior's point estimate).",
+    ["parameter"],
 )
 PRICING_REQUESTS = Counter(
     "mots_pricing_requests_total", "Pricing computations, by kind and outcome.", ["kind", "outcome"]

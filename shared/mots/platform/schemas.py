@@ -573,7 +573,21 @@ class EvaluationResult(_Schema):
     fit: ErrorFit | None
 
 
+class ErrorPosteriorEstimate(_Schema):
+    """The evaluation service's posterior over Eq. 3's parameters (:mod:`mots.economics.error_online`):
+    the point estimate pricing uses, each parameter's posterior standard deviation, and how many
+    published measurements it holds (0: the prior)."""
+
+    eps0: float
+    d_gamma2: float
+    sigma2: float
+    sd: dict[str, float] = Field(..., description="posterior sd of eps0, d_gamma2 and sigma2")
+    points: int
+
+
 class CurrentErrorModel(_Schema):
-    """The error model fitted to every measurement so far; None below enough measured coalitions."""
+    """The error model learned from every published measurement so far: the least-squares ``fit``
+    (None below enough distinct coalitions) and the Bayesian ``posterior`` (from the first)."""
 
     fit: ErrorFit | None
+    posterior: ErrorPosteriorEstimate | None = None

@@ -14,6 +14,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_OPERATOR_TOKEN = "dev-operator-token"
 DEV_TOKEN_SECRET = "dev-token-secret"
+CALIBRATED_PRIOR = {"eps0": 0.65, "d_gamma2": 39.4, "sigma2": 0.0}
+"""Eq. (3) fitted to the platform's default training (see the orchestration's settings); the prior
+of the error model both the orchestration and the evaluation service read (MOTS_PRIOR_ERROR_MODEL)."""
 
 
 class PlatformSettings(BaseSettings):

@@ -69,3 +69,32 @@ def test_unpublished_rounds_do_not_shape_the_error_model(worker: ModuleType) -> 
     after = worker._fit_all()
     assert after is not None and after.points == 5 and after.eps0 != pytest.approx(before.eps0)
     assert worker.published(RoundRef(round_id=77)).counted is False
+
+
+def test_one_published_round_moves_the_posterior_to_its_measurement(worker: ModuleType) -> None:
+    """From the first published round the estimate at its coalition moves toward the measured
+    loss (the refit still waits for 4 coalitions); the snapshot is stored once; unpublished
+    rounds do not count."""
+    from mots.economics.error_online import ErrorPosterior
+    from mots.platform.schemas import NoInput
+    from services.evaluation.models import PosteriorSnapshot
+
+    k, measured = [0, 5, 5], 0.9
+    at_k = lambda m: float(generalization_error(np.array(k), np.array(SIZES), m))  # noqa: E731
+    before = worker.error_model(NoInput())
+    assert before.fit is None and before.posterior.points == 0
+    prior_model = ErrorModel(eps0=0.65, d_gamma2=39.4, sigma2=0.0)
+    assert before.posterior.eps0 == pytest.approx(prior_model.eps0)
+    _measure(worker, 1, k, measured, published=False)
+    assert worker.error_model(NoInput()).posterior.points == 0
+    assert worker.published(RoundRef(round_id=1)).counted is True
+    assert worker.published(RoundRef(round_id=1)).counted is True  # a retried message
+    now = worker.error_model(NoInput())
+    assert now.fit is None and now.posterior.points == 1
+    est = ErrorModel(eps0=now.posterior.eps0, d_gamma2=now.posterior.d_gamma2, sigma2=0.0)
+    assert abs(at_k(est) - measured) < abs(at_k(prior_model) - measured) / 2
+    with worker.sessions() as session:
+        (snap,) = session.query(PosteriorSnapshot).all()
+    assert snap.round_id == 1 and snap.points == 1
+    stored = ErrorPosterior(np.array(json.loads(snap.mean_json)), np.eye(3), snap.noise_var)
+    assert stored.point_estimate().eps0 == pytest.approx(now.posterior.eps0)

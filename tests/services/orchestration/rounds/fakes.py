@@ -11,10 +11,12 @@ from decimal import Decimal
 
 from mots.platform.schemas import (
     TERMINAL_STATES,
+    CurrentErrorModel,
     DeclarationProgress,
     EquilibriumRequest,
     EquilibriumResult,
     ErrorFit,
+    ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
     OpenRoundPayload,
@@ -82,6 +84,7 @@ class FakeServices:
         self.paid: dict[str, list[int]] = {SMALL: [1, 2, 3, 4]}
         self.declared: int | None = None  # None: every client has declared
         self.fit: ErrorFit | None = None
+        self.posterior: ErrorPosteriorEstimate | None = None
         self.failing: dict[str, Failing] = {}
         self.calls: list[str] = []
         self.opened: list[OpenRoundPayload] = []
@@ -95,9 +98,9 @@ class FakeServices:
         if name in self.failing:
             self.failing[name].check()
 
-    def error_model(self) -> ErrorFit | None:
+    def error_model(self) -> CurrentErrorModel:
         self._enter("error_model")
-        return self.fit
+        return CurrentErrorModel(fit=self.fit, posterior=self.posterior)
 
     def population(self) -> Population:
         self._enter("population")

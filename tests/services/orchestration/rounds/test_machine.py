@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from prometheus_client import REGISTRY
 
-from mots.platform.schemas import ErrorFit, RoundState
+from mots.platform.schemas import ErrorFit, ErrorPosteriorEstimate, RoundState
 from services.orchestration.rounds.machine import RETRY_SETTLEMENT_S, Step
 from services.orchestration.rounds.ports import RoundInFlight
 from tests.services.orchestration.rounds.fakes import LARGE, SMALL, Failing, rig
@@ -64,7 +64,8 @@ def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
 
 
 def test_the_quote_is_priced_on_the_prior_until_the_fit_has_enough_points() -> None:
-    """Evaluation down or fewer than 4 measured rounds: the prior; then the measured fit."""
+    """Evaluation down or fewer than 4 measured rounds: the prior; then the measured fit (an
+    evaluation service without a posterior); with a posterior of any measured round, that."""
     r = rig()
     r.services.failing["error_model"] = Failing(ConnectionError("evaluation is down"))
     r.start()
@@ -81,6 +82,19 @@ def test_the_quote_is_priced_on_the_prior_until_the_fit_has_enough_points() -> N
         "eps0": 0.5,
         "d_gamma2": 20.0,
         "sigma2": 0.01,
+    }
+
+    r.services.posterior = ErrorPosteriorEstimate(
+        eps0=0.7, d_gamma2=30.0, sigma2=0.0, sd={"eps0": 0.1, "d_gamma2": 9.0, "sigma2": 0.01},
+        points=1,
+    )  # fmt: skip
+    r.start()
+    r.run()
+    assert r.store.transitions[-5][4] == "error model: posterior of 1 measured rounds"
+    assert r.services.quoted[-2].scenario["error_model"] == {
+        "eps0": 0.7,
+        "d_gamma2": 30.0,
+        "sigma2": 0.0,
     }
 
 
