@@ -17,6 +17,7 @@ def declare() -> None:
             metrics.ROUND_PHASE_DURATION.labels(state.value)
     for state in TERMINAL_STATES:
         metrics.ROUNDS.labels(state.value)
+    metrics.ROUND_SUBSIDY.inc(0)
 
 
 def state_left(state: RoundState, seconds: float) -> None:
