@@ -18,11 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mots.platform.money import Money, money
 from mots.platform.schemas import (
+    SETTLE_EXAMPLE,
     EquilibriumResult,
     ErrorFit,
     PricingResult,
     RoundState,
     SettleResult,
+    example,
 )
 from mots.training.progress import RoundProgress
 
@@ -31,6 +33,51 @@ TypeClients = dict[str, list[int]]
 Deadlines = dict[str, float]
 """The deadline of each state the round entered (epoch seconds): past it, the reconciler
 re-drives the round (:mod:`services.orchestration.rounds.reconciler`)."""
+
+
+PROGRESS_EXAMPLE: dict[str, Any] = {
+    "fedavg_round": 3,
+    "fedavg_rounds": 5,
+    "clients_done": 5,
+    "clients": 5,
+    "epsilon": 0.412,
+    "round_seconds": 2.8,
+    "in_progress": False,
+}
+SUMMARY_EXAMPLE: dict[str, Any] = {
+    "round_id": 3,
+    "state": "published",
+    "rule": None,
+    "mechanism": "swan_robust",
+    "participants": {"type-1": 0, "type-2": 0, "type-3": 5},
+    "buyers": {"type-1": 10, "type-2": 5, "type-3": 0},
+    "price": "0.750000",
+    "rewards": {"type-1": "-0.250000", "type-2": "0.450000", "type-3": "2.250000"},
+    "welfare": 170199.74,
+    "incentive_cost": "0.000000",
+    "incentive_cost_predicted": "0.000000",
+    "epsilon": 0.338,
+    "epsilon_predicted": 0.3227,
+    "epsilon_training": 0.341,
+    "equilibrium": True,
+    "round_seconds": 21.4,
+    "phase_seconds": {
+        "open": 0.2,
+        "collecting": 3.1,
+        "training": 14.6,
+        "evaluating": 2.9,
+        "settling": 0.6,
+    },
+    "platform_seconds": 3.9,
+    "platform_share": 0.182,
+    "training_round_seconds": [3.2, 2.9, 2.8, 2.8, 2.9],
+    "dropped": [],
+    "failed_verification": [],
+    "verification": {"16": "verified", "17": "verified"},
+    "settlement": SETTLE_EXAMPLE,
+    "error_model_fit": {"eps0": 0.29, "d_gamma2": 10.4, "sigma2": 0.018, "r2": 0.97, "points": 4},
+}
+"""Realistic instances (the demo's round 3) for the OpenAPI examples."""
 
 
 class _Product(BaseModel):
@@ -99,6 +146,8 @@ class TrainingRecord(_Product):
 class TrainingProgress(_Product):
     """The latest FedAvg round of a training under way, as the round API shows it."""
 
+    model_config = example(PROGRESS_EXAMPLE)
+
     fedavg_round: int = Field(..., description="1-based number of the FedAvg round")
     fedavg_rounds: int = Field(..., description="FedAvg rounds in the training")
     clients_done: int
@@ -126,6 +175,8 @@ STATE_ORDER = {state.value: i for i, state in enumerate(RoundState)}
 
 class RoundSummary(_Product):
     """A finished round's figures: the realised state, its terms, measured ε, money and time."""
+
+    model_config = example(SUMMARY_EXAMPLE)
 
     round_id: int
     state: RoundState = Field(..., description="published or settled_by_rule")

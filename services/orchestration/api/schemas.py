@@ -3,13 +3,46 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mots.economics.scenario import Scenario
+from mots.economics.scenario import SCENARIO_EXAMPLE, Scenario
 from mots.platform.money import Money
-from mots.platform.schemas import MAX_AMOUNT, PricingResult, RoundState
-from services.orchestration.products import RoundSummary, TrainingProgress
+from mots.platform.schemas import (
+    MAX_AMOUNT,
+    PRICED_EXAMPLE,
+    PricingResult,
+    RoundState,
+    example,
+)
+from services.orchestration.products import (
+    PROGRESS_EXAMPLE,
+    SUMMARY_EXAMPLE,
+    RoundSummary,
+    TrainingProgress,
+)
+
+ROUND_EXAMPLE: dict[str, Any] = {
+    "id": 3,
+    "state": "published",
+    "mechanism": "swan_robust",
+    "rule": None,
+    "created_at": "2026-11-26T16:20:05Z",
+    "summary": SUMMARY_EXAMPLE,
+    "training_progress": PROGRESS_EXAMPLE,
+    "quote": PRICED_EXAMPLE,
+    "scenario": SCENARIO_EXAMPLE,
+    "deadlines": {"collecting": 1795709105.0},
+}
+TRANSITION_EXAMPLE: dict[str, Any] = {
+    "from": "collecting",
+    "to": "training",
+    "seconds_in_from": 3.1,
+    "note": "K=[0, 0, 5] B=[10, 5, 0]",
+    "at": "2026-11-26T16:20:08Z",
+}
+"""Realistic instances (the demo's round 3) for the OpenAPI examples."""
 
 
 class RoundStart(BaseModel):
@@ -29,6 +62,8 @@ class RoundStart(BaseModel):
 class RoundStarted(BaseModel):
     """A round accepted: it opens as soon as the orchestration worker runs its first step."""
 
+    model_config = example({"round_id": 3, "state": "open"})
+
     round_id: int
     state: RoundState
 
@@ -36,7 +71,11 @@ class RoundStarted(BaseModel):
 class TransitionOut(BaseModel):
     """One move of a round, with the seconds it spent in the state it left."""
 
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(
+        populate_by_name=True,
+        serialize_by_alias=True,
+        json_schema_extra={"examples": [TRANSITION_EXAMPLE]},
+    )
 
     from_state: RoundState = Field(..., alias="from")
     to: RoundState
@@ -48,6 +87,8 @@ class TransitionOut(BaseModel):
 class RoundOut(BaseModel):
     """A round's state and products: its quote at K*, the priced market, the latest FedAvg round
     while it trains, and its figures once it has finished."""
+
+    model_config = example(ROUND_EXAMPLE)
 
     id: int
     state: RoundState
@@ -79,5 +120,7 @@ class RoundOut(BaseModel):
 
 class RoundDetail(RoundOut):
     """A round with its transitions, oldest first."""
+
+    model_config = example(ROUND_EXAMPLE | {"transitions": [TRANSITION_EXAMPLE]})
 
     transitions: list[TransitionOut]

@@ -18,10 +18,30 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
+SCENARIO_EXAMPLE: dict[str, Any] = {
+    "types": [
+        {"name": "type-1", "count": 10, "data_size": 50, "cost": 0.5},
+        {"name": "type-2", "count": 5, "data_size": 120, "cost": 1.2},
+        {"name": "type-3", "count": 5, "data_size": 300, "cost": 3.0},
+    ],
+    "error_model": {"d_gamma2": 10.0, "sigma2": 0.02, "eps0": 0.3},
+    "utility": {"kind": "power", "scale": 1.0, "exponent": 8.0},
+    "eps_req": None,
+}
+"""A realistic scenario (Table 1's MNIST column with C_i = 0.01·D_i): the OpenAPI example."""
+
+
 class ClientType(BaseModel):
     """One client type i (Section 2.A.2): N_i clients, each with D_i samples and participation cost C_i."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [{"name": "type-1", "count": 10, "data_size": 50, "cost": 0.5}]
+        },
+    )
 
     name: str = Field(..., min_length=1, description="label of the type, unique in the scenario")
     count: int = Field(..., ge=1, description="N_i, number of clients of this type")
@@ -36,7 +56,12 @@ class ErrorModel(BaseModel):
     effects (differences of ε) do not see it. ``d`` and ``gamma2`` may be given instead of ``d_gamma2``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [{"d_gamma2": 10.0, "sigma2": 0.02, "eps0": 0.3}]},
+    )
 
     d_gamma2: float = Field(..., gt=0, description="d·γ², feature dimension times data variance")
     sigma2: float = Field(0.0, ge=0, description="σ², client (distribution) variance")
@@ -76,7 +101,12 @@ class ErrorModel(BaseModel):
 class Scenario(BaseModel):
     """A market instance: client types in increasing data size, error model, utility and ε_req."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"examples": [SCENARIO_EXAMPLE]},
+    )
 
     types: list[ClientType] = Field(
         ..., min_length=1, description="client types, D_i non-decreasing"

@@ -42,6 +42,10 @@ class _UtilityBase(BaseModel):
 class PowerUtility(_UtilityBase):
     """U(ε) = scale · ε^(−exponent); the paper's experiments use 40·ε^−16 (Section 4.A.2)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"kind": "power", "scale": 1.0, "exponent": 8.0}]}
+    )
+
     kind: Literal["power"] = "power"
     scale: float = Field(40.0, gt=0, description="multiplier a in a·ε^(−b)")
     exponent: float = Field(16.0, gt=0, description="exponent b in a·ε^(−b)")
@@ -67,6 +71,10 @@ class PowerUtility(_UtilityBase):
 
 class ExponentialUtility(_UtilityBase):
     """U(ε) = scale · exp(−rate · ε): bounded utility that saturates as ε → 0."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"kind": "exponential", "scale": 10.0, "rate": 4.0}]}
+    )
 
     kind: Literal["exponential"] = "exponential"
     scale: float = Field(..., gt=0, description="U at ε = 0")

@@ -34,7 +34,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError, ResponseValidationError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -50,6 +50,19 @@ MAX_INT_DIGITS = 40
 class FieldProblem(BaseModel):
     """One field's problem in a refused request: where, what rule, and the rule's code."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "field": "body.amount",
+                    "loc": ["body", "amount"],
+                    "msg": "Decimal input should have no more than 6 decimal places",
+                    "type": "decimal_max_places",
+                }
+            ]
+        }
+    )
+
     field: str = Field(..., description="dotted location, e.g. body.amount or query.limit")
     loc: list[str | int] = Field(..., description="the location as a list")
     msg: str = Field(..., description="the rule the value broke")
@@ -58,6 +71,33 @@ class FieldProblem(BaseModel):
 
 class Problem(BaseModel):
     """RFC 9457 problem details, the body of every error answer."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "about:blank",
+                    "title": "Payment Required",
+                    "status": 402,
+                    "detail": "balance: 0.500000 is below the price 1.200000",
+                },
+                {
+                    "type": "about:blank",
+                    "title": "Unprocessable Content",
+                    "status": 422,
+                    "detail": "body.amount: Decimal input should have no more than 6 decimal places",
+                    "errors": [
+                        {
+                            "field": "body.amount",
+                            "loc": ["body", "amount"],
+                            "msg": "Decimal input should have no more than 6 decimal places",
+                            "type": "decimal_max_places",
+                        }
+                    ],
+                },
+            ]
+        }
+    )
 
     type: str = Field("about:blank", description="the problem type (about:blank: see status)")
     title: str = Field(..., description="the HTTP status phrase")
@@ -69,9 +109,54 @@ class Problem(BaseModel):
 
 
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    "4XX": {"model": Problem, "content": {PROBLEM_JSON: {}}, "description": "refused"},
+    "4XX": {"model": Problem, "description": "refused: the detail names the field and the rule"},
 }
-"""An ``APIRouter(responses=…)`` entry documenting the problem body of every 4xx answer."""
+"""The app-wide ``responses=`` entry: any refusal has the problem body (statuses a route answers
+are documented on the route, see :func:`problems`)."""
+
+PROBLEM_STATUSES: dict[int, str] = {
+    401: "no bearer token, or one the service does not know (WWW-Authenticate: Bearer)",
+    402: "the wallet's balance is below the price",
+    403: "the token is known but not entitled to this",
+    404: "the named resource does not exist",
+    409: "the resource is not in a state that allows this",
+    410: "the resource existed but is no longer available",
+    413: f"the body is larger than {MAX_BODY_BYTES} bytes",
+    422: "a field or parameter broke a rule; `errors` lists each field",
+    429: "too many requests; retry after the Retry-After header's seconds",
+    503: "a dependency is briefly unavailable; the request may be retried",
+}
+"""What each refusal status means on every API (the default description of :func:`problems`)."""
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses=`` entry: each status documented with the problem+json body."""
+    return {code: {"model": Problem, "description": PROBLEM_STATUSES[code]} for code in statuses}
+
+
+def problem(code: int, description: str) -> dict[int | str, dict[str, Any]]:
+    """One status with the route's own description of when it is answered."""
+    return {code: {"model": Problem, "description": description}}
+
+
+def complete_problem_docs(openapi: dict[str, Any]) -> dict[str, Any]:
+    """Document the refusals every route can give, in place: 401 where it takes a token, 422
+    where it takes parameters or a body, 413 where it takes a body; and every refusal's body as
+    ``application/problem+json`` (FastAPI lists a ``responses=`` model as ``application/json``)."""
+    ref = {"$ref": "#/components/schemas/Problem"}
+    for item in openapi.get("paths", {}).values():
+        for op in item.values():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            implied = [401] if op.get("security") else []
+            implied += [422] if op.get("parameters") or op.get("requestBody") else []
+            implied += [413] if op.get("requestBody") else []
+            for code in implied:
+                op["responses"].setdefault(str(code), {"description": PROBLEM_STATUSES[code]})
+            for code, response in op["responses"].items():
+                if code[0] in "45":
+                    response["content"] = {PROBLEM_JSON: {"schema": ref}}
+    return openapi
 
 
 _RFC_9110_TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}

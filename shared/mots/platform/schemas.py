@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
+from mots.economics.scenario import SCENARIO_EXAMPLE
 from mots.platform.money import Money as Money
 from mots.platform.money import canonical_amount, money_str
 
@@ -31,6 +32,40 @@ MAX_ID = 2**31 - 1
 Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier")]
 """An id in a request body: a JSON integer only ("1", 1.0 and true are refused)."""
 TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+PRICED_EXAMPLE: dict[str, Any] = {
+    "mechanism": "swan_robust",
+    "regime": "low",
+    "type_names": ["type-1", "type-2", "type-3"],
+    "participants": [0, 0, 5],
+    "buyers": [10, 5, 0],
+    "price": 0.75,
+    "rewards": [-0.25, 0.45, 2.25],
+    "welfare": 170199.74,
+    "epsilon": 0.3227,
+    "incentive_cost": 0.0,
+    "optimal": True,
+}
+SETTLE_EXAMPLE: dict[str, Any] = {
+    "round_id": 3,
+    "payments": "11.250000",
+    "rewards_paid": "11.250000",
+    "charges": "0.000000",
+    "subsidy": "0.000000",
+    "surplus": "0.000000",
+    "refunds": "0.000000",
+    "subsidy_budget": "50.000000",
+    "captured_price": "0.750000",
+    "captured_rewards": {"type-1": "-0.250000", "type-2": "0.450000", "type-3": "2.250000"},
+    "capture_rule": None,
+}
+"""Realistic instances (the demo's market, round 3) reused by the models' OpenAPI examples."""
+
+
+def example(instance: dict[str, Any]) -> ConfigDict:
+    """A model's config adding one realistic instance as its OpenAPI example (``examples``)."""
+    return ConfigDict(json_schema_extra={"examples": [instance]})
 
 
 class _Schema(BaseModel):
@@ -51,6 +86,14 @@ class Page(BaseModel, Generic[T]):
         ...,
         description="pass as `cursor` for the next page; null on the last page",
         examples=["YWZ0ZXI6NDI"],
+    )
+
+
+class MechanismPage(Page[str]):
+    """A page of the mechanism names a pricing request may give."""
+
+    model_config = example(
+        {"items": ["dynamic", "fl_optimum", "modified_fl", "swan", "swan_robust"], "next": None}
     )
 
 
@@ -78,6 +121,8 @@ class ClientRegistration(_Schema):
     operator-issued ``enrolment_code`` whose attested type the client gets. Without a code, the
     operator's token, or open registration (``MOTS_OPEN_REGISTRATION``), must vouch for the type.
     A claimed type that differs from the code's is refused (409)."""
+
+    model_config = example({"name": "pi-07", "type_name": "type-1", "data_size": 50, "cost": "0.5"})
 
     name: str = Field(..., min_length=1, max_length=128, description="display name of the client")
     enrolment_code: str | None = Field(
@@ -110,6 +155,17 @@ class ClientStatus(enum.StrEnum):
 class RegisteredClient(_Schema):
     """A registered client; ``token`` is shown once and stored only as a hash."""
 
+    model_config = example(
+        {
+            "id": 7,
+            "name": "pi-07",
+            "type_name": "type-1",
+            "data_size": 50,
+            "cost": "0.500000",
+            "token": "mots_Zk3v9QJ2xq0lM8bE4tYcR7uH1wNs6aPd",
+        }
+    )
+
     id: int
     name: str
     type_name: str
@@ -124,6 +180,17 @@ class RegisteredClient(_Schema):
 
 class ClientOut(_Schema):
     """A registered client as the market shows it."""
+
+    model_config = example(
+        {
+            "id": 7,
+            "name": "pi-07",
+            "type_name": "type-1",
+            "data_size": 50,
+            "cost": "0.500000",
+            "node_key_sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+        }
+    )
 
     id: int
     name: str
@@ -185,11 +252,24 @@ class NodeKeyIn(_Schema):
     """The public key of the SuperNode a client trains on (EC on a NIST curve, PEM or OpenSSH):
     the SuperLink admits the node that holds its private key, as this client."""
 
+    model_config = example(
+        {
+            "public_key": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBEmKSENjQEezOmxkZMy7opKgwFB9nkt5YRrYMjNuG5N87uRgg6CLrbo5wAdT/y6v0mKV0U2w0WZ2YB/++Tpockg= pi-07"
+        }
+    )
+
     public_key: str = Field(..., min_length=1, max_length=MAX_PUBLIC_KEY_CHARS)
 
 
 class NodeKeyOut(_Schema):
     """A client's registered SuperNode key: its id and the key's SHA-256 (PEM form)."""
+
+    model_config = example(
+        {
+            "client_id": 7,
+            "node_key_sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+        }
+    )
 
     client_id: int
     node_key_sha256: str
@@ -197,6 +277,10 @@ class NodeKeyOut(_Schema):
 
 class TypeQuote(_Schema):
     """The published terms for one type: reward r_i and the target numbers K*_i, B*_i."""
+
+    model_config = example(
+        {"type_name": "type-3", "reward": "2.250000", "target_participants": 5, "target_buyers": 0}
+    )
 
     type_name: str
     reward: Money
@@ -206,6 +290,32 @@ class TypeQuote(_Schema):
 
 class QuoteOut(_Schema):
     """The current round's published quote: price p, rewards r_i, predicted ε and welfare."""
+
+    model_config = example(
+        {
+            "round_id": 3,
+            "state": "collecting",
+            "mechanism": "swan_robust",
+            "price": "0.750000",
+            "types": [
+                {
+                    "type_name": "type-1",
+                    "reward": "-0.250000",
+                    "target_participants": 0,
+                    "target_buyers": 10,
+                },
+                {
+                    "type_name": "type-3",
+                    "reward": "2.250000",
+                    "target_participants": 5,
+                    "target_buyers": 0,
+                },
+            ],
+            "epsilon": 0.3227,
+            "welfare": 170199.74,
+            "incentive_cost": "0.000000",
+        }
+    )
 
     round_id: int
     state: RoundState
@@ -223,11 +333,15 @@ class QuoteOut(_Schema):
 class DecisionIn(_Schema):
     """A strategy declaration for the open round."""
 
+    model_config = example({"strategy": "buy"})
+
     strategy: Strategy
 
 
 class DecisionOut(_Schema):
     """A client's recorded strategy in a round."""
+
+    model_config = example({"round_id": 3, "client_id": 7, "strategy": "buy", "paid": True})
 
     round_id: int
     client_id: int
@@ -238,11 +352,24 @@ class DecisionOut(_Schema):
 class PurchaseIn(_Schema):
     """Buy the model of a round at the round's quoted price."""
 
+    model_config = example({"round_id": 3})
+
     round_id: Id
 
 
 class PurchaseOut(_Schema):
     """A completed purchase: the price paid, its ledger transaction and the buyer's new balance."""
+
+    model_config = example(
+        {
+            "purchase_id": 12,
+            "round_id": 3,
+            "client_id": 7,
+            "price": "0.750000",
+            "transaction_id": 41,
+            "balance": "9.250000",
+        }
+    )
 
     purchase_id: int
     round_id: int
@@ -255,12 +382,18 @@ class PurchaseOut(_Schema):
 class DepositIn(_Schema):
     """Operator credit of a client's wallet (money received outside the platform)."""
 
+    model_config = example({"client_id": 7, "amount": "10.000000"})
+
     client_id: Id
     amount: PositiveMoney
 
 
 class DepositOut(_Schema):
     """A recorded deposit."""
+
+    model_config = example(
+        {"transaction_id": 8, "client_id": 7, "amount": "10.000000", "balance": "10.000000"}
+    )
 
     transaction_id: int
     client_id: int
@@ -270,6 +403,17 @@ class DepositOut(_Schema):
 
 class EntryOut(_Schema):
     """One ledger entry (a signed amount on one account)."""
+
+    model_config = example(
+        {
+            "transaction_id": 41,
+            "kind": "purchase",
+            "account": "wallet:7",
+            "amount": "-0.750000",
+            "created_at": "2026-11-26T16:20:09Z",
+            "round_id": 3,
+        }
+    )
 
     transaction_id: int
     kind: str
@@ -282,6 +426,23 @@ class EntryOut(_Schema):
 class BalanceOut(_Schema):
     """A client's wallet balance and its ledger entries, newest first."""
 
+    model_config = example(
+        {
+            "client_id": 7,
+            "balance": "9.250000",
+            "entries": [
+                {
+                    "transaction_id": 41,
+                    "kind": "purchase",
+                    "account": "wallet:7",
+                    "amount": "-0.750000",
+                    "created_at": "2026-11-26T16:20:09Z",
+                    "round_id": 3,
+                }
+            ],
+        }
+    )
+
     client_id: int
     balance: Money
     entries: list[EntryOut]
@@ -290,6 +451,19 @@ class BalanceOut(_Schema):
 class ModelInfo(_Schema):
     """A published round's model file: its digest, size and the metadata written beside it
     (``GET /v1/rounds/{id}/model/info``; the client saves it as ``mots-round-N.json``)."""
+
+    model_config = example(
+        {
+            "round_id": 3,
+            "file": "mots-round-3.pt",
+            "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "size": 431517,
+            "format": "mots-model/1",
+            "participants": [0, 0, 5],
+            "epsilon": 0.341,
+            "metadata": {"dataset": "fashion-mnist", "fedavg_rounds": 5},
+        }
+    )
 
     round_id: int = Field(..., description="the market round that produced the model")
     file: str = Field(..., description="the file name a download gets: mots-round-N.pt")
@@ -305,6 +479,17 @@ class ModelInfo(_Schema):
 
 class LedgerCheck(_Schema):
     """The ledger's invariants: every transaction sums to zero; balances equal their entries."""
+
+    model_config = example(
+        {
+            "transactions": 58,
+            "entries": 116,
+            "unbalanced_transactions": 0,
+            "mismatched_accounts": 0,
+            "total": "0.000000",
+            "accounts": {"external": "-200.000000", "platform": "0.000000", "wallet:7": "9.250000"},
+        }
+    )
 
     transactions: int
     entries: int
@@ -339,6 +524,15 @@ class PricingRequest(_Schema):
     the mechanism's schedule p(K), r_i(K) at that realised state.
     """
 
+    model_config = example(
+        {
+            "scenario": SCENARIO_EXAMPLE,
+            "mechanism": "swan_robust",
+            "participants": None,
+            "buyers": None,
+        }
+    )
+
     scenario: dict[str, Any] = Field(..., description="types, error_model, utility, eps_req")
     mechanism: str | None = Field(
         None, description="mechanism name; the registry default if absent"
@@ -350,6 +544,17 @@ class PricingRequest(_Schema):
 class WhatIfRequest(_Schema):
     """A what-if query: the same scenario with another ε_req or another cost of one type."""
 
+    model_config = example(
+        {
+            "scenario": SCENARIO_EXAMPLE,
+            "mechanism": "swan_robust",
+            "eps_req": None,
+            "no_requirement": False,
+            "type_name": "type-2",
+            "cost": 0.8,
+        }
+    )
+
     scenario: dict[str, Any]
     mechanism: str | None = None
     eps_req: float | None = Field(None, gt=0, description="another ε_req (absent: keep)")
@@ -360,6 +565,8 @@ class WhatIfRequest(_Schema):
 
 class PricingResult(_Schema):
     """SWAN's terms at a state, with the state's welfare (Eq. 5) and the platform's incentive cost."""
+
+    model_config = example(PRICED_EXAMPLE)
 
     mechanism: str
     regime: Literal["low", "high"]
@@ -527,6 +734,8 @@ class SettlePayload(_Schema):
 class SettleResult(_Schema):
     """Totals of a settlement, from the ledger."""
 
+    model_config = example(SETTLE_EXAMPLE)
+
     round_id: int
     payments: Money
     rewards_paid: Money
@@ -555,6 +764,10 @@ class EvaluationRequest(_Schema):
 
 class ErrorFit(_Schema):
     """The error model refitted from all measurements so far (Eq. 3 with ε0)."""
+
+    model_config = example(
+        {"eps0": 0.29, "d_gamma2": 10.4, "sigma2": 0.018, "r2": 0.97, "points": 4}
+    )
 
     eps0: float
     d_gamma2: float

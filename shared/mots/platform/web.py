@@ -20,13 +20,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel, Field
 
 from mots.platform.metrics import install_http_metrics
-from mots.platform.problems import PROBLEM_RESPONSES, install_problem_handlers
+from mots.platform.problems import (
+    PROBLEM_RESPONSES,
+    complete_problem_docs,
+    install_problem_handlers,
+)
 from mots.platform.settings import PlatformSettings
 
 API_VERSION = "1"
@@ -36,13 +41,32 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 """A service's own start-up and shut-down work around the time it serves requests."""
 
 
+class Health(BaseModel):
+    """The liveness probe's answer."""
+
+    status: Literal["ok"] = Field(..., examples=["ok"])
+
+
 def install_healthz(app: FastAPI) -> None:
     """Add ``GET /healthz``, the liveness probe of Docker's HEALTHCHECK and k8s' probes."""
 
     @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
+    async def healthz() -> Health:
         """Liveness probe (async: answered on the event loop, no thread hop)."""
-        return {"status": "ok"}
+        return Health(status="ok")
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Complete the app's OpenAPI document once, when first asked: the refusals every route can
+    give, with their problem+json body (:func:`mots.platform.problems.complete_problem_docs`)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = complete_problem_docs(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def service_app(
@@ -89,4 +113,5 @@ def service_app(
     install_problem_handlers(app)
     install_http_metrics(app, service)
     install_healthz(app)
+    install_openapi(app)
     return app

@@ -159,7 +159,10 @@ def test_api_answers_and_refuses() -> None:
     assert r.status_code == 422 and "mechanism" in r.json()["detail"]
     r = client.post("/v1/what-if", json={"scenario": PAPER, "type_name": "type-9", "cost": 1})
     assert r.status_code == 422 and "type_name" in r.json()["detail"]
-    assert "swan" in client.get("/v1/mechanisms").json()
+    assert "swan" in client.get("/v1/mechanisms").json()["items"]
+    first = client.get("/v1/mechanisms", params={"limit": 1}).json()
+    second = client.get("/v1/mechanisms", params={"limit": 1, "cursor": first["next"]}).json()
+    assert len(first["items"]) == 1 and second["items"] != first["items"]
     r = client.post("/v1/quote", json={"scenario": {**PAPER, "types": _types(40)}})
     assert r.status_code == 422 and "MOTS_MAX_TYPES" in r.json()["detail"]
     assert "mots_pricing_requests_total" in client.get("/metrics").text

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from mots.platform.deps import Credentials, is_operator, unauthorized
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
+from mots.platform.problems import problem
 from mots.platform.schemas import (
     MAX_ID,
     ClientOut,
@@ -193,7 +194,11 @@ def leave(client: AnyClient, request: Request, factory: SessionFactoryDep) -> Cl
     return out
 
 
-@router.put("/v1/me/node-key", response_model=NodeKeyOut)
+@router.put(
+    "/v1/me/node-key",
+    response_model=NodeKeyOut,
+    responses=problem(409, "another client registered this key"),
+)
 def put_node_key(body: NodeKeyIn, client: CurrentClient, factory: SessionFactoryDep) -> NodeKeyOut:
     """Register the public key of the SuperNode this client trains on (replaces an earlier one):
     the SuperLink will admit the device holding its private key, as this client."""

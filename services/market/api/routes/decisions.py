@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request, status
 from sqlalchemy import select
 
+from mots.platform.problems import problem, problems
 from mots.platform.schemas import DecisionIn, DecisionOut
 from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
 from services.market.decision_batcher import DecisionBatcher
@@ -14,7 +15,11 @@ from services.market.models import Decision, Purchase
 router = APIRouter(tags=["decisions"])
 
 
-@router.put("/v1/rounds/{round_id}/decision", response_model=DecisionOut)
+@router.put(
+    "/v1/rounds/{round_id}/decision",
+    response_model=DecisionOut,
+    responses=problems(404) | problem(409, "the round is not collecting, or a paid buyer changes"),
+)
 async def declare(
     request: Request, round_id: RoundId, body: DecisionIn, client: CurrentClient
 ) -> DecisionOut:
@@ -27,7 +32,11 @@ async def declare(
     return await batcher.submit(Declaration(client.id, round_id, body.strategy))
 
 
-@router.get("/v1/rounds/{round_id}/decision", response_model=DecisionOut)
+@router.get(
+    "/v1/rounds/{round_id}/decision",
+    response_model=DecisionOut,
+    responses=problem(404, "no such round, or no decision of the caller in it"),
+)
 def my_decision(
     round_id: RoundId, client: CurrentClient, factory: SessionFactoryDep
 ) -> DecisionOut:

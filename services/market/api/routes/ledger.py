@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
+from mots.platform.problems import problem
 from mots.platform.schemas import BalanceOut, DepositIn, DepositOut, EntryOut, LedgerCheck
 from mots.platform.transactions import in_transaction
 from services.market import ledger
@@ -92,7 +93,13 @@ def my_entries(
     return Page[EntryOut](items=[out for _, out in page.items], next=page.next)
 
 
-@router.post("/v1/deposits", status_code=201, response_model=DepositOut)
+@router.post(
+    "/v1/deposits",
+    status_code=201,
+    response_model=DepositOut,
+    responses=problem(404, "no such client")
+    | problem(409, "the Idempotency-Key was used with another body"),
+)
 def deposit(
     body: DepositIn,
     response: Response,

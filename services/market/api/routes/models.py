@@ -61,7 +61,8 @@ def _entitled_artifact(
 
 
 ENTITLEMENT_ERRORS: dict[int | str, dict[str, Any]] = {
-    403: {"description": "not entitled"},
+    404: {"description": "no such round"},
+    403: {"description": "not entitled: the caller neither trained nor bought the model"},
     409: {"description": "not published yet"},
     410: {"description": "the artifact is gone"},
 }
@@ -70,7 +71,15 @@ ENTITLEMENT_ERRORS: dict[int | str, dict[str, Any]] = {
 @router.get(
     "/v1/rounds/{round_id}/model",
     response_class=FileResponse,
-    responses=ENTITLEMENT_ERRORS,
+    responses={
+        200: {
+            "description": "the model file (mots-round-N.pt); X-Model-SHA256 is its digest",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        },
+        **ENTITLEMENT_ERRORS,
+    },
 )
 def download(
     round_id: RoundId, client: ReadingClient, factory: SessionFactoryDep, settings: SettingsDep

@@ -22,6 +22,7 @@ router = APIRouter(tags=["purchases"])
     response_model=PurchaseOut,
     responses={
         402: {"description": "balance below the price"},
+        404: {"description": "no such round"},
         409: {"description": "round not collecting, already bought, or key reused"},
     },
     openapi_extra=BEARER_SECURITY,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
+from mots.platform.problems import problem, problems
 from mots.platform.schemas import QuoteOut, RoundState, TypeQuote
 from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
 from services.market.models import MarketRound
@@ -44,7 +45,9 @@ def _quote(rnd: MarketRound) -> QuoteOut:
     )
 
 
-@router.get("/v1/quote", response_model=QuoteOut)
+@router.get(
+    "/v1/quote", response_model=QuoteOut, responses=problem(404, "no round has been opened yet")
+)
 def current_quote(_: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
     """The latest round's quote (404 before the first round opens)."""
     with factory() as session:
@@ -54,7 +57,7 @@ def current_quote(_: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
         return _quote(rnd)
 
 
-@router.get("/v1/rounds/{round_id}/quote", response_model=QuoteOut)
+@router.get("/v1/rounds/{round_id}/quote", response_model=QuoteOut, responses=problems(404))
 def round_quote(round_id: RoundId, _: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
     """A given round's quote."""
     with factory() as session:

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, HTTPException, status
 
 from mots.platform.deps import app_settings
 from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
-from mots.platform.schemas import PricingRequest, PricingResult, WhatIfRequest
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, decode_cursor, page_of
+from mots.platform.schemas import MechanismPage, PricingRequest, PricingResult, WhatIfRequest
 from services.pricing import engine
 from services.pricing.core.config import Settings
 
@@ -50,7 +51,10 @@ def what_if(body: WhatIfRequest, settings: SettingsDep) -> PricingResult:
     return result
 
 
-@router.get("/v1/mechanisms", response_model=list[str])
-def mechanisms() -> list[str]:
-    """Names a request may give as ``mechanism``."""
-    return engine.mechanism_names()
+@router.get("/v1/mechanisms", response_model=MechanismPage)
+def mechanisms(limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> MechanismPage:
+    """Names a request may give as ``mechanism``, a page at a time."""
+    start = decode_cursor(cursor) or 0
+    names = engine.mechanism_names()[start : start + limit + 1]
+    page = page_of(list(enumerate(names, start=start + 1)), limit, key=lambda n: n[0])
+    return MechanismPage(items=[name for _, name in page.items], next=page.next)
