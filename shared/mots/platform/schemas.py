@@ -215,8 +215,23 @@ MAX_ENROLMENT_USES = 100_000
 MAX_ENROLMENT_TTL_S = 366 * 86_400
 
 
+ENROLMENT_EXAMPLE: dict[str, Any] = {
+    "id": 2,
+    "type_name": "type-1",
+    "data_size": 50,
+    "cost": "0.500000",
+    "uses_left": 9,
+    "expires_at": 1795709105,
+    "revoked": False,
+}
+
+
 class EnrolmentIn(_Schema):
     """An attested type the operator enrols devices into: label, D_i, C_i, uses and lifetime."""
+
+    model_config = example(
+        {"type_name": "type-1", "data_size": 50, "cost": "0.500000", "uses": 10, "ttl_s": 604800}
+    )
 
     type_name: TypeName
     data_size: int = Field(..., ge=1, le=10_000_000, description="D_i the operator attests")
@@ -230,6 +245,8 @@ class EnrolmentIn(_Schema):
 class EnrolmentOut(_Schema):
     """An enrolment as the operator lists it (never its code)."""
 
+    model_config = example(ENROLMENT_EXAMPLE)
+
     id: int
     type_name: str
     data_size: int
@@ -241,6 +258,8 @@ class EnrolmentOut(_Schema):
 
 class EnrolmentIssued(EnrolmentOut):
     """A new enrolment with its code: shown once, stored only as a hash."""
+
+    model_config = example(ENROLMENT_EXAMPLE | {"code": "enr_4Q8vN2kLx7RtY1cW9bZs3mHd"})
 
     code: str
 

@@ -90,7 +90,7 @@ def test_a_client_gets_the_attested_type_not_the_claimed_one(market: TestClient)
     registered, and the code's use is not spent."""
     enrolment = _enrol(market, uses=1)
     code = enrolment["code"]
-    assert "code" not in market.get("/v1/enrolments", headers=OPERATOR).json()[0]
+    assert "code" not in market.get("/v1/enrolments", headers=OPERATOR).json()["items"][0]
     for claim in ({"cost": "1000000000"}, {"data_size": 10_000_000}, {"type_name": "large"}):
         r = market.post("/v1/clients", json={"name": "g", "enrolment_code": code, **claim})
         assert r.status_code == 409, r.text
@@ -148,7 +148,7 @@ def test_only_the_operator_issues_codes_and_approves(market: TestClient, registe
     ):
         r = market.request(method, path, headers=client["auth"], **kw)
         assert r.status_code == 403, (path, r.status_code)
-    assert market.get("/v1/enrolments", headers=OPERATOR).json() == []
+    assert market.get("/v1/enrolments", headers=OPERATOR).json() == {"items": [], "next": None}
 
 
 def test_type_flood_is_refused_beyond_max_types(make_market: Callable[..., Any]) -> None:

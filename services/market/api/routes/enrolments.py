@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros, to_micros
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.schemas import MAX_ID, EnrolmentIn, EnrolmentIssued, EnrolmentOut
 from mots.platform.transactions import in_transaction
 from services.market import enrolment
@@ -47,11 +48,16 @@ def issue(
     return in_transaction(factory, work)
 
 
-@router.get("/v1/enrolments", response_model=list[EnrolmentOut])
-def list_enrolments(_: OperatorDep, factory: SessionFactoryDep) -> list[EnrolmentOut]:
-    """Every enrolment, without codes."""
+@router.get("/v1/enrolments", response_model=Page[EnrolmentOut])
+def list_enrolments(
+    _: OperatorDep, factory: SessionFactoryDep, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[EnrolmentOut]:
+    """The enrolments in the order they were issued, without codes, a page at a time."""
+    after = decode_cursor(cursor) or 0
+    query = select(Enrolment).where(Enrolment.id > after).order_by(Enrolment.id).limit(limit + 1)
     with factory() as session:
-        return [_out(e) for e in session.scalars(select(Enrolment).order_by(Enrolment.id))]
+        rows = [_out(e) for e in session.scalars(query)]
+    return page_of(rows, limit, key=lambda e: e.id)
 
 
 @router.delete("/v1/enrolments/{enrolment_id}", response_model=EnrolmentOut)
