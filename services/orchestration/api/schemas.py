@@ -48,7 +48,9 @@ TRANSITION_EXAMPLE: dict[str, Any] = {
 class RoundStart(BaseModel):
     """Options of a new round (the body of ``POST /v1/rounds`` is optional)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"subsidy_budget": "50.000000"}]}
+    )
 
     subsidy_budget: Money | None = Field(
         None,

@@ -34,6 +34,10 @@ Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID, description="a positive 32-
 TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
+TOKEN_EXAMPLE = (
+    "mots.7.1795709105.4c848faec99956fcb6853eafb5762e2e.FWTQG8XfG7kDOCLwWzysoGTsEFZ6T0hKcLwXim3FXFQ"
+)
+"""A signed client token as :func:`mots.platform.tokens.sign` makes one (client 7)."""
 PRICED_EXAMPLE: dict[str, Any] = {
     "mechanism": "swan_robust",
     "regime": "low",
@@ -162,7 +166,7 @@ class RegisteredClient(_Schema):
             "type_name": "type-1",
             "data_size": 50,
             "cost": "0.500000",
-            "token": "mots_Zk3v9QJ2xq0lM8bE4tYcR7uH1wNs6aPd",
+            "token": TOKEN_EXAMPLE,
         }
     )
 
@@ -205,6 +209,8 @@ class ClientOut(_Schema):
 
 class TokenOut(_Schema):
     """A client's new bearer token (rotated or reissued; the previous one is revoked), shown once."""
+
+    model_config = example({"client_id": 7, "token": TOKEN_EXAMPLE, "expires_at": 1795709105})
 
     client_id: int
     token: str
