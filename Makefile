@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -57,6 +57,9 @@ bench-integrity: install system ## every attack on a fresh platform (federation:
 
 soak: install system ## 50 rounds back to back with churn and a fault per round (kills, Redis, PostgreSQL): out/soak/report.json
 	$(PY) -m benchmarks.soak
+
+bench-scale: install system ## full market rounds at N = 1,000, 10,000, 100,000 on SQLite and PostgreSQL: out/bench/scale.json
+	$(PY) -m benchmarks.bench_scale
 
 bench: bench-solver bench-theorem3 bench-market bench-round bench-training bench-integrity ## every benchmark
 

@@ -21,10 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
+from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.batching import MicroBatcher
+from mots.platform.db import make_read_sessionmaker
 from mots.platform.transactions import in_transaction, in_transaction_async
 from services.market import ledger
 from services.market.decisions import all_declared
@@ -58,6 +60,17 @@ class Transactions:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, in_transaction, self.factory, work)
 
+    async def read(self, work: Callable[[Session], T]) -> T:
+        """``work(session)`` that only reads: on SQLite in a deferred transaction, which neither
+        takes the write lock nor waits for it (a writer that found it taken would sleep in
+        SQLite's busy handler, tens of milliseconds, while the batches queue behind it)."""
+        if self.async_factory is not None:
+            return await in_transaction_async(self.async_factory, work)
+        bind = self.factory.kw.get("bind")
+        reads = make_read_sessionmaker(bind) if isinstance(bind, Engine) else self.factory
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, in_transaction, reads, work)
+
 
 @dataclass
 class DeclaredWatch:
@@ -89,7 +102,7 @@ class DeclaredWatch:
         try:
             while True:
                 self._recheck.discard(round_id)
-                if await self.transactions.run(lambda s: all_declared(s, round_id)):
+                if await self.transactions.read(lambda s: all_declared(s, round_id)):
                     if self.on_complete is not None:
                         await asyncio.to_thread(self.on_complete, round_id)
                     return

@@ -96,6 +96,8 @@ class Trainer:
             batch_size=s.train_batch_size,
             lr=s.train_lr,
             test_subset=s.train_test_subset,
+            fraction_train=s.train_fraction,
+            min_train_clients=s.train_min_clients,
         )
 
     def _ensure_federation(self, node_types: list[int]) -> Any:

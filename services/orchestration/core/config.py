@@ -102,6 +102,16 @@ class Settings(PlatformSettings):
     train_test_subset: int | None = Field(
         2000, ge=1, description="test examples the training engine evaluates on (unset: all)"
     )
+    train_fraction: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="cross-device sampling: share of the participants that train in each FedAvg "
+        "round (in-process engines; docs/training.md: what it does to Eq. 3)",
+    )
+    train_min_clients: int = Field(
+        1, ge=1, description="at least this many participants train per FedAvg round"
+    )
     train_timeout_s: float = Field(
         900.0, gt=0, description="training longer than this fails the round (settled by rule)"
     )

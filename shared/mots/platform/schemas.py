@@ -12,7 +12,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    Strict,
+    model_validator,
+)
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
@@ -180,6 +188,40 @@ class RegisteredClient(_Schema):
     token_expires_at: int = Field(
         0, description="Unix seconds when the token expires; renew it before (POST /v1/me/token)"
     )
+
+
+MAX_BULK_CLIENTS = 10_000
+"""Most clients one ``POST /v1/clients/bulk`` registers."""
+
+
+class BulkType(_Schema):
+    """``count`` clients of one type, attested by the operator: named ``<name_prefix><k>``."""
+
+    type_name: TypeName
+    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
+    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i, participation cost")
+    count: int = Field(..., ge=1, le=MAX_BULK_CLIENTS, description="clients of this type")
+    name_prefix: str = Field("client-", min_length=1, max_length=100)
+
+
+class BulkRegistration(_Schema):
+    """An operator's registration of many clients by type, each wallet funded with ``deposit``."""
+
+    types: list[BulkType] = Field(..., min_length=1, max_length=64)
+    deposit: Money = Field(Decimal(0), ge=0, le=MAX_AMOUNT, description="paid into each wallet")
+
+    @model_validator(mode="after")
+    def _at_most_max(self) -> BulkRegistration:
+        total = sum(t.count for t in self.types)
+        if total > MAX_BULK_CLIENTS:
+            raise ValueError(f"types: at most {MAX_BULK_CLIENTS} clients per call, got {total}")
+        return self
+
+
+class BulkRegistered(_Schema):
+    """The clients a bulk registration made, in order, each with its token (shown once)."""
+
+    clients: list[RegisteredClient]
 
 
 class ClientOut(_Schema):

@@ -27,6 +27,8 @@ class _Answers:
         await asyncio.sleep(0.01)  # a round trip
         return answer
 
+    read = run  # the watch's check only reads
+
 
 def test_a_round_booked_again_during_its_check_is_checked_once_more(monkeypatch: Any) -> None:
     """Two more batches of a round while its check runs: one check at a time, one recheck after

@@ -15,6 +15,8 @@ from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_curs
 from mots.platform.problems import problem
 from mots.platform.schemas import (
     MAX_ID,
+    BulkRegistered,
+    BulkRegistration,
     ClientOut,
     ClientRegistration,
     ClientStatus,
@@ -38,6 +40,7 @@ from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
 from services.market.errors import Conflict, NotFound
 from services.market.models import Client, Enrolment
+from services.market.registration import NewClient, TypeMismatch, register_clients
 
 router = APIRouter(tags=["clients"])
 
@@ -166,6 +169,45 @@ def register(
         **_out(client).model_dump(exclude={"node_key_sha256"}),
         token=token,
         token_expires_at=expires_at,
+    )
+
+
+@router.post("/v1/clients/bulk", status_code=status.HTTP_201_CREATED, response_model=BulkRegistered)
+def register_bulk(
+    body: BulkRegistration, _: OperatorDep, factory: SessionFactoryDep, settings: SettingsDep
+) -> BulkRegistered:
+    """Register up to 10,000 clients by type in one transaction, each wallet funded with
+    ``deposit`` (operator only: the operator attests the types it registers). Set-based: a fixed
+    number of statements whatever the number of clients. Not idempotent: the tokens are shown
+    once and not stored, so a retried call registers new clients."""
+    new = [
+        NewClient(f"{t.name_prefix}{k}", t.type_name, t.data_size, to_micros(t.cost))
+        for t in body.types
+        for k in range(1, t.count + 1)
+    ]
+    deposit = to_micros(body.deposit)
+    try:
+        done = in_transaction(
+            factory,
+            lambda s: register_clients(
+                s, new, deposit, settings.max_types, lambda cid: issue_token(cid, settings)
+            ),
+        )
+    except TypeMismatch as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail) from exc
+    return BulkRegistered(
+        clients=[
+            RegisteredClient(
+                id=r.id,
+                name=r.client.name,
+                type_name=r.client.type_name,
+                data_size=r.client.data_size,
+                cost=from_micros(r.client.cost_micros),
+                token=r.token,
+                token_expires_at=r.token_expires_at,
+            )
+            for r in done
+        ]
     )
 
 

@@ -1,0 +1,350 @@
+"""Market rounds at scale (issue 16): every phase of a round for N = 1,000 … 100,000 clients.
+
+Run with ``make bench-scale`` (``.venv/bin/python -m benchmarks.bench_scale``). For each database
+(SQLite, PostgreSQL) and each population size N (``--sizes``), starts the four services on a
+fresh database with the in-process trainer on small per-client data, then, from this process (the
+load generator, on the same cores): registers and funds N clients through the operator's bulk
+route (clients split 2:1:1 over three types), opens a round, reads the quote and has every client
+respond over REST, ``--concurrency`` requests in flight (the first K*_i of a type join, the next
+B*_i buy, the rest abstain), and waits until the round is published. Writes
+``out/bench/scale.json`` (one row per run: register and declare rates, seconds per state, the
+platform's own seconds = the round outside collecting, training and evaluating, each process's
+peak RSS, whether the round published and the ledger balanced) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from mots.local.launcher import Stack, exit_on_sigterm
+from mots.platform.settings import DEV_OPERATOR_TOKEN
+
+OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+PG_ADMIN = os.environ.get("MOTS_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+TYPES = [  # name, share of N, D_i (small per-client data), C_i
+    ("small", 2, 8, "0.08"),
+    ("medium", 1, 16, "0.16"),
+    ("large", 1, 32, "0.32"),
+]
+UTILITY = {"kind": "power", "scale": 1.0, "exponent": 8.0}
+BULK = 10_000
+"""Clients per bulk registration call (the route's most)."""
+TARGETS = {
+    "register_per_s": 2_000,
+    "declare_per_s": 2_000,
+    "platform_seconds_100k": 60.0,
+    "platform_ratio_100k_10k": 12.0,
+    "peak_rss_mib": 1024,
+}
+
+
+def counts(n: int) -> list[int]:
+    """N split over the types by their shares (the remainder to the first)."""
+    total = sum(t[1] for t in TYPES)
+    out = [n * t[1] // total for t in TYPES]
+    out[0] += n - sum(out)
+    return out
+
+
+@contextmanager
+def databases(kind: str, services: tuple[str, ...]) -> Iterator[dict[str, str]]:
+    """Fresh PostgreSQL databases for ``services`` (dropped after), or none for SQLite."""
+    if kind == "sqlite":
+        yield {}
+        return
+    import psycopg
+
+    names = {s: f"mots_scale_{s}_{uuid.uuid4().hex[:8]}" for s in services}
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield {s: f"postgresql+psycopg://postgres@127.0.0.1:5432/{n}" for s, n in names.items()}
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            for name in names.values():
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident set (VmHWM) plus its children's (uvicorn's workers), in MiB."""
+    total = 0.0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                total = max(total, int(line.split()[1]) / 1024)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total = max(total, peak_rss_mib(int(child)))
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return total
+
+
+class PeakWatch:
+    """Samples every stack process's peak RSS (VmHWM) while the run goes; keeps the largest."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.peaks: dict[str, float] = {}
+
+    def sample(self) -> None:
+        for p in self.stack.processes:
+            self.peaks[p.name] = max(self.peaks.get(p.name, 0.0), peak_rss_mib(p.popen.pid))
+
+
+def register(market: httpx.Client, n: int) -> list[tuple[int, str, str]]:
+    """Register and fund ``n`` clients in bulk calls; (id, type, token) each."""
+    out: list[tuple[int, str, str]] = []
+    per_type = counts(n)
+    todo = [[name, c, size, cost] for (name, _, size, cost), c in zip(TYPES, per_type, strict=True)]
+    while any(t[1] for t in todo):
+        room, groups = BULK, []
+        for t in todo:
+            take = min(room, t[1])
+            if take:
+                groups.append(
+                    {"type_name": t[0], "data_size": t[2], "cost": t[3], "count": take,
+                     "name_prefix": f"{t[0]}-"}
+                )  # fmt: skip
+                t[1] -= take
+                room -= take
+        r = market.post(
+            "/v1/clients/bulk", json={"types": groups, "deposit": "100"}, headers=OPERATOR
+        )
+        r.raise_for_status()
+        out.extend((c["id"], c["type_name"], c["token"]) for c in r.json()["clients"])
+    return out
+
+
+def plan(clients: list[tuple[int, str, str]], quote: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """Each client's move at the quote: (join | buy | abstain, token, client id), by type rank."""
+    targets = {t["type_name"]: t for t in quote["types"]}
+    seen: dict[str, int] = {}
+    moves = []
+    for cid, type_name, token in sorted(clients):
+        k = seen.get(type_name, 0)
+        seen[type_name] = k + 1
+        t = targets.get(type_name, {"target_participants": 0, "target_buyers": 0})
+        if k < t["target_participants"]:
+            moves.append(("join", token, cid))
+        elif k < t["target_participants"] + t["target_buyers"]:
+            moves.append(("buy", token, cid))
+        else:
+            moves.append(("abstain", token, cid))
+    return moves
+
+
+def move_request(host: str, round_id: int, move: str, token: str, cid: int) -> bytes:
+    """A client's move as HTTP/1.1 bytes (keep-alive), built before the clock starts."""
+    if move == "buy":
+        body = f'{{"round_id":{round_id}}}'.encode()
+        line = f"POST /v1/purchases HTTP/1.1\r\nIdempotency-Key: buy-{round_id}-{cid:08d}\r\n"
+    else:
+        body = f'{{"strategy":"{move}"}}'.encode()
+        line = f"PUT /v1/rounds/{round_id}/decision HTTP/1.1\r\n"
+    return (
+        f"{line}Host: {host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> bytes:
+    """Send one request on a kept-alive connection; the status line and body of the response."""
+    writer.write(req)
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    body = await reader.readexactly(length) if length else b""
+    return head[9:12] + b" " + body
+
+
+async def respond(
+    base: str, round_id: int, moves: list[tuple[str, str, int]], concurrency: int
+) -> None:
+    """Every client's move over REST, ``concurrency`` keep-alive connections in flight. Plain
+    sockets writing pre-built requests, as ``bench-market``'s generator: it shares the API's
+    cores, so it must cost little CPU per request (httpx costs about as much as the request)."""
+    url = httpx.URL(base)
+    host, port = url.host, url.port or 80
+    requests = iter(
+        [(move_request(f"{host}:{port}", round_id, m, t, c), m, c) for m, t, c in moves]
+    )
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            for req, move, cid in requests:
+                answer = await exchange(reader, writer, req)
+                if not answer.startswith((b"200", b"201")):
+                    raise RuntimeError(f"{move} of client {cid}: {answer[:300]!r}")
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def wait_for_quote(market: httpx.Client, token: str, round_id: int) -> dict[str, Any]:
+    """The round's quote once the market publishes it."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        r = market.get(f"/v1/rounds/{round_id}/quote", headers={"Authorization": f"Bearer {token}"})
+        if r.status_code == 200:
+            body: dict[str, Any] = r.json()
+            return body
+        time.sleep(0.2)
+    raise TimeoutError(f"round {round_id}: no quote within 600 s")
+
+
+def wait_round(orch: httpx.Client, round_id: int, watch: PeakWatch) -> dict[str, Any]:
+    """The round's record once it is published or settled by rule."""
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline:
+        body: dict[str, Any] = orch.get(f"/v1/rounds/{round_id}").json()
+        watch.sample()
+        if body["state"] in ("published", "settled_by_rule", "failed"):
+            return body
+        time.sleep(0.5)
+    raise TimeoutError(f"round {round_id} did not finish within an hour")
+
+
+def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One full round at population ``n`` on ``database``; its row."""
+    workdir = args.out / "scale-run" / f"{database}-{n}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    with databases(database, ("market", "orchestration")) as urls:
+        stack = Stack(
+            workdir=workdir,
+            database_urls=urls,
+            api_workers={"market": args.api_processes},
+            extra_env={
+                "MOTS_TRAINER": "inprocess",
+                "MOTS_TRAIN_ROUNDS": "1",
+                "MOTS_TRAIN_LOCAL_STEPS": "1",
+                "MOTS_TRAIN_BATCH_SIZE": "8",
+                "MOTS_TRAIN_TEST_SUBSET": "1000",
+                "MOTS_UTILITY": json.dumps(UTILITY),
+                "MOTS_COLLECT_TIMEOUT_S": "3600",
+                "MOTS_TRAIN_TIMEOUT_S": "3600",
+                "MOTS_BROKER_VISIBILITY_TIMEOUT_S": "7200",
+                "MOTS_MAX_TYPES": "32",
+            },
+        )
+        watch = PeakWatch(stack)
+        try:
+            stack.start(timeout_s=180)
+            market = httpx.Client(base_url=stack.url("market"), timeout=600)
+            orch = httpx.Client(base_url=stack.url("orchestration"), timeout=600)
+            t0 = time.perf_counter()
+            clients = register(market, n)
+            register_s = time.perf_counter() - t0
+            watch.sample()
+            round_id = orch.post("/v1/rounds", headers=OPERATOR).json()["round_id"]
+            quote = wait_for_quote(market, clients[0][2], round_id)
+            moves = plan(clients, quote)
+            t0 = time.perf_counter()
+            asyncio.run(respond(stack.url("market"), round_id, moves, args.concurrency))
+            declare_s = time.perf_counter() - t0
+            watch.sample()
+            body = wait_round(orch, round_id, watch)
+            check = market.get("/v1/ledger/check", headers=OPERATOR).json()
+            market.close()
+            orch.close()
+        finally:
+            watch.sample()
+            stack.stop(timeout_s=60)
+    summary = body.get("summary") or {}
+    phases: dict[str, float] = summary.get("phase_seconds", {})
+    own = sum(v for k, v in phases.items() if k not in ("collecting", "training", "evaluating"))
+    moved = {m: sum(1 for x in moves if x[0] == m) for m in ("join", "buy", "abstain")}
+    return {
+        "clients": n,
+        "database": database,
+        "api_processes": args.api_processes,
+        "register_per_s": n / register_s,
+        "declare_per_s": n / declare_s,
+        "moves": moved,
+        "state_seconds": phases,
+        "platform_seconds": own,
+        "peak_rss_mib": {k: round(v, 1) for k, v in sorted(watch.peaks.items())},
+        "published": body["state"] == "published",
+        "state": body["state"],
+        "ledger_balanced": check["unbalanced_transactions"] == 0
+        and check["mismatched_accounts"] == 0
+        and float(check["total"]) == 0.0,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> Table:
+    """The rows as a rich table."""
+    t = Table(title="bench-scale: one market round per row (in-process trainer)")
+    for col in (
+        "N", "db", "register/s", "declare/s", "collecting s", "training s", "platform s",
+        "max peak RSS MiB (process)", "published", "ledger",
+    ):  # fmt: skip
+        t.add_column(col, justify="right")
+    for r in rows:
+        ph = r["state_seconds"]
+        name, rss = max(r["peak_rss_mib"].items(), key=lambda kv: kv[1], default=("-", 0.0))
+        t.add_row(
+            f"{r['clients']:,}",
+            r["database"] + (f" ×{r['api_processes']}" if r["api_processes"] > 1 else ""),
+            f"{r['register_per_s']:,.0f}",
+            f"{r['declare_per_s']:,.0f}",
+            f"{ph.get('collecting', 0.0):.1f}",
+            f"{ph.get('training', 0.0):.1f}",
+            f"{r['platform_seconds']:.2f}",
+            f"{rss:,.0f} ({name})",
+            "yes" if r["published"] else r["state"],
+            "exact" if r["ledger_balanced"] else "BROKEN",
+        )
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="example: python -m benchmarks.bench_scale --sizes 1000,10000 --databases sqlite",
+    )
+    parser.add_argument(
+        "--sizes", default="1000,10000,100000", help="populations N, comma-separated"
+    )
+    parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite and/or postgresql")
+    parser.add_argument("--api-processes", type=int, default=1, help="market API processes")
+    parser.add_argument("--concurrency", type=int, default=64, help="REST requests in flight")
+    parser.add_argument("--out", type=Path, default=Path("out/bench"))
+    args = parser.parse_args(argv)
+    exit_on_sigterm()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for database in args.databases.split(","):
+        for n in (int(s) for s in args.sizes.split(",")):
+            rows.append(run_one(database, n, args))
+            Console(width=160).print(table(rows[-1:]))
+            # after every run, so that a long sweep stopped early keeps what it measured
+            (args.out / "scale.json").write_text(
+                json.dumps({"rows": rows, "targets": TARGETS}, indent=2)
+            )
+    Console(width=160).print(table(rows))
+    return 0 if all(r["published"] and r["ledger_balanced"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

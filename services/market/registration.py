@@ -1,0 +1,150 @@
+"""Registering clients set-based: many clients, their wallets and an initial deposit each in one
+write (one statement on PostgreSQL), whatever their number.
+
+The operator's bulk route (``POST /v1/clients/bulk``) registers a fleet by type: the operator
+attests each type's (D_i, C_i), as it does when it enrols a device. Every client of one type
+declares the same data size and cost (checked against the registered clients with one
+``LIMIT 1`` lookup per type, not per client).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session
+
+from mots.platform.bulk import BatchWrite, reserve_ids
+from services.market import enrolment as enrolments
+from services.market import ledger
+from services.market.auth import hash_token
+from services.market.enrolment import TypeFacts
+from services.market.errors import Refusal
+from services.market.models import Account, Base, Client, Entry, LedgerTransaction
+
+_CLIENTS = Base.metadata.tables[Client.__tablename__]
+_ACCOUNTS = Base.metadata.tables[Account.__tablename__]
+_TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
+_ENTRIES = Base.metadata.tables[Entry.__tablename__]
+
+
+class TypeMismatch(Refusal):
+    """A type declared with another data size or cost than its registered clients'."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewClient:
+    """A client to register: its name and type declaration (cost in micro-units)."""
+
+    name: str
+    type_name: str
+    data_size: int
+    cost_micros: int
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """A registered client: its id and the token shown once, with the token's expiry."""
+
+    id: int
+    client: NewClient
+    token: str
+    token_expires_at: int
+
+
+def check_types(session: Session, clients: Sequence[NewClient], max_types: int) -> None:
+    """Every type's (D_i, C_i) the same within ``clients`` (else :class:`TypeMismatch`) and as
+    its live clients' and enrolments' (else a 409 :class:`Conflict`, as a single registration
+    is refused), and no more than ``max_types`` types in the market."""
+    declared: dict[str, tuple[int, int]] = {}
+    for c in clients:
+        seen = declared.setdefault(c.type_name, (c.data_size, c.cost_micros))
+        if seen != (c.data_size, c.cost_micros):
+            raise TypeMismatch(
+                "type_name", f"type {c.type_name!r} is declared twice with different sizes or costs"
+            )
+    now = int(time.time())
+    for name, (size, cost) in declared.items():  # a lookup per type, not per client
+        enrolments.check_type(session, TypeFacts(name, size, cost), max_types, now)
+
+
+def register_clients(
+    session: Session,
+    clients: Sequence[NewClient],
+    deposit_micros: int,
+    max_types: int,
+    token_for: Callable[[int], tuple[str, int]],
+) -> list[Registered]:
+    """Register ``clients`` (types checked first), each with a wallet holding ``deposit_micros``
+    paid in from ``external:deposits`` as one deposit transaction per client. Statements: a
+    lookup per type, id reservations, and one write of every row. ``token_for(client_id)`` signs
+    a client's token and gives its expiry (:func:`services.market.auth.issue_token`); only the
+    tokens' hashes are stored. The caller commits."""
+    if deposit_micros < 0:
+        raise ValueError("deposit_micros: a deposit is not negative")
+    check_types(session, clients, max_types)
+    if not clients:
+        return []
+    conn = session.connection()
+    external = ledger.ensure_account(session, ledger.EXTERNAL)
+    ledger.lock_accounts(session, [external])
+    n = len(clients)
+    client_ids = reserve_ids(conn, _CLIENTS, n)
+    wallet_ids = reserve_ids(conn, _ACCOUNTS, n)
+    issued = [token_for(i) for i in client_ids]
+    tokens = [t for t, _ in issued]
+    now = datetime.now(UTC)
+    writes = BatchWrite()
+    writes.insert(
+        _CLIENTS,
+        [
+            {
+                "id": i,
+                "name": c.name,
+                "type_name": c.type_name,
+                "data_size": c.data_size,
+                "cost_micros": c.cost_micros,
+                "token_hash": hash_token(t),
+                "created_at": now,
+            }
+            for i, c, t in zip(client_ids, clients, tokens, strict=True)
+        ],
+    )
+    writes.insert(
+        _ACCOUNTS,
+        [
+            {
+                "id": w,
+                "name": ledger.wallet_name(i),
+                "category": "wallets",
+                "client_id": i,
+                "balance_micros": deposit_micros,
+            }
+            for w, i in zip(wallet_ids, client_ids, strict=True)
+        ],
+    )
+    if deposit_micros:
+        txn_ids = reserve_ids(conn, _TRANSACTIONS, n)
+        writes.insert(
+            _TRANSACTIONS,
+            [
+                {"id": t, "kind": "deposit", "round_id": None, "client_id": i, "created_at": now}
+                for t, i in zip(txn_ids, client_ids, strict=True)
+            ],
+        )
+        writes.insert(
+            _ENTRIES,
+            [
+                {"transaction_id": t, "account_id": acc, "amount_micros": amount}
+                for t, w in zip(txn_ids, wallet_ids, strict=True)
+                for acc, amount in ((external, -deposit_micros), (w, deposit_micros))
+            ],
+        )
+        writes.add(_ACCOUNTS, "id", "balance_micros", {external: -deposit_micros * n})
+    writes.flush(conn)
+    return [
+        Registered(i, c, t, expires)
+        for i, c, (t, expires) in zip(client_ids, clients, issued, strict=True)
+    ]
