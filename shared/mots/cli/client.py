@@ -13,7 +13,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,3 +120,18 @@ def table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
 def money(value: Decimal | float | None) -> str:
     """An amount with six places, as the ledger books it."""
     return "-" if value is None else f"{Decimal(str(value)):.6f}"
+
+
+def decimal_amount(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> Decimal | None:
+    """A decimal amount as typed (no float rounding); bad text is a usage error."""
+    if value is None:
+        return None
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        raise click.BadParameter(f"{value!r} is not a decimal amount") from None
+    if not amount.is_finite():
+        raise click.BadParameter(f"{value!r} is not a finite amount")
+    return amount

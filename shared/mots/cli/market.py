@@ -6,29 +6,16 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 
 import click
 
-from mots.cli.client import Session, connection, money, table
+from mots.cli.client import Session, connection, decimal_amount, money, table
 from mots.client.config import ENDPOINTS_FILE, ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.schemas import ClientRegistration, EnrolmentIn, QuoteOut, Strategy
-
-
-def _amount(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Decimal | None:
-    """A decimal amount as typed (no float rounding); bad text is a usage error."""
-    if value is None:
-        return None
-    try:
-        amount = Decimal(value)
-    except InvalidOperation:
-        raise click.BadParameter(f"{value!r} is not a decimal amount") from None
-    if not amount.is_finite():
-        raise click.BadParameter(f"{value!r} is not a finite amount")
-    return amount
 
 
 @click.group("market")
@@ -76,7 +63,7 @@ def show_config(session: Session) -> None:
 @market.command("enrol")
 @click.option("--type", "type_name", required=True, help="the attested type label i")
 @click.option("--data-size", type=int, required=True, help="D_i the operator attests")
-@click.option("--cost", callback=_amount, required=True, help="C_i the operator attests")
+@click.option("--cost", callback=decimal_amount, required=True, help="C_i the operator attests")
 @click.option("--uses", type=click.IntRange(1), default=1, show_default=True, help="registrations")
 @click.option(
     "--ttl", "ttl_s", type=click.IntRange(60), default=7 * 86_400, show_default=True, help="seconds"
@@ -109,7 +96,7 @@ def enrol(
 @click.option("--type", "type_name", help="the type label i (the code's if omitted)")
 @click.option("--data-size", type=int, help="D_i, training samples held (the code's if omitted)")
 @click.option(
-    "--cost", callback=_amount, help="C_i, the participation cost (the code's if omitted)"
+    "--cost", callback=decimal_amount, help="C_i, the participation cost (the code's if omitted)"
 )
 @click.option(
     "--save-as",
@@ -159,12 +146,14 @@ def register(
     )
 
 
-def _save(session: Session, profile: str, token: str) -> str:
-    """Save ``token`` and where the market is as ``profile``; say what happened (a failure is
-    reported, not raised: the client is registered and its token must still be shown)."""
+def _save(session: Session, profile: str, token: str, *, locate: bool = True) -> str:
+    """Save ``token`` (and, with ``locate``, where the market is) as ``profile``; say what
+    happened (a failure is reported, not raised: the token must still be shown)."""
     c = session.config
     where = (
-        {"workdir": str(c.workdir)}
+        {}
+        if not locate
+        else {"workdir": str(c.workdir)}
         if c.workdir is not None and c.sources.get("market_url", "").endswith(ENDPOINTS_FILE)
         else {k: v for k in ("market_url", "orchestration_url") if (v := getattr(c, k))}
     )
@@ -189,6 +178,50 @@ def me(session: Session) -> None:
     session.emit(
         out,
         f"client {out.id} ({out.name}, type {out.type_name}, D {out.data_size}, C {money(out.cost)})",
+    )
+
+
+@market.command("leave")
+@connection
+def leave(session: Session) -> None:
+    """Leave the market: out of every round that opens from now on (the wallet, the entries and
+    the models stay readable with the same token).
+
+    \b
+    Example:
+      mots market leave --profile pi-1
+    """
+    with session.market() as m:
+        out = m.leave()
+    session.emit(out, f"client {out.id} ({out.name}) has left the market")
+
+
+@market.group("token")
+def token() -> None:
+    """This client's bearer token."""
+
+
+@token.command("renew")
+@connection
+def renew(session: Session) -> None:
+    """Replace the token by a new one with a fresh expiry (the old one is revoked at once); a
+    token read from a profile is replaced in that profile.
+
+    \b
+    Example:
+      mots market token renew --profile alice
+    """
+    with session.market() as m:
+        out = m.renew_token()
+    source = session.config.sources.get("token", "")
+    saved = ""
+    if source.startswith("profile "):
+        saved = _save(session, source.removeprefix("profile "), out.token, locate=False)
+    expires = datetime.fromtimestamp(out.expires_at, UTC)
+    session.emit(
+        out,
+        f"client {out.client_id}: new token {out.token}, expires {expires:%Y-%m-%d %H:%M} UTC\n"
+        + (saved or "(the old token is revoked; pass the new one as --token or MOTS_TOKEN)"),
     )
 
 
@@ -426,7 +459,7 @@ def model_info(path: Path, as_json: bool) -> None:
 
 @market.command("deposit")
 @click.argument("client_id", type=click.IntRange(1))
-@click.argument("amount", callback=_amount)
+@click.argument("amount", callback=decimal_amount)
 @click.option(
     "--idempotency-key", help="reuse a key to repeat a deposit safely (default: a new one)"
 )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import click
 
-from mots.cli.client import Session, connection, money, table
+from mots.cli.client import Session, connection, decimal_amount, money, table
 from mots.client.rounds import DEFAULT_LIST_LIMIT, RoundView
 
 
@@ -29,16 +30,21 @@ def rounds() -> None:
 
 
 @rounds.command("open")
+@click.option(
+    "--subsidy-budget",
+    callback=decimal_amount,
+    help="most the platform subsidises this round (default: MOTS_ROUND_SUBSIDY_BUDGET)",
+)
 @connection
-def open_round(session: Session) -> None:
+def open_round(session: Session, subsidy_budget: Decimal | None) -> None:
     """(operator) Open a market round; clients then see its quote and declare.
 
     \b
     Example:
-      mots rounds open --workdir /tmp/mots
+      mots rounds open --subsidy-budget 5 --workdir /tmp/mots
     """
     with session.rounds(operator=True) as r:
-        out = r.open_round()
+        out = r.open_round(subsidy_budget)
     session.emit(out, f"round {out.round_id} opened ({out.state.value})")
 
 

@@ -316,6 +316,11 @@ class MarketClient:
             return None
         return self.renew_token()
 
+    def leave(self) -> ClientOut:
+        """``DELETE /v1/me``: leave the market (idempotent, so retried): out of every round that
+        opens from now on; the wallet, entries and models stay readable with the same token."""
+        return self._call(ClientOut, "DELETE", "/v1/me")
+
     def set_node_key(self, public_key: str | bytes) -> NodeKeyOut:
         """``PUT /v1/me/node-key``: register the public key (PEM or OpenSSH) of the SuperNode this
         client trains on; the SuperLink admits the device holding its private key as this client.

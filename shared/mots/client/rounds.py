@@ -12,11 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from mots.client.market import MarketClient, MarketError
+from mots.platform.money import Money
 from mots.platform.schemas import TERMINAL_STATES, RoundState
 
 DEFAULT_LIST_LIMIT = 20
@@ -85,6 +87,14 @@ class RoundOpened(_View):
     state: RoundState
 
 
+class RoundOptions(BaseModel):
+    """The body of ``POST /v1/rounds`` (the orchestration's ``RoundStart``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subsidy_budget: Money | None = Field(None, description="most this round may subsidise")
+
+
 _LIST: TypeAdapter[list[RoundView]] = TypeAdapter(list[RoundView])
 
 
@@ -113,11 +123,13 @@ class RoundsClient:
             raise OrchestrationError(exc.status, exc.detail, exc.method, exc.path) from exc
         return None if r is None else r.content
 
-    def open_round(self) -> RoundOpened:
-        """``POST /v1/rounds`` (operator): open a market round (409 while another is in flight).
+    def open_round(self, subsidy_budget: Decimal | None = None) -> RoundOpened:
+        """``POST /v1/rounds`` (operator): open a market round (409 while another is in flight),
+        with its own cap on the subsidy (else the platform's ``MOTS_ROUND_SUBSIDY_BUDGET``).
 
         Not retried: a lost answer may have opened it; :meth:`rounds` shows the newest."""
-        content = self._get("POST", "/v1/rounds", retry=False)
+        body = None if subsidy_budget is None else RoundOptions(subsidy_budget=subsidy_budget)
+        content = self._get("POST", "/v1/rounds", body=body, retry=False)
         return self._parse(RoundOpened, content, "POST", "/v1/rounds")
 
     def round(self, round_id: int) -> RoundView | None:

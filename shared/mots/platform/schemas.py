@@ -540,7 +540,8 @@ class ModelInfo(_Schema):
     participants: list[int] | None = Field(..., description="the coalition K: trainers per type")
     epsilon: float | None = Field(..., description="the training's test loss ε of the model")
     metadata: dict[str, Any] = Field(
-        ..., description="everything the trainer recorded (data set, model, FedAvg rounds, …)"
+        ...,
+        description="everything the trainer recorded (data set, model, FedAvg rounds, …)",
     )
 
 

@@ -129,7 +129,7 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     assert isinstance(late, dict) and late["name"] == "late"
     assert "balance 10.000000" in _ok("market", "deposit", str(ids[buyer]), "10", **w)
 
-    opened = _json("rounds", "open", **w)
+    opened = _json("rounds", "open", "--subsidy-budget", "100", **w)
     assert isinstance(opened, dict)
     round_id = str(opened["round_id"])
     quote = _json(
@@ -175,6 +175,11 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
         assert (info["round_id"], info["participants"]) == (int(round_id), [0, 2])
         assert info["sha256"] == got["sha256"] and info["epsilon"] > 0
     assert "balanced" in _ok("market", "ledger-check", **w)
+
+    renewed = _ok("market", "token", "renew", **as_late)  # the profile gets the new token
+    assert "saved as profile late" in renewed
+    left = _json("market", "leave", **as_late)
+    assert isinstance(left, dict) and left["status"] == "left"
 
     outsider = _mots("market", "download", round_id, MOTS_TOKEN=tokens["type-1-1"], **w)
     assert outsider.exit_code == 1

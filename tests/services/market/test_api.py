@@ -194,6 +194,46 @@ def test_model_download_only_for_participants_and_buyers(
     assert market.get("/v1/rounds/1/model", headers=gone["auth"]).status_code == 403
 
 
+def test_model_info_reads_the_sidecar_for_those_who_may_download(
+    market: TestClient, register, fund, open_round
+) -> None:
+    """GET /v1/rounds/{id}/model/info: digest, size, coalition and ε from the trainer's .json,
+    under the download's rules (409 before publication, 403 for an abstainer)."""
+    import json
+    from pathlib import Path
+
+    artifact = Path(market.app.state.settings.artifact_root) / "round-0001.pt"
+    artifact.parent.mkdir(parents=True, exist_ok=True)
+    artifact.write_bytes(b"weights")
+    meta = {"dataset": "fashion-mnist", "participants": [1, 0], "epsilon": 0.7, "round": 2}
+    sidecar = {**meta, "format": "mots-model/1", "file": artifact.name, "sha256": "x"}
+    artifact.with_suffix(".json").write_text(json.dumps(sidecar))
+    digest = hashlib.sha256(b"weights").hexdigest()
+    p, idle = register(name="p"), register(name="i")
+    open_round(price="0", rewards={"small": "0.5"})
+    market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=p["auth"])
+    market.put("/v1/rounds/1/decision", json={"strategy": "abstain"}, headers=idle["auth"])
+    assert market.get("/v1/rounds/1/model/info", headers=p["auth"]).status_code == 409
+    payload = SettlePayload(
+        round_id=1,
+        rewards={"small": Decimal("0.5")},
+        participants=[p["id"]],
+        artifact_path=str(artifact),
+        artifact_sha256=digest,
+    )
+    in_transaction(market.app.state.sessions, lambda s: rounds.settle_round(s, payload))
+    in_transaction(market.app.state.sessions, lambda s: rounds.publish(s, 1))
+    r = market.get("/v1/rounds/1/model/info", headers=p["auth"])
+    assert r.status_code == 200, r.text
+    info = r.json()
+    assert (info["round_id"], info["file"], info["sha256"], info["size"]) == (
+        1, "mots-round-1.pt", digest, 7,
+    )  # fmt: skip
+    assert (info["participants"], info["epsilon"], info["format"]) == ([1, 0], 0.7, "mots-model/1")
+    assert info["metadata"] == {**meta, "format": "mots-model/1"}  # the market's digest, not x
+    assert market.get("/v1/rounds/1/model/info", headers=idle["auth"]).status_code == 403
+
+
 def test_registration_rejects_inconsistent_type_declarations(market: TestClient, register) -> None:
     """A type has one (D_i, C_i); a mismatching declaration is a 409 naming the field, a
     malformed one a 422."""
