@@ -91,12 +91,12 @@ def market_panels() -> list[Panel]:
             width=6,
         ),
         Panel(
-            "Generalization error ε, latest round",
+            "Generalization error ε: predicted vs measured",
             "none",
-            "Test loss ε of the latest round's model, one series per exporting service (job): the "
-            "orchestration's copy of the measured ε and the evaluation service's measurement.",
-            (_t("mots_generalization_error", "{{job}}"),),
-            kind="stat",
+            "ε of the latest rounds by source: predicted (the quote's ε(K*), Eq. 3 with the error "
+            "model's estimate at the open), training (the engine's ε after each FedAvg round), "
+            "measured (the evaluation service's test loss), each from the service (job) exporting it.",
+            (_t("mots_generalization_error", "{{source}} ({{job}})"),),
             width=6,
         ),
         Panel(
@@ -145,7 +145,9 @@ def market_panels() -> list[Panel]:
                 _t("mots_latest_round_subsidy", "subsidy, latest round"),
                 _t("mots_round_subsidy_budget", "budget"),
                 _t("mots_round_subsidy_alert_share * mots_round_subsidy_budget", "alert threshold"),
-                _t(f"increase(mots_round_subsidy_total[{ROUND_WINDOW}])", f"paid in {ROUND_WINDOW}"),
+                _t(
+                    f"increase(mots_round_subsidy_total[{ROUND_WINDOW}])", f"paid in {ROUND_WINDOW}"
+                ),
             ),
         ),
         Panel(
@@ -209,12 +211,59 @@ def round_panels() -> list[Panel]:
             kind="bargauge",
         ),
         Panel(
-            "Platform overhead share, latest round",
+            f"Where a round's time goes: mean seconds per round (last {w})",
+            "s",
+            "Mean per round ended in the last window: waiting for clients (collecting their "
+            "decisions), training and evaluation (the learning's work), and the platform's own time "
+            "(everything else: pricing, booking, settling, scheduling).",
+            (
+                _t(
+                    f"sum(increase(mots_round_waiting_seconds_sum[{w}])) / "
+                    f"sum(increase(mots_round_waiting_seconds_count[{w}]))",
+                    "waiting for clients",
+                ),
+                _t(
+                    f'sum(increase(mots_round_phase_duration_seconds_sum{{state=~"training|evaluating"}}[{w}])) / '
+                    f"sum(increase(mots_round_duration_seconds_count[{w}]))",
+                    "training and evaluation",
+                ),
+                _t(
+                    f"sum(increase(mots_round_platform_seconds_sum[{w}])) / "
+                    f"sum(increase(mots_round_platform_seconds_count[{w}]))",
+                    "platform",
+                ),
+            ),
+            kind="bargauge",
+        ),
+        Panel(
+            f"Platform overhead share (last {w})",
             "percentunit",
-            "The latest round's time outside training and evaluation, as a share of its wall time.",
-            (_t("mots_platform_overhead_ratio", "overhead share"),),
+            "The platform's own seconds / (round seconds − seconds waiting for clients), summed over "
+            "the rounds ended in the last window; the latest round's own share beside it.",
+            (
+                _t(
+                    f"sum(increase(mots_round_platform_seconds_sum[{w}])) / "
+                    f"(sum(increase(mots_round_duration_seconds_sum[{w}])) - "
+                    f"sum(increase(mots_round_waiting_seconds_sum[{w}])))",
+                    f"last {w}",
+                ),
+                _t("mots_platform_overhead_ratio", "latest round"),
+            ),
             kind="stat",
             width=6,
+        ),
+        Panel(
+            "Training progress: FedAvg round r of R",
+            "none",
+            "The FedAvg round the latest training has reached and the rounds it runs (ε so far is "
+            "the training series of the ε panel).",
+            (
+                _t("mots_training_fedavg_round", "r"),
+                _t("mots_training_fedavg_rounds", "R"),
+            ),
+            kind="stat",
+            width=6,
+            decimals=0,
         ),
         Panel(
             f"Rounds ended by outcome (last {w})",

@@ -123,7 +123,7 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
             )
 
     in_transaction(sessions, store)
-    GENERALIZATION_ERROR.set(loss)
+    GENERALIZATION_ERROR.labels("measured").set(loss)
     EVALUATIONS.inc()
     return EvaluationResult(
         round_id=request.round_id,

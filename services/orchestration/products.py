@@ -197,8 +197,17 @@ class RoundSummary(_Product):
     equilibrium: bool | None = Field(..., description="(K, B) is an equilibrium of the schedule")
     round_seconds: float
     phase_seconds: dict[str, float] = Field(..., description="seconds in each state, in order")
-    platform_seconds: float = Field(..., description="round time outside training and evaluation")
-    platform_share: float | None
+    waiting_seconds: float = Field(
+        0.0, description="round time spent waiting for clients (collecting their decisions)"
+    )
+    platform_seconds: float = Field(
+        ...,
+        description="the platform's own time: round time outside training, evaluation and "
+        "waiting for clients",
+    )
+    platform_share: float | None = Field(
+        ..., description="platform_seconds / (round_seconds − waiting_seconds)"
+    )
     training_round_seconds: list[float]
     dropped: list[int]
     failed_verification: list[int] = Field(

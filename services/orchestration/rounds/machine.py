@@ -131,6 +131,8 @@ class RoundMachine:
             return Step(None)  # another delivery of this step moved the round first
         log.info("round %s: %s → %s %s", rnd.id, rnd.state.value, move.to.value, move.note)
         prometheus.state_left(rnd.state, seconds)
+        if "quote" in move.update:
+            prometheus.quoted(move.update["quote"])
         if "evaluation" in move.update:
             prometheus.evaluated(move.update["evaluation"])
         if move.to in TERMINAL_STATES:

@@ -4,14 +4,15 @@ gauges of the latest round (dashboards in ``monitoring/grafana``)."""
 from __future__ import annotations
 
 from mots.platform import metrics
-from mots.platform.schemas import TERMINAL_STATES, EvaluationResult, RoundState
-from services.orchestration.products import RoundSummary
+from mots.platform.schemas import TERMINAL_STATES, EvaluationResult, PricingResult, RoundState
+from services.orchestration.products import RoundSummary, TrainingProgress
 
 
 def declare() -> None:
     """Export the round counters and histograms at 0 before the first round ends (increase()
     cannot count the observation that created a series)."""
-    metrics.ROUND_DURATION.observe  # noqa: B018 (creates the lazy histogram)
+    for lazy in ("ROUND_DURATION", "ROUND_WAITING", "ROUND_PLATFORM"):
+        getattr(metrics, lazy)  # creates the lazy histogram
     for state in RoundState:
         if state not in TERMINAL_STATES and state != RoundState.FAILED:  # states a round leaves
             metrics.ROUND_PHASE_DURATION.labels(state.value)
@@ -25,15 +26,30 @@ def state_left(state: RoundState, seconds: float) -> None:
     metrics.ROUND_PHASE_DURATION.labels(state.value).observe(seconds)
 
 
+def quoted(quote: PricingResult) -> None:
+    """A round opened with this quote: its predicted ε(K*)."""
+    metrics.GENERALIZATION_ERROR.labels("predicted").set(quote.epsilon)
+
+
+def training_progress(progress: TrainingProgress) -> None:
+    """The latest training reached FedAvg round r of R with ε so far."""
+    metrics.TRAINING_FEDAVG_ROUND.set(progress.fedavg_round)
+    metrics.TRAINING_FEDAVG_ROUNDS.set(progress.fedavg_rounds)
+    if progress.epsilon is not None:
+        metrics.GENERALIZATION_ERROR.labels("training").set(progress.epsilon)
+
+
 def evaluated(evaluation: EvaluationResult) -> None:
     """The latest round's model was measured."""
-    metrics.GENERALIZATION_ERROR.set(evaluation.test_loss)
+    metrics.GENERALIZATION_ERROR.labels("measured").set(evaluation.test_loss)
 
 
 def finished(summary: RoundSummary) -> None:
     """A round reached a terminal state: export its figures."""
     metrics.ROUNDS.labels(summary.state.value).inc()
     metrics.ROUND_DURATION.observe(summary.round_seconds)
+    metrics.ROUND_WAITING.observe(summary.waiting_seconds)
+    metrics.ROUND_PLATFORM.observe(summary.platform_seconds)
     if summary.platform_share is not None:
         metrics.PLATFORM_OVERHEAD_RATIO.set(summary.platform_share)
     metrics.INCENTIVE_COST.set(float(summary.incentive_cost))
@@ -48,7 +64,7 @@ def finished(summary: RoundSummary) -> None:
     for name, b in summary.buyers.items():
         metrics.BUYERS.labels(name).set(b)
     if summary.epsilon is not None:
-        metrics.GENERALIZATION_ERROR.set(summary.epsilon)
+        metrics.GENERALIZATION_ERROR.labels("measured").set(summary.epsilon)
 
 
 def retried(state: RoundState) -> None:

@@ -40,6 +40,7 @@ from services.orchestration.products import (
     TrainingRecord,
     TypeClients,
 )
+from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.ports import (
     Move,
     RoundFailure,
@@ -203,6 +204,7 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 
     def progress(p: RoundProgress) -> None:  # best effort: a failed write must not stop training
         try:
+            prometheus.training_progress(TrainingProgress.of(p))
             ports.store.record_progress(rnd.id, TrainingProgress.of(p))
         except Exception:
             log.warning("round %s: training progress not recorded", rnd.id, exc_info=True)

@@ -15,6 +15,9 @@ from services.orchestration.rounds.ports import RoundRecord
 
 WORK_STATES = (RoundState.TRAINING.value, RoundState.EVALUATING.value)
 """The states whose time is the learning's, not the platform's."""
+WAITING_STATES = (RoundState.COLLECTING.value,)
+"""The states whose time is spent waiting for clients (their decisions until all have declared or
+the deadline passed), not the platform's own."""
 
 
 def round_summary(
@@ -33,6 +36,8 @@ def round_summary(
     phases[rnd.state.value] = phases.get(rnd.state.value, 0.0) + in_state
     total = (now - rnd.created_at).total_seconds()
     work = sum(phases.get(s, 0.0) for s in WORK_STATES)
+    waiting = sum(phases.get(s, 0.0) for s in WAITING_STATES)
+    platform = max(total - work - waiting, 0.0)
     names = terms.type_names if terms else []
     evaluation = rnd.evaluation
     subsidy = Decimal(settlement.subsidy) if settlement else Decimal(0)
@@ -55,8 +60,9 @@ def round_summary(
         equilibrium=terms.equilibrium.equilibrium if terms and terms.equilibrium else None,
         round_seconds=total,
         phase_seconds=phases,
-        platform_seconds=total - work,
-        platform_share=(total - work) / total if total > 0 else None,
+        waiting_seconds=waiting,
+        platform_seconds=platform,
+        platform_share=platform / (total - waiting) if total - waiting > 0 else None,
         training_round_seconds=training.round_seconds if training else [],
         dropped=training.dropped if training else [],
         failed_verification=training.failed_verification if training else [],

@@ -70,6 +70,12 @@ ROUND_PHASE_DURATION = Histogram(
     ["state"],
     buckets=PHASE_BUCKETS,
 )
+GENERALIZATION_ERROR = Gauge(
+    "mots_generalization_error",
+    "Test loss ε of the latest round's model by source: predicted (the quote's ε(K*), Eq. 3), "
+    "training (the engine's ε so far, after each FedAvg round), measured (the evaluation service).",
+    ["source"],
+)
 ROUNDS = Counter("mots_rounds_total", "Rounds that reached a terminal state, by state.", ["state"])
 ROUNDS_REDRIVEN = Counter(
     "mots_rounds_redriven_total",
@@ -117,12 +123,27 @@ _LAZY: dict[str, Callable[[], Any]] = {
         "Wall time of a market round from open to its terminal state.",
         buckets=ROUND_BUCKETS,
     ),
+    "ROUND_WAITING": lambda: Histogram(
+        "mots_round_waiting_seconds",
+        "Time a round spent waiting for clients (collecting their decisions), per finished round.",
+        buckets=ROUND_BUCKETS,
+    ),
+    "ROUND_PLATFORM": lambda: Histogram(
+        "mots_round_platform_seconds",
+        "The platform's own time in a round (outside training, evaluation and waiting for "
+        "clients), per finished round.",
+        buckets=PHASE_BUCKETS,
+    ),
     "PLATFORM_OVERHEAD_RATIO": lambda: Gauge(
         "mots_platform_overhead_ratio",
-        "Share of the latest round's wall time spent outside training and evaluation.",
+        "The latest round's platform seconds / (round seconds − seconds waiting for clients).",
     ),
-    "GENERALIZATION_ERROR": lambda: Gauge(
-        "mots_generalization_error", "Measured test loss ε of the latest round's model."
+    "TRAINING_FEDAVG_ROUND": lambda: Gauge(
+        "mots_training_fedavg_round",
+        "FedAvg round r the latest training has reached (1-based; equal to R once it is done).",
+    ),
+    "TRAINING_FEDAVG_ROUNDS": lambda: Gauge(
+        "mots_training_fedavg_rounds", "FedAvg rounds R of the latest training."
     ),
     "ROUND_SUBSIDY": lambda: Counter(
         "mots_round_subsidy",

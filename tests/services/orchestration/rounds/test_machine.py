@@ -17,7 +17,7 @@ PUBLISHED_PATH = ["collecting", "training", "evaluating", "settling", "published
 SUMMARY_KEYS = {
     "round_id", "state", "rule", "mechanism", "participants", "buyers", "price", "rewards",
     "welfare", "incentive_cost", "incentive_cost_predicted", "epsilon", "epsilon_predicted",
-    "epsilon_training", "equilibrium", "round_seconds", "phase_seconds", "platform_seconds",
+    "epsilon_training", "equilibrium", "round_seconds", "phase_seconds", "waiting_seconds", "platform_seconds",
     "platform_share", "training_round_seconds", "dropped", "failed_verification",
     "verification", "settlement", "error_model_fit",
 }  # fmt: skip
@@ -58,7 +58,12 @@ def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
     assert list(s["phase_seconds"]) == ["open", "collecting", "training", "evaluating", "settling"]
     assert sum(s["phase_seconds"].values()) == pytest.approx(s["round_seconds"])
     work = s["phase_seconds"]["training"] + s["phase_seconds"]["evaluating"]
-    assert s["platform_seconds"] == pytest.approx(s["round_seconds"] - work)
+    waiting = s["phase_seconds"]["collecting"]
+    assert s["waiting_seconds"] == pytest.approx(waiting)
+    assert s["platform_seconds"] == pytest.approx(s["round_seconds"] - work - waiting)
+    assert s["platform_share"] == pytest.approx(
+        s["platform_seconds"] / (s["round_seconds"] - waiting)
+    )
     assert rnd.training_progress is not None and rnd.training_progress.fedavg_round == 2
     assert _count("published") == before + 1
 
