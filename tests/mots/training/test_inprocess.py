@@ -103,7 +103,7 @@ def test_chunks_change_only_float_rounding(
 ) -> None:
     """Forced into chunks of 3 clients, the same coalition ends within float32 rounding."""
     whole = run_inprocess([4, 3, 3], tiny)
-    per_client = tiny.local_steps * tiny.batch_size * 784 * 4
+    per_client = inprocess.client_bytes(tiny, 784, 10)
     monkeypatch.setattr(inprocess, "CHUNK_BYTES", 3 * per_client)
     chunked = run_inprocess([4, 3, 3], tiny)
     np.testing.assert_allclose(chunked[-1].weights[0], whole[-1].weights[0], atol=1e-6)
