@@ -198,7 +198,12 @@ def leave(session: Session) -> None:
 
 @market.group("token")
 def token() -> None:
-    """This client's bearer token."""
+    """This client's bearer token.
+
+    \b
+    Example:
+      mots market token renew --profile alice
+    """
 
 
 @token.command("renew")
