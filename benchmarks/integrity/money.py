@@ -345,9 +345,12 @@ def ledger_balanced(p: MoneyPlatform) -> bool:
     )
 
 
-def start(workdir: Path, **env: str) -> MoneyPlatform:
-    """A fresh platform (four services, SQLite) with the honest population registered."""
-    stack = Stack(workdir=workdir / "stack", extra_env=stack_env(**env))
+def start(workdir: Path, database_urls: dict[str, str] | None = None, **env: str) -> MoneyPlatform:
+    """A fresh platform (four services; SQLite unless ``database_urls`` names a service's
+    database, e.g. the market's on PostgreSQL) with the honest population registered."""
+    stack = Stack(
+        workdir=workdir / "stack", extra_env=stack_env(**env), database_urls=database_urls or {}
+    )
     stack.start(timeout_s=180)
     clients = {s: httpx.Client(base_url=stack.url(s), timeout=60) for s in ("market", "pricing")}
     orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
