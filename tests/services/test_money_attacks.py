@@ -16,22 +16,24 @@ pytestmark = pytest.mark.integration
 
 
 def test_quote_overcharge_is_contained_on_postgresql(pg_url: str, tmp_path: Path) -> None:
-    """Both deviations are tried and contained; re-pricing was beyond the quote in each round
-    (so the attack is real) and what was booked was not."""
+    """Both deviations are tried and contained; re-pricing was beyond the quote (in the first
+    round at least, priced on the prior; so the attack is real) and what was booked was not."""
     p = money.start(tmp_path, database_urls={"market": pg_url})
     try:
         a = money.ATTACKS["quote_overcharge"](p)
         assert a.tried == 2 and a.refused_or_caught == 2, a.details
         assert a.as_dict()["paid"] == "0"
+        beyond = []
         for r in a.extra:
             quoted = {k: Decimal(v) for k, v in r["quoted_rewards"].items()}
             realised = {k: Decimal(str(v)) for k, v in r["realised_rewards"].items()}
             captured = {k: Decimal(v) for k, v in r["captured_rewards"].items()}
-            assert any(
-                realised[k] < min(q, 0) or realised[k] > max(q, 0) for k, q in quoted.items()
+            beyond.append(
+                any(realised[k] < min(q, 0) or realised[k] > max(q, 0) for k, q in quoted.items())
             )
             assert all(min(q, 0) <= captured[k] <= max(q, 0) for k, q in quoted.items())
             assert Decimal(r["subsidy"]) <= money.SUBSIDY_BUDGET
+        assert beyond[0], a.extra
         assert money.ledger_balanced(p)
     finally:
         money.stop(p)
