@@ -347,7 +347,13 @@ def compare(scenario_path: Path, start: str | None, as_json: bool, eps_req: floa
 
 @click.command(name="mechanisms")
 def mechanisms_command() -> None:
-    """List the mechanisms `--mechanism` accepts; the platform's default is marked."""
+    """List the mechanisms `--mechanism` accepts; the platform's default is marked.
+
+    \b
+    Example:
+      mots mechanisms
+      mots solve examples/scenarios/paper_mnist.yaml --json   # uses the default
+    """
     for name, cls in MECHANISMS.items():
         mark = " (default)" if name == DEFAULT_MECHANISM else ""
         click.echo(f"{name}{mark}: {cls.description}")

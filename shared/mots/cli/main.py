@@ -22,6 +22,12 @@ def cli() -> None:
 
     Start with `mots solve examples/scenarios/paper_mnist.yaml` to see the welfare-maximising
     state, SWAN's price and rewards, and the FL framework's best for comparison.
+
+    \b
+    Example:
+      mots solve examples/scenarios/paper_mnist.yaml
+      mots demo --trainer inprocess
+      mots COMMAND --help      # every command shows its own example
     """
 
 

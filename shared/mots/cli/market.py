@@ -420,7 +420,12 @@ def download(session: Session, round_id: int, dest: Path | None) -> None:
 
 @market.group("model")
 def model() -> None:
-    """A downloaded model file."""
+    """A downloaded model file.
+
+    \b
+    Example:
+      mots market model info mots-round-1.pt
+    """
 
 
 @model.command("info")

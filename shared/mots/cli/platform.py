@@ -54,7 +54,16 @@ FIXED_PORTS = {
     help="FedAvg rounds R of the market round's training",
 )
 def demo(out_dir: Path, n_nodes: int, trainer: str, train_rounds: int) -> None:
-    """Run one full market cycle on Fashion-MNIST with real training, then stop everything."""
+    """Run one full market cycle on Fashion-MNIST with real training, then stop everything.
+
+    Starts Redis (if none listens on 6379), the four services, their workers, a Flower federation
+    and Prometheus as child processes; they stop when the demo ends, and Ctrl-C stops them all.
+
+    \b
+    Example:
+      mots demo --trainer inprocess --nodes 20    # about 15 s on a laptop
+      mots demo --train-rounds 5 --out out/demo   # Flower's deployment engine
+    """
     from mots.local.demo import SUMMARY_KEYS, run_demo
 
     summary = run_demo(out_dir=out_dir, n_nodes=n_nodes, trainer=trainer, train_rounds=train_rounds)

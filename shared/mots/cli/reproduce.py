@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from mots.cli.progress import message_bar
 from mots.reproduce.measure import DEFAULT_DATA_DIR
 from mots.reproduce.settings import SETTINGS
 
@@ -14,9 +15,9 @@ from mots.reproduce.settings import SETTINGS
     "reproduce",
     short_help="Reproduce the paper's evaluation (Figs. 5-9): PNG figures and a report.",
     epilog=(
-        "Examples:\n\n"
-        "  mots reproduce --quick                  # minutes on 2 cores, 1 run, few rounds\n\n"
-        "  mots reproduce --full --seeds 30        # the paper's R = 500/600 and 30 runs (hours)\n\n"
+        "\b\nExamples:\n"
+        "  mots reproduce --quick             # minutes on 2 cores, 1 run, few rounds\n"
+        "  mots reproduce --full --seeds 30   # the paper's R = 500/600, 30 runs (hours)\n"
         "  mots reproduce --quick --rounds 10 --settings iid_logistic --out /tmp/r\n\n"
         "Re-running with the same configuration re-uses OUT/measured/*.json and only redoes "
         "the sweeps, figures and report (seconds); an interrupted run resumes from "
@@ -135,7 +136,8 @@ def reproduce(
         workers=workers,
         command=" ".join(parts),
     )
-    doc = run_reproduction(options, progress=lambda msg: click.echo(msg, err=True))
+    with message_bar("reproduce") as report:
+        doc = run_reproduction(options, progress=report)
     click.echo(f"wrote {out_dir / 'report.md'} ({doc['seconds']:.0f} s)")
     for s in doc["settings"]:
         for key, imp in s["improvements"].items():

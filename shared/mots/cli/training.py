@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from mots.cli.progress import message_bar, round_bar
+
 _DEFAULT_WORKDIR = Path("out/federation")
 
 
@@ -108,7 +110,13 @@ def _parse_k(text: str) -> list[int]:
 )
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 def sweep(seeds: int, k1_max: int, coalitions: tuple[str, ...], out_dir: Path, **kw: Any) -> None:
-    """Measure ε over a grid of coalitions (Fig. 5), fit Eq. 3 + ε0, write sweep.json and a plot."""
+    """Measure ε over a grid of coalitions (Fig. 5), fit Eq. 3 + ε0, write sweep.json and a plot.
+
+    \b
+    Example:
+      mots sweep --out out/sweep --rounds 20 --seeds 1 --k1-max 4
+      mots sweep --out out/sweep --coalition 2,0,5 --coalition 4,2,0 --rounds 50
+    """
     from mots.training.datasets import DatasetNotFoundError
     from mots.training.sweep import fig5_coalitions, run_sweep
 
@@ -117,9 +125,8 @@ def sweep(seeds: int, k1_max: int, coalitions: tuple[str, ...], out_dir: Path, *
     try:
         for k in grid:
             cfg.check_participants(k)
-        result = run_sweep(
-            cfg, grid, list(range(seeds)), progress=lambda s: click.echo(s, err=True)
-        )
+        with message_bar("sweep", total=len(grid) * seeds) as report:
+            result = run_sweep(cfg, grid, list(range(seeds)), progress=report)
     except (DatasetNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     js, png = result.save(out_dir)
@@ -165,25 +172,48 @@ def train(
     as_json: bool,
     **kw: Any,
 ) -> None:
-    """Train one coalition K with FedAvg and print its test loss ε (progress on stderr)."""
+    """Train one coalition K with FedAvg and print its test loss ε (progress on stderr).
+
+    `--engine deployment` trains on the federation `mots federation up --workdir DIR` started;
+    without `--workdir` it starts a private one for this run (said on stderr; stopped when the
+    run ends, or by Ctrl-C).
+
+    \b
+    Example:
+      mots train -k 2,0,5 --rounds 20
+      mots federation up --workdir out/fed && mots train -k 2,0,5 --engine deployment --workdir out/fed
+    """
     from mots.training.datasets import DatasetNotFoundError
     from mots.training.runner import train_coalition
 
     cfg = _config(seed=seed, **kw)
+    k = _parse_k(participants)
     fed = None
     if engine == "deployment" and workdir is not None:
-        from mots.training.federation import LocalFederation
+        from mots.training.federation import FederationError, LocalFederation
 
-        fed = LocalFederation.attach(workdir)
-    try:
-        result = train_coalition(
-            _parse_k(participants),
-            cfg,
-            engine="deployment" if engine == "deployment" else "inprocess",
-            federation=fed,
-            progress=not as_json,
-            artifact_dir=artifacts,
+        try:
+            fed = LocalFederation.attach(workdir)
+        except FederationError as err:
+            raise click.ClickException(str(err)) from err
+    elif engine == "deployment":
+        click.echo(
+            f"no --workdir: starting a private Flower federation (a SuperLink and {sum(k)} "
+            f"SuperNodes, background processes) for {cfg.rounds} FedAvg rounds; it stops when "
+            "the run ends, and Ctrl-C stops it. To reuse one: `mots federation up --workdir DIR`, "
+            "then `mots train --engine deployment --workdir DIR`.",
+            err=True,
         )
+    try:
+        with round_bar(f"train K={k}", total=cfg.rounds) as report:
+            result = train_coalition(
+                k,
+                cfg,
+                engine="deployment" if engine == "deployment" else "inprocess",
+                federation=fed,
+                progress=report,
+                artifact_dir=artifacts,
+            )
     except (DatasetNotFoundError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     out = {
@@ -206,7 +236,14 @@ def train(
 
 @click.group()
 def federation() -> None:
-    """A local Flower federation: one SuperLink and one SuperNode per edge device."""
+    """A local Flower federation: one SuperLink and one SuperNode per edge device.
+
+    \b
+    Example:
+      mots federation up --nodes 20 --counts 10,5,5 --workdir out/fed
+      mots federation status --workdir out/fed
+      mots federation down --workdir out/fed
+    """
 
 
 @federation.command()
@@ -237,7 +274,12 @@ def federation() -> None:
     help="a resident trainer per node (torch loaded once)",
 )
 def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool) -> None:
-    """Start the SuperLink and the SuperNodes as background processes; `down` stops them all."""
+    """Start the SuperLink and the SuperNodes as background processes; `down` stops them all.
+
+    \b
+    Example:
+      mots federation up --nodes 4 --counts 2,1,1 --workdir out/fed
+    """
     from mots.training.federation import FederationError, LocalFederation
 
     per_type = _parse_k(counts)
@@ -255,7 +297,8 @@ def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool) -> None
         raise click.ClickException(str(err)) from err
     click.echo(
         f"federation up (TLS, SuperNode authentication): Control API {fed.address}, Fleet API "
-        f"{fed.fleet_address}, {nodes} SuperNodes; state and keys in {workdir}"
+        f"{fed.fleet_address}, {nodes} SuperNodes; state and keys in {workdir}\n"
+        f"they run in the background: `mots federation down --workdir {workdir}` stops them"
     )
 
 
@@ -267,7 +310,12 @@ def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool) -> None
     show_default=True,
 )
 def down(workdir: Path) -> None:
-    """Stop every process of the federation (whole process groups, spawned children included)."""
+    """Stop every process of the federation (whole process groups, spawned children included).
+
+    \b
+    Example:
+      mots federation down --workdir out/fed
+    """
     from mots.training.federation import FederationError, LocalFederation
 
     try:
@@ -289,7 +337,12 @@ def down(workdir: Path) -> None:
 )
 @click.option("--json", "as_json", is_flag=True)
 def status(workdir: Path, as_json: bool) -> None:
-    """Which of the federation's processes are alive, with their memory."""
+    """Which of the federation's processes are alive, with their memory.
+
+    \b
+    Example:
+      mots federation status --workdir out/fed --json
+    """
     from mots.training.federation import FederationError, LocalFederation
 
     try:

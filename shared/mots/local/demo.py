@@ -13,11 +13,13 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from mots.cli.progress import round_bar
 from mots.client import MarketClient, ModelIntegrityError
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
@@ -30,6 +32,7 @@ from mots.local.launcher import (
 )
 from mots.platform.schemas import Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
+from mots.training.progress import RoundProgress
 
 DEMO_TYPES: list[dict[str, Any]] = [
     {"name": "type-1", "count": 10, "data_size": 50, "cost": "0.5"},
@@ -60,9 +63,14 @@ def start_redis(workdir: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
     return url, server.popen
 
 
-def wait_round(http: httpx.Client, round_id: int, timeout_s: float) -> dict[str, Any]:
+def wait_round(
+    http: httpx.Client,
+    round_id: int,
+    timeout_s: float,
+    on_fedavg: Callable[[RoundProgress], None] | None = None,
+) -> dict[str, Any]:
     """Poll the orchestration API until the round reaches a terminal state, printing each state
-    and, while it trains, each finished FedAvg round."""
+    and, while it trains, each finished FedAvg round (also handed to ``on_fedavg``: a bar)."""
     deadline = time.monotonic() + timeout_s
     last = ""
     last_fedavg = 0
@@ -73,6 +81,8 @@ def wait_round(http: httpx.Client, round_id: int, timeout_s: float) -> dict[str,
         if progress and not progress["in_progress"] and progress["fedavg_round"] > last_fedavg:
             last_fedavg = progress["fedavg_round"]
             print(f"    {fedavg_line(progress)}", flush=True)
+            if on_fedavg is not None:
+                on_fedavg(fedavg_progress(progress))
         if body["state"] != last:
             print(f"  round {round_id}: {body['state']}", flush=True)
             last = body["state"]
@@ -80,6 +90,19 @@ def wait_round(http: httpx.Client, round_id: int, timeout_s: float) -> dict[str,
             return body
         time.sleep(0.2)
     raise TimeoutError(f"round {round_id} did not finish within {timeout_s}s (last state {last})")
+
+
+def fedavg_progress(progress: dict[str, Any]) -> RoundProgress:
+    """The round API's ``training_progress`` as the training engines report a round."""
+    eps = progress.get("epsilon")
+    return RoundProgress(
+        round=int(progress["fedavg_round"]) - 1,
+        rounds=int(progress["fedavg_rounds"]),
+        clients_done=int(progress["clients_done"]),
+        clients=int(progress["clients"]),
+        epsilon=float("nan") if eps is None else float(eps),
+        seconds=float(progress["round_seconds"]),
+    )
 
 
 def fedavg_line(progress: dict[str, Any]) -> str:
@@ -186,7 +209,8 @@ def run_demo(
         choices = choose(agents, quote, PowerUtility.model_validate(DEMO_UTILITY))
         act(market, agents, round_id, choices)
         print("every client declared; training the chosen participants with Flower ...", flush=True)
-        body = wait_round(orchestration, round_id, timeout_s)
+        with round_bar("FedAvg", total=train_rounds) as fedavg:
+            body = wait_round(orchestration, round_id, timeout_s, on_fedavg=fedavg)
         summary: dict[str, Any] = body["summary"]
         buyer = next((a for a in agents if choices[a.id] is Strategy.BUY), None)
         if buyer is not None and body["state"] == "published":
