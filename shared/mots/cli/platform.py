@@ -194,7 +194,9 @@ def down(workdir: Path, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while pidfile.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
-    if pidfile.exists():  # the `up` process is gone or stuck: stop its children's groups
+    if pidfile.exists():  # the `up` process is gone or stuck: kill it and its children's groups
+        if isinstance(leader, int):
+            _signal(leader, signal.SIGKILL)
         for pid in recorded.get("pids", []):
             _signal(pid, signal.SIGKILL, group=True)
         pidfile.unlink(missing_ok=True)
