@@ -358,7 +358,10 @@ def play_round(soak: Soak, round_id: int, fault: Fault | None) -> dict[str, Any]
     utility = PowerUtility.model_validate(DEMO_UTILITY)
     watcher = fault_watcher(soak, fault, round_id) if fault is not None else None
     with soak.http("market") as http:
-        quote = retrying("quote", lambda: wait_for_quote(http, members[0], round_id, 120))
+        try:
+            quote = retrying("quote", lambda: wait_for_quote(http, members[0], round_id, 120))
+        except RuntimeError:  # the round failed before it collected: it ends by rule
+            return finish(soak, round_id, watcher, fault)
     choices = choose(members, quote, utility)
 
     def declare() -> None:
@@ -370,6 +373,13 @@ def play_round(soak: Soak, round_id: int, fault: Fault | None) -> dict[str, Any]
     except Exception as exc:  # the round closed meanwhile: the silent abstain by rule
         print(f"round {round_id}: declarations incomplete ({exc})", flush=True)
     churn(soak, round_id, members)
+    return finish(soak, round_id, watcher, fault)
+
+
+def finish(
+    soak: Soak, round_id: int, watcher: threading.Thread | None, fault: Fault | None
+) -> dict[str, Any]:
+    """Wait for the round to end and note what became of its fault."""
     body = wait_state(soak, round_id, TERMINAL, 900)
     if watcher is not None:
         watcher.join(timeout=300)
