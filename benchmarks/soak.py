@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from mots.client import MarketError
 from mots.economics.utility import PowerUtility
 from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY
@@ -98,7 +99,9 @@ def retrying(what: str, fn: Any, timeout_s: float = 120.0) -> Any:
     while True:
         try:
             return fn()
-        except (httpx.HTTPError, OSError) as exc:
+        except (httpx.HTTPError, OSError, MarketError) as exc:
+            if isinstance(exc, MarketError) and exc.status is not None and exc.status < 500:
+                raise  # an answer: the market refused (not a restart under way)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{what}: no answer for {timeout_s:.0f}s ({exc})") from exc
             time.sleep(0.5)
@@ -424,8 +427,12 @@ def targets(report: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     early = sum(err[:third]) / max(1, len(err[:third]))
     late = sum(err[-third:]) / max(1, len(err[-third:]))
     growth = max(rss_growth.values(), default=0.0)
+    wanted = report.get("rounds_wanted", n)
     return {
-        "every round ended": (all(r["state"] in TERMINAL for r in rows), f"{n} rounds"),
+        "every round ended": (
+            n == wanted and all(r["state"] in TERMINAL for r in rows),
+            f"{n}/{wanted} rounds",
+        ),
         "≥ 90% published": (published >= 0.9 * n, f"{published}/{n}"),
         "overrun ≤ 30 s": (worst <= SLACK_S, f"worst {worst:.1f} s"),
         "ledger exact": (report["ledger_balanced_after_every_round"], "after every round"),
@@ -535,6 +542,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     plan = plan_faults(args.rounds, kinds) if args.faults else {}
     rows: list[dict[str, Any]] = []
     balanced = True
+    error = None
     try:
         redis.start()
         stack.start(timeout_s=180, services=("market",))
@@ -545,7 +553,12 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         with Progress(console=console) as progress:
             task = progress.add_task("rounds", total=args.rounds)
             for round_id in range(1, args.rounds + 1):
-                body = play_round(soak, round_id, plan.get(round_id))
+                try:
+                    body = play_round(soak, round_id, plan.get(round_id))
+                except Exception as exc:  # reported: the rounds so far still count
+                    error = f"round {round_id}: {type(exc).__name__}: {exc}"
+                    console.print(f"[red]soak stopped: {error}")
+                    break
                 balanced &= ledger_balanced(soak)
                 with soak.lock:
                     rows.append(row_of(body, rss_mib(soak)))
@@ -564,6 +577,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         ],
         "ledger_balanced_after_every_round": balanced,
         "orphan_processes": left,
+        "error": error,
     }
 
 
@@ -597,6 +611,7 @@ def main() -> None:
     console = Console()
     started = time.monotonic()
     report = run(args, console)
+    report["rounds_wanted"] = args.rounds
     report["wall_seconds"] = round(time.monotonic() - started, 1)
     goals = targets(report)
     report["targets"] = {k: {"met": ok, "figure": fig} for k, (ok, fig) in goals.items()}
