@@ -11,10 +11,14 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mots.platform.bulk import one_of
 from mots.platform.schemas import NodeKeyOut, NodeKeys
 from mots.training.pki import fingerprint, public_pem_from_text
+from services.market import ledger
 from services.market.errors import Conflict
 from services.market.models import Client
+
+_CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
 
 
 def normalised(public_key: str) -> bytes:
@@ -40,9 +44,12 @@ def keys_of(session: Session, client_ids: list[int]) -> NodeKeys:
     """The registered keys of ``client_ids`` (clients without one are left out)."""
     if not client_ids:
         return NodeKeys(keys={})
-    rows = session.execute(
-        select(Client.id, Client.node_public_key).where(
-            Client.id.in_(client_ids), Client.node_public_key.is_not(None)
-        )
-    ).all()
+    conn = session.connection()
+    ids = sorted(set(client_ids))
+    stmt = select(Client.id, Client.node_public_key).where(
+        one_of(_CLIENT_ID, "ids", conn.dialect.name), Client.node_public_key.is_not(None)
+    )
+    # One array parameter on PostgreSQL (a list of 100,000 ids exceeds its 65,535 parameters),
+    # chunks on SQLite.
+    rows = [r for part in ledger.chunks(conn, ids) for r in conn.execute(stmt, {"ids": part})]
     return NodeKeys(keys={int(cid): str(pem) for cid, pem in rows})

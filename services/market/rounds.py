@@ -103,18 +103,26 @@ def captured_terms(
 def population(session: Session) -> Population:
     """Active (attested or approved) clients grouped by type, in non-decreasing data size:
     pending and revoked clients are never priced."""
-    groups: dict[str, PopulationType] = {}
-    for c in session.scalars(select(Client).where(Client.status == "active").order_by(Client.id)):
-        g = groups.get(c.type_name)
-        if g is None:
-            groups[c.type_name] = PopulationType(
-                name=c.type_name,
-                data_size=c.data_size,
-                cost=from_micros(c.cost_micros),
-                client_ids=[c.id],
-            )
+    facts: dict[str, tuple[int, int]] = {}
+    ids: dict[str, list[int]] = {}
+    rows = session.execute(  # plain rows, not ORM objects: 100,000 clients in a fraction of a s
+        select(Client.id, Client.type_name, Client.data_size, Client.cost_micros)
+        .where(Client.status == "active")
+        .order_by(Client.id)
+    )
+    for cid, type_name, data_size, cost_micros in rows:
+        found = ids.get(type_name)
+        if found is None:
+            facts[type_name] = (data_size, cost_micros)
+            ids[type_name] = [cid]
         else:
-            g.client_ids.append(c.id)
+            found.append(cid)
+    groups = {
+        name: PopulationType(
+            name=name, data_size=size, cost=from_micros(cost), client_ids=ids[name]
+        )
+        for name, (size, cost) in facts.items()
+    }
     return Population(types=sorted(groups.values(), key=lambda t: (t.data_size, t.name)))
 
 
