@@ -488,6 +488,65 @@ def deposit(session: Session, client_id: int, amount: Decimal, idempotency_key: 
     )
 
 
+@market.command("enrolments")
+@click.option("--revoke", "revoke_id", type=click.IntRange(1), help="revoke this enrolment first")
+@connection
+def enrolments(session: Session, revoke_id: int | None) -> None:
+    """(operator) The enrolments (type, uses left, expiry; never the codes), after revoking one.
+
+    \b
+    Example:
+      mots market enrolments --revoke 2
+    """
+    with session.market(operator=True) as m:
+        if revoke_id is not None:
+            m.revoke_enrolment(revoke_id)
+        out = m.enrolments()
+    rows = [
+        (
+            e.id,
+            e.type_name,
+            e.data_size,
+            money(e.cost),
+            e.uses_left,
+            f"{datetime.fromtimestamp(e.expires_at, UTC):%Y-%m-%d %H:%M}",
+            "revoked" if e.revoked else "",
+        )
+        for e in out
+    ]
+    session.emit(out, table(rows, ("id", "type", "D", "C", "uses left", "expires (UTC)", "")))
+
+
+@market.command("approve")
+@click.argument("client_id", type=click.IntRange(1))
+@connection
+def approve(session: Session, client_id: int) -> None:
+    """(operator) Make a pending self-registered client active (priced from the next round).
+
+    \b
+    Example:
+      mots market approve 7
+    """
+    with session.market(operator=True) as m:
+        out = m.approve(client_id)
+    session.emit(out, f"client {out.id} ({out.name}): {out.status.value}")
+
+
+@market.command("revoke")
+@click.argument("client_id", type=click.IntRange(1))
+@connection
+def revoke(session: Session, client_id: int) -> None:
+    """(operator) Revoke a client: it may no longer declare or buy.
+
+    \b
+    Example:
+      mots market revoke 7
+    """
+    with session.market(operator=True) as m:
+        out = m.revoke_client(client_id)
+    session.emit(out, f"client {out.id} ({out.name}): {out.status.value}")
+
+
 @market.command("clients")
 @connection
 def clients(session: Session) -> None:

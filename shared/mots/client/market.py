@@ -39,6 +39,7 @@ from mots.platform.schemas import (
     DepositOut,
     EnrolmentIn,
     EnrolmentIssued,
+    EnrolmentOut,
     EntryOut,
     LedgerCheck,
     ModelInfo,
@@ -63,6 +64,7 @@ MODEL_DIGEST_HEADER = "X-Model-SHA256"
 M = TypeVar("M", bound=BaseModel)
 _ClientPage = Page[ClientOut]
 _EntryPage = Page[EntryOut]
+_EnrolmentPage = Page[EnrolmentOut]
 
 
 class MarketError(Exception):
@@ -491,6 +493,35 @@ class MarketClient:
         at registration (:class:`ClientRegistration`'s ``enrolment_code``); shown only once, so
         not retried."""
         return self._call(EnrolmentIssued, "POST", "/v1/enrolments", body=enrolment, retry=False)
+
+    def enrolments(self, page_size: int = 500) -> list[EnrolmentOut]:
+        """``GET /v1/enrolments`` (operator): every enrolment (never its code), every page."""
+        return self._all(_EnrolmentPage, "/v1/enrolments", page_size)
+
+    def revoke_enrolment(self, enrolment_id: int) -> EnrolmentOut:
+        """``DELETE /v1/enrolments/{id}`` (operator): its code admits no more registrations."""
+        return self._call(EnrolmentOut, "DELETE", f"/v1/enrolments/{enrolment_id}")
+
+    def approve(self, client_id: int) -> ClientOut:
+        """``POST /v1/clients/{id}/approve`` (operator): a pending self-registered client becomes
+        active (priced from the next round)."""
+        return self._call(ClientOut, "POST", f"/v1/clients/{client_id}/approve")
+
+    def revoke_client(self, client_id: int) -> ClientOut:
+        """``DELETE /v1/clients/{id}`` (operator): the client may no longer declare or buy."""
+        return self._call(ClientOut, "DELETE", f"/v1/clients/{client_id}")
+
+    def _all(self, page: type[Page[Any]], path: str, page_size: int) -> list[Any]:
+        """Every item of a paged list route, following ``next``."""
+        out: list[Any] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
+            got = self._call(page, "GET", path, params=params)
+            out.extend(got.items)
+            if got.next is None:
+                return out
+            cursor = got.next
 
     def clients(self, page_size: int = 500) -> list[ClientOut]:
         """``GET /v1/clients`` (operator): every registered client, following the pages' ``next``."""

@@ -181,6 +181,11 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     left = _json("market", "leave", **as_late)
     assert isinstance(left, dict) and left["status"] == "left"
 
+    listed = _json("market", "enrolments", **w)
+    assert isinstance(listed, list) and [e["uses_left"] for e in listed] == [0, 0]
+    revoked = _json("market", "revoke", str(ids["type-1-2"]), **w)
+    assert isinstance(revoked, dict) and revoked["status"] == "revoked"
+
     outsider = _mots("market", "download", round_id, MOTS_TOKEN=tokens["type-1-1"], **w)
     assert outsider.exit_code == 1
     assert outsider.output.strip().splitlines()[-1].startswith("Error: 403: round_id:")

@@ -288,3 +288,34 @@ def test_the_client_list_follows_next_to_the_last_page() -> None:
     listed = client(handler).clients(page_size=2)
     assert [c.id for c in listed] == [1, 2, 3]
     assert asked == [("2", None), ("2", "c2")]
+
+
+def test_operator_calls_hit_their_routes_and_lists_follow_next() -> None:
+    """enrolments() reads every page; revoke_enrolment, approve and revoke_client hit their
+    routes with the operator's token and parse the service's schemas."""
+    seen: list[tuple[str, str]] = []
+    enrolment = {
+        "id": 1, "type_name": "small", "data_size": 50, "cost": "0.500000", "uses_left": 2,
+        "expires_at": 1_900_000_000, "revoked": False,
+    }  # fmt: skip
+    client_out = {"id": 7, "name": "pi-7", "type_name": "small", "data_size": 50, "cost": "0.5"}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path + ("?" + request.url.query.decode())))
+        assert request.headers["Authorization"] == "Bearer op"
+        if request.url.path == "/v1/enrolments":
+            nxt = None if "cursor" in request.url.params else "c1"
+            return httpx.Response(200, json={"items": [enrolment], "next": nxt})
+        if request.url.path.startswith("/v1/enrolments/"):
+            return httpx.Response(200, json={**enrolment, "revoked": True})
+        status = "revoked" if request.method == "DELETE" else "active"
+        return httpx.Response(200, json={**client_out, "status": status})
+
+    op = client(handler, token="op")
+    assert len(op.enrolments(page_size=1)) == 2
+    assert op.revoke_enrolment(1).revoked
+    assert op.approve(7).status.value == "active"
+    assert op.revoke_client(7).status.value == "revoked"
+    assert [m for m, _ in seen] == ["GET", "GET", "DELETE", "POST", "DELETE"]
+    assert seen[1][1] == "/v1/enrolments?limit=1&cursor=c1"
+    assert seen[3][1] == "/v1/clients/7/approve?"

@@ -91,3 +91,19 @@ def test_the_current_states_deadline() -> None:
     body = {**body, "state": "published"}
     ended = _client(lambda _: httpx.Response(200, json=body)).round(5)
     assert ended is not None and ended.deadline() is None
+
+
+def test_the_views_name_only_fields_the_service_has() -> None:
+    """RoundView, FedAvgProgress and RoundOptions read the orchestration's own schemas: a field
+    renamed there fails here, not silently in a user's terminal."""
+    from mots.client.rounds import FedAvgProgress, RoundOpened, RoundOptions, RoundView
+    from services.orchestration.api.schemas import RoundDetail, RoundStart, RoundStarted
+    from services.orchestration.products import TrainingProgress
+
+    assert set(RoundView.model_fields) <= set(RoundDetail.model_fields)
+    assert set(FedAvgProgress.model_fields) == set(TrainingProgress.model_fields)
+    assert set(RoundOpened.model_fields) == set(RoundStarted.model_fields)
+    assert set(RoundOptions.model_fields) == set(RoundStart.model_fields)
+    example = RoundDetail.model_json_schema()["examples"][0]  # the service's documented answer
+    view = RoundView.model_validate(example)
+    assert view.summary is not None and view.transitions and view.state.value == example["state"]
