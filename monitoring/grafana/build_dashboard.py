@@ -253,6 +253,16 @@ def round_panels() -> list[Panel]:
             width=6,
         ),
         Panel(
+            "SuperNodes connected per type",
+            "none",
+            "SuperNodes of the federation per client type, read before and after each training "
+            "(alive processes of the local federation; nodes registered with an external SuperLink).",
+            (_t("mots_supernodes_connected", "{{type}}"),),
+            kind="bargauge",
+            width=6,
+            decimals=0,
+        ),
+        Panel(
             "Training progress: FedAvg round r of R",
             "none",
             "The FedAvg round the latest training has reached and the rounds it runs (ε so far is "

@@ -14,6 +14,7 @@ verification (MOTS_TRAIN_POLICY: the verification and drop-out policy).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -21,8 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mots.platform.metrics import SUPERNODES
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
+
+log = logging.getLogger(__name__)
 
 VERIFIED = "verified"
 
@@ -37,6 +41,7 @@ class Coalition:
     enrolled: list[list[int]] = field(default_factory=list)
     node_keys: dict[int, str] = field(default_factory=dict)
     quoted_epsilon: float | None = None
+    type_names: list[str] = field(default_factory=list)
 
     def registered_keys(self) -> dict[tuple[int, int], bytes]:
         """(type, index) → key of every enrolled client with a key: participants first, at
@@ -152,6 +157,7 @@ class Trainer:
             federation = self._ensure_federation(node_types) if engine == "deployment" else None
             if isinstance(federation, ExternalSuperLink) and coalition is not None:
                 federation.register_nodes(coalition.registered_keys())
+            _export_supernodes(federation, coalition)
             result = train_coalition(
                 participants,
                 config,
@@ -162,6 +168,7 @@ class Trainer:
                 quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
             )
             seconds = time.perf_counter() - start
+            _export_supernodes(federation, coalition)
         completed = result.metadata.get("completed_participants", participants)
         return TrainingOutcome(
             epsilon=float(result.epsilon),
@@ -180,6 +187,20 @@ class Trainer:
         if self._federation is not None:
             self._federation.stop()
         self._federation, self._node_types = None, None
+
+
+def _export_supernodes(federation: Any, coalition: Coalition | None) -> None:
+    """``mots_supernodes_connected{type}``: the federation's SuperNodes per type (alive processes
+    of a local federation, registered nodes of an external SuperLink); nothing in process."""
+    if federation is None or coalition is None or not coalition.type_names:
+        return
+    try:
+        counts = federation.supernodes_per_type()
+    except Exception:  # a gauge must never stop a training
+        log.warning("SuperNodes per type could not be read", exc_info=True)
+        return
+    for i, name in enumerate(coalition.type_names):
+        SUPERNODES.labels(name).set(counts.get(i, 0))
 
 
 def participant_outcomes(

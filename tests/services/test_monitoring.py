@@ -99,6 +99,11 @@ def test_prometheus_scrapes_services_and_every_panel_has_data(
                 break
             time.sleep(1)
         assert not empty, "\n".join(empty)
+        nodes = httpx.get(f"{prom}/api/v1/query", params={"query": "mots_supernodes_connected"})
+        per_type = {
+            r["metric"]["type"]: float(r["value"][1]) for r in nodes.json()["data"]["result"]
+        }
+        assert per_type == {t["name"]: t["count"] for t in TYPES}, per_type
         market.close()
         orchestration.close()
     finally:

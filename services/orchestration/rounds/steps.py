@@ -242,7 +242,8 @@ def _coalition(
     clients = [sorted(decisions.participants.get(n, [])) for n in names]
     enrolled = [sorted((rnd.type_clients or {}).get(n, [])) for n in names]
     everyone = sorted({c for ids in [*clients, *enrolled] for c in ids})
-    return Coalition(clients, enrolled, ports.services.node_keys(everyone), quoted)
+    keys = ports.services.node_keys(everyone)
+    return Coalition(clients, enrolled, keys, quoted, type_names=list(names))
 
 
 def _forfeits(

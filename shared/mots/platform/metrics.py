@@ -76,6 +76,12 @@ GENERALIZATION_ERROR = Gauge(
     "training (the engine's ε so far, after each FedAvg round), measured (the evaluation service).",
     ["source"],
 )
+SUPERNODES = Gauge(
+    "mots_supernodes_connected",
+    "SuperNodes of the federation per client type, before and after each training: alive "
+    "processes of the local federation, registered nodes of an external SuperLink.",
+    ["type"],
+)
 ROUNDS = Counter("mots_rounds_total", "Rounds that reached a terminal state, by state.", ["state"])
 ROUNDS_REDRIVEN = Counter(
     "mots_rounds_redriven_total",

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -158,6 +159,11 @@ class ExternalSuperLink:
     def node_map(self) -> dict[int, tuple[int, int]]:
         """Flower node id → (type index, client index) of the last registration."""
         return dict(self._node_map)
+
+    def supernodes_per_type(self) -> dict[int, int]:
+        """Type index → SuperNodes registered with the external SuperLink (whether each is
+        connected right now only the SuperLink knows)."""
+        return dict(Counter(t for t, _ in self._node_map.values()))
 
     @property
     def address(self) -> str:
@@ -617,6 +623,20 @@ class LocalFederation:
             )
         self._save()
         return n
+
+    def supernodes_per_type(self) -> dict[int, int]:
+        """Type index → SuperNodes of this federation whose process is alive (every type of the
+        federation present, 0 where none is)."""
+        live = {
+            int(p.name.split("-")[1])
+            for p in self.processes
+            if p.role == "supernode" and p.name.startswith("supernode-") and alive(p.pid)
+        }
+        out = dict.fromkeys((int(n["type_index"]) for n in self.nodes), 0)
+        for n in live:
+            if n < len(self.nodes):
+                out[int(self.nodes[n]["type_index"])] += 1
+        return out
 
     def _read_insecure_ids(self) -> None:
         """Without authentication, a node's id is the one it logged when it registered itself."""
