@@ -7,13 +7,14 @@ workers, SQLite), registers an honest funded population, then runs every attack 
 how often the platform refused or contained it, and what it was paid beyond its quote (a
 decimal string; "0" when nothing).
 
-- ``quote_overcharge``: rounds whose realised state is off K*, where re-pricing the schedule would
-  charge participants more than quoted or pay beyond the quote (every honest client joins; one
-  client of the largest type joins alone while the rest buy). Contained when, read from the
-  wallets, no participant was paid or charged beyond its type's quote, no buyer paid more than
-  the quoted price, the round's subsidy stayed within its budget (``MOTS_ROUND_SUBSIDY_BUDGET``
-  is 1 on this platform, so the lone joiner's round is also cut to it) and the ledger balances.
-  ``paid`` sums what the wallets moved beyond the quote.
+- ``quote_overcharge``: two rounds whose realised state is off K* where re-pricing the schedule
+  would pay or charge beyond the quote: on each published quote the attacking population asks
+  the pricing API for the schedule at candidate deviations (everyone joins; one client, or all
+  clients, of a type join while the rest buy) and plays the first whose re-priced rewards lie
+  beyond the quote. Contained when, read from the wallets, no participant was paid or charged
+  beyond its type's quote, no buyer paid more than the quoted price, the round's subsidy stayed
+  within its budget (``MOTS_ROUND_SUBSIDY_BUDGET`` is 1 on this platform, so a cap is exercised)
+  and the ledger balances. ``paid`` sums what the wallets moved beyond the quote.
 - ``non_finite_json``: every JSON body of every route of every API (from their OpenAPI
   documents) sent with ``NaN``, ``Infinity``, ``-Infinity`` and ``1e400`` in each field; refused
   when answered 4xx as ``application/problem+json`` (never a 5xx, never accepted).
@@ -138,6 +139,9 @@ def stack_env(**extra: str) -> dict[str, str]:
         "MOTS_COLLECT_TIMEOUT_S": "30",
         "MOTS_POLL_INTERVAL_S": "0.2",
         "MOTS_ROUND_SUBSIDY_BUDGET": str(SUBSIDY_BUDGET),
+        # the error model stays at the prior (a posterior of negligible spread): every round is
+        # priced alike, so each attack meets the same quote whatever ran before it
+        "MOTS_PRIOR_ERROR_SD": json.dumps({"eps0": 1e-9, "d_gamma2": 1e-9, "sigma2": 1e-9}),
         **extra,
     }
 
@@ -224,20 +228,66 @@ def beyond_quote(
     return excess, notes
 
 
-def _all_join(p: MoneyPlatform) -> Callable[[QuoteOut], dict[int, Strategy]]:
-    return lambda _q: {a.id: Strategy.JOIN for a in p.honest}
+def _deviations(p: MoneyPlatform) -> list[dict[int, Strategy]]:
+    """Candidate realised states off K*: everyone joins; one client of a type joins alone (the
+    others buy); every client of one type joins (the others buy)."""
+    by_type: dict[str, list[Agent]] = {}
+    for a in sorted(p.honest, key=lambda a: (a.data_size, a.id)):
+        by_type.setdefault(a.type_name, []).append(a)
+    out = [{a.id: Strategy.JOIN for a in p.honest}]
+    for members in reversed(list(by_type.values())):
+        for joiners in (members[:1], members):
+            chosen = {a.id for a in joiners}
+            out.append({a.id: Strategy.JOIN if a.id in chosen else Strategy.BUY for a in p.honest})
+    return out
 
 
-def _lone_joiner(p: MoneyPlatform) -> Callable[[QuoteOut], dict[int, Strategy]]:
-    largest = max(p.honest, key=lambda a: (a.data_size, -a.id))
-    return lambda _q: {a.id: Strategy.JOIN if a is largest else Strategy.BUY for a in p.honest}
+def _beyond(quoted: dict[str, Decimal], realised: dict[str, float]) -> bool:
+    return any(
+        Decimal(str(r)) < min(quoted.get(n, Decimal(0)), Decimal(0))
+        or Decimal(str(r)) > max(quoted.get(n, Decimal(0)), Decimal(0))
+        for n, r in realised.items()
+    )
+
+
+def _overcharging(p: MoneyPlatform, used: set[int]) -> Callable[[QuoteOut], dict[int, Strategy]]:
+    """An attacker's choice on a published quote: ask the pricing API for the schedule at each
+    candidate deviation (the round's scenario, as the operator shows it) and play the first one,
+    not played before, whose re-priced rewards lie beyond the quote (else the first unplayed)."""
+
+    def choose(quote: QuoteOut) -> dict[int, Strategy]:
+        rnd = p.orchestration.get(f"/v1/rounds/{quote.round_id}", headers=OPERATOR)
+        scenario = rnd.raise_for_status().json()["scenario"]
+        names = [t["name"] for t in scenario["types"]]
+        type_of = {a.id: a.type_name for a in p.honest}
+        quoted = {t.type_name: t.reward for t in quote.types}
+        candidates = [(i, d) for i, d in enumerate(_deviations(p)) if i not in used]
+        for i, deviation in candidates:
+            k = [sum(1 for c, s in deviation.items() if s == Strategy.JOIN and type_of[c] == n)
+                 for n in names]  # fmt: skip
+            priced = p.pricing.post(
+                "/v1/quote",
+                json={"scenario": scenario, "mechanism": quote.mechanism, "participants": k},
+                headers=OPERATOR,
+            )
+            if priced.status_code == 200:
+                rewards = dict(zip(names, priced.json()["rewards"], strict=True))
+                if _beyond(quoted, rewards):
+                    used.add(i)
+                    return deviation
+        used.add(candidates[0][0])
+        return candidates[0][1]
+
+    return choose
 
 
 @attack("quote_overcharge")
 def quote_overcharge(p: MoneyPlatform) -> Attack:
     """Realised states off K*: nobody is paid or charged beyond the quote; subsidy ≤ budget."""
     out = Attack()
-    for deviation in (_all_join(p), _lone_joiner(p)):
+    used: set[int] = set()
+    for _ in range(2):
+        deviation = _overcharging(p, used)
         before, subsidy_before = (
             balances(p, p.honest),
             ledger_accounts(p).get("platform_subsidy", Decimal(0)),
@@ -262,6 +312,10 @@ def quote_overcharge(p: MoneyPlatform) -> Attack:
                 "realised_rewards": (body.get("summary") or {}).get("rewards"),
                 "realised_price": (body.get("summary") or {}).get("price"),
                 "captured_rewards": settlement.get("captured_rewards"),
+                "beyond_quote": _beyond(
+                    {t.type_name: t.reward for t in quote.types},
+                    (body.get("summary") or {}).get("rewards") or {},
+                ),
                 "capture_rule": settlement.get("capture_rule"),
                 "subsidy": str(subsidy),
             }

@@ -75,6 +75,6 @@ def test_quote_overcharge_is_contained(platform: money.MoneyPlatform) -> None:
             q, realised = quoted[name], money.Decimal(str(realised))
             beyond += int(realised < min(q, 0) or realised > max(q, 0))
         assert money.Decimal(r["subsidy"]) <= money.SUBSIDY_BUDGET
-    assert beyond > 0, a.extra
+    assert beyond > 0 and all(r["beyond_quote"] for r in a.extra), a.extra
     assert any("bounded by the quote" in (r["capture_rule"] or "") for r in a.extra), a.extra
     assert money.ledger_balanced(platform)

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_quote_overcharge_is_contained_on_postgresql(pg_url: str, tmp_path: Path) -> None:
-    """Both deviations are tried and contained; re-pricing was beyond the quote (in the first
-    round at least, priced on the prior; so the attack is real) and what was booked was not."""
+    """Both rounds are tried and contained; re-pricing was beyond the quote in each (so the attack
+    is real) and what was booked was not."""
     p = money.start(tmp_path, database_urls={"market": pg_url})
     try:
         a = money.ATTACKS["quote_overcharge"](p)
@@ -33,7 +33,7 @@ def test_quote_overcharge_is_contained_on_postgresql(pg_url: str, tmp_path: Path
             )
             assert all(min(q, 0) <= captured[k] <= max(q, 0) for k, q in quoted.items())
             assert Decimal(r["subsidy"]) <= money.SUBSIDY_BUDGET
-        assert beyond[0], a.extra
+        assert all(beyond) and all(r["beyond_quote"] for r in a.extra), a.extra
         assert money.ledger_balanced(p)
     finally:
         money.stop(p)
