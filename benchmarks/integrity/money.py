@@ -228,6 +228,20 @@ def beyond_quote(
     return excess, notes
 
 
+def round_scenario(p: MoneyPlatform, round_id: int, timeout_s: float = 60.0) -> dict[str, Any]:
+    """The scenario a round was priced on, as the operator reads it (the market may publish the
+    quote a moment before the orchestration records the round's move to collecting)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rnd = p.orchestration.get(f"/v1/rounds/{round_id}", headers=OPERATOR)
+        scenario: dict[str, Any] | None = rnd.raise_for_status().json()["scenario"]
+        if scenario is not None:
+            return scenario
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"round {round_id} shows no scenario after {timeout_s}s")
+        time.sleep(0.1)
+
+
 def _deviations(p: MoneyPlatform) -> list[dict[int, Strategy]]:
     """Candidate realised states off K*: everyone joins; one client of a type joins alone (the
     others buy); every client of one type joins (the others buy)."""
@@ -256,8 +270,7 @@ def _overcharging(p: MoneyPlatform, used: set[int]) -> Callable[[QuoteOut], dict
     not played before, whose re-priced rewards lie beyond the quote (else the first unplayed)."""
 
     def choose(quote: QuoteOut) -> dict[int, Strategy]:
-        rnd = p.orchestration.get(f"/v1/rounds/{quote.round_id}", headers=OPERATOR)
-        scenario = rnd.raise_for_status().json()["scenario"]
+        scenario = round_scenario(p, quote.round_id)
         names = [t["name"] for t in scenario["types"]]
         type_of = {a.id: a.type_name for a in p.honest}
         quoted = {t.type_name: t.reward for t in quote.types}
