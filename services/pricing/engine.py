@@ -30,11 +30,8 @@ from mots.economics.optimum import regime, solve_mots_optimum
 from mots.economics.scenario import Scenario
 from mots.economics.welfare import welfare_mots
 from mots.platform.schemas import PricingRequest, PricingResult, WhatIfRequest
-from mots.scenario_file import ScenarioError, parse_scenario
+from mots.scenario_file import MAX_CLIENTS, ScenarioError, parse_scenario
 
-MAX_CLIENTS = 10**15
-"""Σ N_i above this is refused: float64 holds every integer only up to 2^53 ≈ 9·10^15, and from
-about 10^18 the int64 state arithmetic overflows (measured: 10^17 clients still price in 0.1 s)."""
 
 SWAN_MAX_THETA_TYPES = 20
 """The paper's SWAN in the low regime interpolates θ over 2^I vertices (Eq. 11): measured 2^20 in

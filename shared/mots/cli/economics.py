@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 import numpy as np
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -26,7 +27,13 @@ from mots.economics.network_effects import eta, type_effect
 from mots.economics.optimum import RequirementInfeasibleError, min_error
 from mots.economics.scenario import Scenario
 from mots.economics.summary import market_summary
-from mots.scenario_file import ScenarioError, load_scenario
+from mots.scenario_file import (
+    ScenarioError,
+    ScenarioFileError,
+    ScenarioRangeError,
+    check_range,
+    load_scenario,
+)
 
 _SCENARIO_HELP = (
     "SCENARIO is a YAML or JSON file: types (name, count N_i, data_size D_i, cost C_i) in increasing "
@@ -46,9 +53,18 @@ eps_req_option = click.option(
 )
 
 
+class InputError(click.ClickException):
+    """Input the command cannot use (an unreadable file, counts beyond the solver's range): one
+    line on stderr, ``Error: <file or field>: <rule>``, and exit status 2 like a usage error."""
+
+    exit_code = 2
+
+
 def _load(path: Path, eps_req: float | None = None) -> Scenario:
     try:
-        scenario = load_scenario(path)
+        scenario = check_range(load_scenario(path), str(path))
+    except (ScenarioFileError, ScenarioRangeError) as err:
+        raise InputError(str(err)) from err
     except ScenarioError as err:
         raise click.UsageError(str(err)) from err
     if eps_req is not None:
@@ -323,26 +339,45 @@ def compare(scenario_path: Path, start: str | None, as_json: bool, eps_req: floa
     if as_json:
         _emit_json([r.as_dict() for r in rows])
         return
-    table = Table(title=f"Mechanisms on {scenario_path} (ε_min = {_fmt(eps_min)})")
-    for col in (
-        "mechanism",
-        "final K",
-        "final B",
-        "welfare",
-        "ε",
-        "meets ε_req",
-        "incentive cost",
-        "moves",
-        "stopped",
-    ):
-        table.add_column(col)
+    print_comparison(rows, f"Mechanisms on {scenario_path} (ε_min = {_fmt(eps_min)})")
+
+
+COMPARE_LEGEND = (
+    "K, B: final participants and buyers per type; W: welfare W_MoTS; ok: ε ≤ ε_req; "
+    "cost: incentive cost Σ(K_i r_i − B_i p); stop: eq = equilibrium, cycle = a state repeated, "
+    "max = move limit reached."
+)
+_STOP = {"equilibrium": "eq", "cycle": "cycle", "move limit": "max"}
+
+
+def _short(x: float) -> str:
+    """Four significant digits (the JSON keeps every digit); residue below 1e-9 prints as 0."""
+    return "0" if abs(x) < 1e-9 else f"{x:.4g}"
+
+
+def print_comparison(rows: list[Any], title: str, console: Console | None = None) -> None:
+    """The comparison as a table that fits 80 columns (short headers, counts without brackets,
+    four significant digits; never truncated) and its legend."""
+    con = console or Console()
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    for col in ("mechanism", "K", "B", "W", "ε", "ok", "cost", "moves", "stop"):
+        right = col in ("W", "ε", "cost", "moves")
+        counts = col in ("K", "B")  # one count per type: may wrap (folded), never cut
+        table.add_column(
+            col,
+            no_wrap=not counts,
+            overflow="fold" if counts else "ellipsis",
+            justify="right" if right else "left",
+        )
     for r in rows:
         table.add_row(
-            r.mechanism, str(r.final_participants.tolist()), str(r.final_buyers.tolist()),
-            _fmt(r.welfare), _fmt(r.epsilon), "yes" if r.meets_requirement else "no",
-            _fmt(r.incentive_cost), str(r.moves), r.reason,
+            r.mechanism, ",".join(map(str, r.final_participants.tolist())),
+            ",".join(map(str, r.final_buyers.tolist())), _short(r.welfare), _short(r.epsilon),
+            "yes" if r.meets_requirement else "no", _short(r.incentive_cost), str(r.moves),
+            _STOP.get(r.reason, r.reason),
         )  # fmt: skip
-    Console().print(table)
+    con.print(table)
+    con.print(COMPARE_LEGEND, highlight=False)
 
 
 @click.command(name="mechanisms")

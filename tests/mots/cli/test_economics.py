@@ -112,3 +112,46 @@ def test_bad_scenario_file_names_field(tmp_path: Path) -> None:
     )
     code, out = _run("solve", str(bad))
     assert code == 2 and "types.0.data_size" in out
+
+
+@pytest.mark.parametrize("command", ["solve", "compare", "effects"])
+def test_unreadable_and_out_of_range_scenarios_are_one_line_and_exit_2(
+    command: str, tmp_path: Path
+) -> None:
+    """A non-UTF-8 file, a missing one and 10^20 clients: ``Error: <file>: <rule>`` on one line,
+    exit status 2, no traceback."""
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(
+        "types:\n  - {name: café, count: 2, data_size: 50, cost: 0.5}\n".encode("latin-1")
+    )
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(
+        Path(PAPER).read_text(encoding="utf-8").replace("count: 10,", f"count: {10**20},"),
+        encoding="utf-8",
+    )
+    extra = ["--coalition", "0,0,5"] if command == "effects" else []
+    cases = [
+        (latin1, "not UTF-8 text (byte 0xe9 at offset"),
+        (tmp_path / "missing.yaml", "cannot read scenario file"),
+        (huge, "types: Σ count = 100000000000000000010 clients exceed 1e+15"),
+    ]
+    for path, rule in cases:
+        got = CliRunner().invoke(cli, [command, str(path), *extra])
+        assert got.exit_code == 2, (path, got.output)
+        lines = got.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"Error: {path}: "), got.output
+        assert rule in lines[0], got.output
+        assert got.exception is None or isinstance(got.exception, SystemExit)
+
+
+def test_compare_fits_80_columns_without_cutting_a_cell() -> None:
+    """Every line of `mots compare` at 80 columns fits, with every mechanism's full name and a
+    legend for the short headers (issue 17: cells were cut to `swan_…`)."""
+    got = CliRunner().invoke(cli, ["compare", PAPER], terminal_width=80, env={"COLUMNS": "80"})
+    assert got.exit_code == 0, got.output
+    lines = got.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, got.output
+    assert "…" not in got.output
+    for name in ("swan_robust", "swan", "modified_fl", "dynamic", "fl_optimum"):
+        assert any(line.split()[:1] == [name] for line in lines if line.strip()), name
+    assert "K, B: final participants and buyers per type" in got.output
