@@ -32,7 +32,6 @@ from mots.economics.welfare import welfare_mots
 from mots.platform.schemas import PricingRequest, PricingResult, WhatIfRequest
 from mots.scenario_file import MAX_CLIENTS, ScenarioError, parse_scenario
 
-
 SWAN_MAX_THETA_TYPES = 20
 """The paper's SWAN in the low regime interpolates θ over 2^I vertices (Eq. 11): measured 2^20 in
 0.2 s and 130 MiB, 2^22 in 1 s and 330 MiB, 2^24 in 4 s and 1.5 GiB (robust SWAN has no such cost)."""
