@@ -151,6 +151,8 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     watched = _ok("rounds", "watch", round_id, "--timeout", "300", "--poll", "0.2", **w)
     assert f"round {round_id}: published" in watched, watched
     assert "FedAvg 2/2: 2/2 clients" in watched
+    lines = _ok("rounds", "watch", round_id, "--json", **w).splitlines()  # ended: one line
+    assert len(lines) == 1 and json.loads(lines[0])["state"] == "published"
     shown = _json("rounds", "show", round_id, **w)
     assert isinstance(shown, dict) and shown["state"] == "published"
     assert shown["summary"]["participants"] == {"type-1": 0, "type-3": 2}
