@@ -58,7 +58,7 @@ def main() -> None:
     try:
         stack.start(timeout_s=180)
         market = httpx.Client(base_url=stack.url("market"), timeout=60)
-        orch = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+        orch = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
         agents = register_population(market, DEMO_TYPES, DEV_OPERATOR_TOKEN, deposit="1000")
         utility = PowerUtility.model_validate(DEMO_UTILITY)
         for _ in range(args.rounds):

@@ -84,7 +84,7 @@ class Soak:
 
     def http(self, service: str) -> httpx.Client:
         """A client of a service's API (a new one: the port stays, the process may not)."""
-        return httpx.Client(base_url=self.stack.url(service), timeout=30)
+        return httpx.Client(base_url=self.stack.url(service), timeout=30, headers=OPERATOR)
 
     def note_processes(self) -> None:
         """Remember every process group started, for the orphan count."""

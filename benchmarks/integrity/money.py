@@ -420,7 +420,7 @@ def start(workdir: Path, database_urls: dict[str, str] | None = None, **env: str
     )
     stack.start(timeout_s=180)
     clients = {s: httpx.Client(base_url=stack.url(s), timeout=60) for s in ("market", "pricing")}
-    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
     try:
         honest = register_population(clients["market"], HONEST_TYPES, DEV_OPERATOR_TOKEN, "10")
     except BaseException:

@@ -1,9 +1,15 @@
-"""The market's scrape-time collector: ``mots_ledger_total{account=…}`` read from the ledger itself."""
+"""The market's ledger gauge: ``mots_ledger_total{account=…}``, Σ balances per account category.
+
+A scrape reads cached totals, never the ledger: a background thread refreshes them every
+:data:`REFRESH_S` seconds (one query, whatever the scrape rate), so scraping cannot load the
+database (issue 13).
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 
 from prometheus_client import REGISTRY
@@ -16,29 +22,45 @@ from services.market import ledger
 log = logging.getLogger(__name__)
 
 
+REFRESH_S = 2.0
+"""Seconds between two reads of the ledger's totals (the gauge is at most this stale)."""
+
+
 class LedgerCollector(Collector):
-    """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits)."""
+    """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits), as
+    last read by :meth:`refresh`."""
 
     def __init__(self) -> None:
         self.factory: sessionmaker[Session] | None = None
+        self.totals: dict[str, int] | None = None
+        self.reads = 0
+
+    def refresh(self) -> None:
+        """Read the totals from the ledger (kept as they were if it is briefly unreachable)."""
+        factory = self.factory
+        if factory is None:
+            return
+        try:
+            with factory() as session:
+                totals = ledger.totals_by_category(session)
+        except Exception:  # the gauge keeps its last values; the next refresh tries again
+            log.warning("mots_ledger_total: the ledger could not be read", exc_info=True)
+            return
+        for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
+            totals.setdefault(category, 0)
+        totals.setdefault("external_deposits", 0)
+        self.totals = totals
+        self.reads += 1
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        if self.factory is None:
+        totals = self.totals
+        if totals is None:
             return
         family = GaugeMetricFamily(
             "mots_ledger_total",
             "Sum of ledger balances by account category, in currency units (Σ over all is 0).",
             labels=["account"],
         )
-        try:
-            with self.factory() as session:
-                totals = ledger.totals_by_category(session)
-        except Exception:  # a scrape must not fail because the database is briefly unreachable
-            log.warning("mots_ledger_total: the ledger could not be read", exc_info=True)
-            return
-        for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
-            totals.setdefault(category, 0)
-        totals.setdefault("external_deposits", 0)
         for category, micros in sorted(totals.items()):
             family.add_metric([category], micros / 1_000_000)
         yield family
@@ -48,11 +70,23 @@ _collector: LedgerCollector | None = None
 _lock = threading.Lock()
 
 
-def watch_ledger(factory: sessionmaker[Session]) -> None:
-    """Export ``mots_ledger_total`` from this database (one collector per process, registered once)."""
+def _refresh_forever(collector: LedgerCollector) -> None:
+    while True:
+        time.sleep(REFRESH_S)
+        collector.refresh()
+
+
+def watch_ledger(factory: sessionmaker[Session]) -> LedgerCollector:
+    """Export ``mots_ledger_total`` from this database: read once now, then every
+    :data:`REFRESH_S` seconds by one daemon thread (one collector per process, registered once)."""
     global _collector
     with _lock:
         if _collector is None:
             _collector = LedgerCollector()
             REGISTRY.register(_collector)
+            threading.Thread(
+                target=_refresh_forever, args=(_collector,), name="ledger-gauge", daemon=True
+            ).start()
         _collector.factory = factory
+        _collector.refresh()
+        return _collector

@@ -78,6 +78,7 @@ def test_market_never_5xx(case: schemathesis.Case, client_token: str) -> None:
 @FUZZ
 def test_pricing_never_5xx(case: schemathesis.Case) -> None:
     """Generated scenarios and what-if queries get a 2xx/4xx, never a server error."""
+    case.headers = {**(case.headers or {}), "Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
     case.call_and_validate(checks=[not_a_server_error])
 
 

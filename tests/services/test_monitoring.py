@@ -70,7 +70,9 @@ def test_prometheus_scrapes_services_and_every_panel_has_data(
     try:
         prom = stack.start_prometheus(interval="1s")
         market = httpx.Client(base_url=stack.url("market"), timeout=60)
-        orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+        orchestration = httpx.Client(
+            base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR
+        )
         agents = register_population(market, TYPES, DEV_OPERATOR_TOKEN, deposit="10")
         round_id = orchestration.post("/v1/rounds", headers=OPERATOR).json()["round_id"]
         quote = wait_for_quote(market, agents[0], round_id)

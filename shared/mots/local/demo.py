@@ -193,8 +193,10 @@ def run_demo(
             prometheus = stack.start_prometheus(interval="1s")
             print(f"Prometheus scraping every service at {prometheus}", flush=True)
         market = MarketClient(stack.url("market"), timeout_s=60)
-        orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
         operator = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+        orchestration = httpx.Client(
+            base_url=stack.url("orchestration"), timeout=60, headers=operator
+        )
         agents = register_population(market, DEMO_TYPES, DEV_OPERATOR_TOKEN)
         print(f"registered {len(agents)} clients and funded their wallets", flush=True)
         r = orchestration.post("/v1/rounds", headers=operator)

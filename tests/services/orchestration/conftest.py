@@ -44,7 +44,7 @@ def platform(
     stack = Stack(workdir=tmp_path / "stack", redis_url=redis_url, extra_env=stack_env())
     stack.start(timeout_s=120)
     market = httpx.Client(base_url=stack.url("market"), timeout=60)
-    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
     try:
         agents = register_population(market, TYPES, DEV_OPERATOR_TOKEN, deposit="10")
         yield stack, market, orchestration, agents

@@ -66,7 +66,7 @@ def test_a_round_outlives_a_redis_crash_that_loses_its_messages(
     stack = Stack(workdir=tmp_path / "stack", redis_url=private_redis.url, extra_env=env)
     stack.start(timeout_s=120)
     market = httpx.Client(base_url=stack.url("market"), timeout=60)
-    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
     try:
         agents = register_population(market, TYPES, DEV_OPERATOR_TOKEN, deposit="10")
         round_id = orchestration.post("/v1/rounds", headers=OPERATOR).json()["round_id"]

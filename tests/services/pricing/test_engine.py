@@ -13,6 +13,7 @@ from mots.economics.equilibrium import check_equilibrium
 from mots.economics.mechanisms.registry import get_mechanism
 from mots.economics.optimum import solve_mots_optimum
 from mots.platform.schemas import PricingRequest, WhatIfRequest
+from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.scenario_file import parse_scenario
 from services.pricing import engine
 from services.pricing.main import create_app
@@ -152,7 +153,7 @@ def test_equilibrium_names_the_deviating_classes() -> None:
 
 def test_api_answers_and_refuses() -> None:
     """The REST routes return the engine's result, 422 with the message for bad input."""
-    client = TestClient(create_app())
+    client = TestClient(create_app(), headers={"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"})
     r = client.post("/v1/quote", json={"scenario": PAPER})
     assert r.status_code == 200 and r.json()["mechanism"] == "swan_robust"
     r = client.post("/v1/quote", json={"scenario": PAPER, "mechanism": "nope"})

@@ -9,7 +9,8 @@ from fastapi import APIRouter, HTTPException, Path, Request, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mots.platform.deps import Credentials, is_operator, unauthorized
+from mots.platform import tokens
+from mots.platform.deps import Credentials, client_claim, is_operator, unauthorized
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.problems import problem
@@ -131,6 +132,13 @@ def register(
     claimed: TypeFacts | None = None
     if body.enrolment_code is None and not by_operator:
         if not settings.open_registration:
+            if credentials is not None and isinstance(
+                client_claim(credentials.credentials, settings), tokens.Claim
+            ):
+                raise HTTPException(
+                    status.HTTP_403_FORBIDDEN,
+                    "Authorization: only the operator registers a client without an enrolment code",
+                )
             raise unauthorized(
                 "enrolment_code: registration needs an operator-issued enrolment code"
                 " (or the operator's token); open registration is off"

@@ -1,4 +1,8 @@
-"""Pricing queries: SWAN's terms for a scenario, what-if variants, and the mechanisms on offer."""
+"""Pricing queries: SWAN's terms for a scenario, what-if variants, and the mechanisms on offer.
+
+For registered clients and the operator only (a client's signed token is verified here without
+the market's database: :func:`mots.platform.deps.client_or_operator`); anonymous calls are 401.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, status
 
-from mots.platform.deps import app_settings
+from mots.platform.deps import PrincipalDep, app_settings
 from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, decode_cursor, page_of
 from mots.platform.schemas import MechanismPage, PricingRequest, PricingResult, WhatIfRequest
@@ -21,7 +25,7 @@ SettingsDep = Annotated[Settings, Depends(app_settings)]
 @router.post(
     "/v1/quote", response_model=PricingResult, responses={422: {"description": "invalid scenario"}}
 )
-def quote(body: PricingRequest, settings: SettingsDep) -> PricingResult:
+def quote(body: PricingRequest, settings: SettingsDep, _: PrincipalDep) -> PricingResult:
     """The mechanism's price and rewards at K* (or at the given state) for a scenario."""
     start = time.perf_counter()
     try:
@@ -38,7 +42,7 @@ def quote(body: PricingRequest, settings: SettingsDep) -> PricingResult:
 @router.post(
     "/v1/what-if", response_model=PricingResult, responses={422: {"description": "invalid query"}}
 )
-def what_if(body: WhatIfRequest, settings: SettingsDep) -> PricingResult:
+def what_if(body: WhatIfRequest, settings: SettingsDep, _: PrincipalDep) -> PricingResult:
     """The terms at K* under another ε_req or another cost of one type."""
     start = time.perf_counter()
     try:
@@ -52,7 +56,9 @@ def what_if(body: WhatIfRequest, settings: SettingsDep) -> PricingResult:
 
 
 @router.get("/v1/mechanisms", response_model=MechanismPage)
-def mechanisms(limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> MechanismPage:
+def mechanisms(
+    _: PrincipalDep, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> MechanismPage:
     """Names a request may give as ``mechanism``, a page at a time."""
     start = decode_cursor(cursor) or 0
     names = engine.mechanism_names()[start : start + limit + 1]

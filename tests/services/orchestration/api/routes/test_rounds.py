@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.schemas import EvaluationResult, PricingResult, RoundState
+from mots.platform.settings import DEV_OPERATOR_TOKEN
 from services.orchestration.core.config import Settings
 from services.orchestration.main import create_app
 from services.orchestration.migrations import upgrade
@@ -19,6 +20,7 @@ from services.orchestration.rounds.ports import RoundUpdate
 from services.orchestration.rounds.sql_store import SqlRoundStore
 
 S = RoundState
+OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
 
 
 @pytest.fixture
@@ -26,7 +28,8 @@ def api(tmp_path: Path) -> Iterator[tuple[TestClient, SqlRoundStore]]:
     url = f"sqlite:///{tmp_path / 'orchestration.db'}"
     upgrade(url)
     engine = make_engine(url)
-    with TestClient(create_app(Settings(database_url=url, redis_key_prefix="mots-api-test:"))) as c:
+    app = create_app(Settings(database_url=url, redis_key_prefix="mots-api-test:"))
+    with TestClient(app, headers=OPERATOR) as c:
         yield c, SqlRoundStore(make_sessionmaker(engine))
     engine.dispose()
 
@@ -97,7 +100,7 @@ def test_a_round_reads_back_as_the_demo_and_benchmarks_expect(
     assert "transitions" not in listed and listed["state"] == "training"
     missing = client.get(f"/v1/rounds/{round_id + 1}")
     assert missing.status_code == 404 and "round_id" in missing.json()["detail"]
-    assert client.post("/v1/rounds").status_code == 401
+    assert client.post("/v1/rounds", headers={"Authorization": "Bearer nope"}).status_code == 401
 
 
 def test_rounds_are_listed_newest_first_a_page_at_a_time(
@@ -164,4 +167,42 @@ def test_a_round_may_have_its_own_subsidy_budget(api: tuple[TestClient, SqlRound
     assert r.status_code == 202, r.text
     rnd = store.load(r.json()["round_id"])
     assert rnd is not None and rnd.subsidy_budget_micros == 2_500_000
-    assert client.post("/v1/rounds", json={"subsidy_budget": "1"}).status_code == 401
+    no_token = {"Authorization": "Bearer not-a-token"}
+    r = client.post("/v1/rounds", json={"subsidy_budget": "1"}, headers=no_token)
+    assert r.status_code == 401
+
+
+def test_a_round_is_for_the_operator_and_its_clients(
+    api: tuple[TestClient, SqlRoundStore],
+) -> None:
+    """A client priced in a round reads it (without the scenario: other types' costs); a client
+    not in it gets 403 and does not see it listed; no token or a bad one is 401 (issue 13)."""
+    import time
+
+    from mots.platform import tokens
+    from mots.platform.settings import DEV_TOKEN_SECRET
+
+    client, store = api
+    mine = store.create()
+    store.move(
+        mine,
+        S.OPEN,
+        S.COLLECTING,
+        "priced",
+        RoundUpdate(type_clients={"small": [1, 2], "big": [3]}),
+    )
+
+    def auth(client_id: int) -> dict[str, str]:
+        token = tokens.sign(client_id, int(time.time()) + 600, DEV_TOKEN_SECRET)
+        return {"Authorization": f"Bearer {token}"}
+
+    body = client.get(f"/v1/rounds/{mine}", headers=auth(3)).json()
+    assert body["id"] == mine and body["scenario"] is None
+    assert [r["id"] for r in client.get("/v1/rounds", headers=auth(1)).json()["items"]] == [mine]
+    outsider = client.get(f"/v1/rounds/{mine}", headers=auth(9))
+    assert outsider.status_code == 403 and outsider.json()["detail"].startswith("round_id:")
+    assert client.get("/v1/rounds", headers=auth(9)).json()["items"] == []
+    for bad in ({"Authorization": ""}, {"Authorization": "Bearer x"}):
+        assert client.get(f"/v1/rounds/{mine}", headers=bad).status_code == 401
+        assert client.get("/v1/rounds", headers=bad).status_code == 401
+    assert client.get(f"/v1/rounds/{mine}").json()["id"] == mine  # the operator (default headers)
