@@ -157,7 +157,7 @@ def test_the_pricing_matrix(market: TestClient, register) -> None:
     with TestClient(app) as pricing:
         assert _check_matrix(pricing, app, lambda: client["auth"]) >= 3
         r = pricing.get("/v1/mechanisms", headers=OPERATOR)
-        assert r.status_code == 200 and "swan" in r.json()
+        assert r.status_code == 200 and "swan" in r.json()["items"]
 
 
 def test_the_orchestration_matrix(
