@@ -59,6 +59,9 @@ class Round(Base):
     state_entered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     collect_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
     deadlines: Mapped[Deadlines | None] = _product(Deadlines)
+    artifact_expired_at: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True
+    )
     subsidy_budget_micros: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     """The round's own subsidy budget (POST /v1/rounds); None: MOTS_ROUND_SUBSIDY_BUDGET."""
 

@@ -72,6 +72,18 @@ class Settings(PlatformSettings):
         gt=0,
         description="how often the worker's reconciler re-drives rounds past their state's deadline",
     )
+    artifact_retention_rounds: int | None = Field(
+        None,
+        ge=1,
+        description="keep the model artifacts of the last N rounds (and those within the download "
+        "window), delete the rest; unset: keep every artifact",
+    )
+    download_window_s: float = Field(
+        604800.0,
+        ge=0,
+        description="seconds after a round ends during which its buyers and participants may "
+        "still download its model: retention keeps its artifact that long",
+    )
     round_interval_s: float | None = Field(
         None,
         ge=0,

@@ -71,6 +71,8 @@ class RoundRecord:
     deadlines: Deadlines | None = None
     subsidy_budget_micros: int | None = None
     """The round's own subsidy budget in micro-units (None: the settings' budget)."""
+    artifact_expired_at: datetime | None = None
+    """When retention removed the round's model artifact (None: it is kept)."""
 
     def deadline(self) -> float | None:
         """The deadline of the state the round is in (epoch seconds), if one was recorded."""
@@ -195,6 +197,9 @@ class RoundStore(Protocol):
 
     def unfinished(self) -> list[tuple[int, RoundState]]:
         """Every round not in a terminal state, with its state."""
+
+    def mark_expired(self, round_id: int) -> None:
+        """Note that retention removed the round's model artifact."""
 
 
 class RoundTrainer(Protocol):

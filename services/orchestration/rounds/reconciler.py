@@ -10,7 +10,7 @@ is re-driven at most once per ``resend_after_s``, so a long step is not buried i
 
 It also runs the market continuously when ``MOTS_ROUND_INTERVAL_S`` is set: once no round is in
 flight and the latest ended that many seconds ago, it opens the next one (until
-``MOTS_ROUNDS_MAX`` rounds exist). The worker wakes it when a round ends, so back-to-back rounds
+``MOTS_ROUNDS_MAX`` rounds exist), and applies the artifacts' retention (:mod:`.retention`). The worker wakes it when a round ends, so back-to-back rounds
 (interval 0) start at once; as the schedule lives in the database, no lost message can stop it.
 """
 
@@ -20,7 +20,7 @@ import logging
 import threading
 
 from mots.platform.schemas import RoundState
-from services.orchestration.rounds import prometheus
+from services.orchestration.rounds import prometheus, retention
 from services.orchestration.rounds.machine import deadline_of
 from services.orchestration.rounds.ports import RoundInFlight, RoundPorts
 
@@ -64,6 +64,7 @@ class Reconciler:
         self._sent = {key: at for key, at in self._sent.items() if key in pending}
         if not pending:
             self.open_next()
+        retention.sweep(self.ports)
         return redriven
 
     def open_next(self) -> int | None:

@@ -56,6 +56,8 @@ def record(row: Round) -> RoundRecord:
     values["state"] = RoundState(row.state)
     values["created_at"] = as_utc(row.created_at)
     values["state_entered_at"] = as_utc(row.state_entered_at)
+    if row.artifact_expired_at is not None:
+        values["artifact_expired_at"] = as_utc(row.artifact_expired_at)
     return RoundRecord(**values)
 
 
@@ -154,3 +156,13 @@ class SqlRoundStore:
         with self.sessions() as session:
             rows = session.execute(select(Round.id, Round.state).where(_UNFINISHED))
             return [(round_id, RoundState(state)) for round_id, state in rows]
+
+    @_database
+    def mark_expired(self, round_id: int) -> None:
+        """Note that retention removed the round's model artifact."""
+        with self.sessions() as session, session.begin():
+            session.execute(
+                sql_update(Round)
+                .where(Round.id == round_id)
+                .values(artifact_expired_at=datetime.now(UTC))
+            )

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 from mots.platform.schemas import (
     TERMINAL_STATES,
@@ -271,6 +272,10 @@ class MemoryStore:
     def unfinished(self) -> list[tuple[int, RoundState]]:
         return [(r.id, r.state) for r in self.rounds.values() if r.state not in TERMINAL_STATES]
 
+    def mark_expired(self, round_id: int) -> None:
+        rnd = self.rounds[round_id]
+        self.rounds[round_id] = dataclasses.replace(rnd, artifact_expired_at=self.clock.datetime())
+
     def path(self, round_id: int) -> list[str]:
         """The states the round entered, in order."""
         return [dst.value for rid, _, dst, _, _ in self.transitions if rid == round_id]
@@ -290,6 +295,7 @@ class FakeTrainer:
         self.seen_progress: list[RoundProgress] = []
         self.coalitions: list[Coalition | None] = []
         self.statuses: dict[int, str] | None = None
+        self.artifact_root: Path | None = None  # set: write a real artifact directory there
 
     def train(
         self,
@@ -311,11 +317,17 @@ class FakeTrainer:
             self.seen_progress.append(report)
             if progress is not None:
                 progress(report)
+        artifact = f"/artifacts/round-{round_id}/model.pt"
+        if self.artifact_root is not None:
+            path = self.artifact_root / f"round-{round_id}" / "model.pt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"model")
+            artifact = str(path)
         return TrainingOutcome(
             epsilon=0.8,
             losses=[0.9, 0.8],
             round_seconds=[3.0, 3.0],
-            artifact_path=f"/artifacts/round-{round_id}/model.pt",
+            artifact_path=artifact,
             artifact_sha256="ab" * 32,
             completed=self._completed(list(participants), coalition),
             seconds=6.0,

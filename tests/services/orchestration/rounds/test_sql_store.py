@@ -87,3 +87,14 @@ def test_progress_is_recorded_only_while_training(store: SqlRoundStore) -> None:
     store.record_progress(round_id, progress)
     rnd = store.load(round_id)
     assert rnd is not None and rnd.training_progress == progress
+
+
+def test_retention_marks_a_round_expired_and_latest_reads_it(store: SqlRoundStore) -> None:
+    """``mark_expired`` stamps the row; the record reads the stamp back in UTC."""
+    round_id = store.create()
+    rnd = store.load(round_id)
+    assert rnd is not None and rnd.artifact_expired_at is None
+    store.mark_expired(round_id)
+    (latest,) = store.latest(1)
+    assert latest.id == round_id and latest.artifact_expired_at is not None
+    assert latest.artifact_expired_at.tzinfo is not None
