@@ -186,7 +186,13 @@ def run_demo(
         },
     )
     try:
-        print("starting the market, pricing, orchestration and evaluation services ...", flush=True)
+        print(
+            "starting the market, pricing, orchestration and evaluation services as child "
+            "processes (logs in {}); they stop when the demo ends, Ctrl-C stops them all ...".format(
+                workdir / "logs"
+            ),
+            flush=True,
+        )
         stack.start(timeout_s=180)
         prometheus = None
         if Path(PROMETHEUS_BINARY).exists():

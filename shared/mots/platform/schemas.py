@@ -194,8 +194,19 @@ MAX_BULK_CLIENTS = 10_000
 """Most clients one ``POST /v1/clients/bulk`` registers."""
 
 
+BULK_TYPE_EXAMPLE: dict[str, Any] = {
+    "type_name": "type-1",
+    "data_size": 50,
+    "cost": "0.500000",
+    "count": 10,
+    "name_prefix": "pi-",
+}
+
+
 class BulkType(_Schema):
     """``count`` clients of one type, attested by the operator: named ``<name_prefix><k>``."""
+
+    model_config = example(BULK_TYPE_EXAMPLE)
 
     type_name: TypeName
     data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
@@ -206,6 +217,8 @@ class BulkType(_Schema):
 
 class BulkRegistration(_Schema):
     """An operator's registration of many clients by type, each wallet funded with ``deposit``."""
+
+    model_config = example({"types": [BULK_TYPE_EXAMPLE], "deposit": "10.000000"})
 
     types: list[BulkType] = Field(..., min_length=1, max_length=64)
     deposit: Money = Field(Decimal(0), ge=0, le=MAX_AMOUNT, description="paid into each wallet")
@@ -444,6 +457,26 @@ class PurchaseOut(_Schema):
     price: Money
     transaction_id: int | None = Field(..., description="absent when the price is zero")
     balance: Money
+
+
+class PurchaseRecord(_Schema):
+    """One of a client's purchases as the market keeps it (refunded when its round failed)."""
+
+    model_config = example(
+        {
+            "purchase_id": 12,
+            "round_id": 3,
+            "price": "0.750000",
+            "transaction_id": 41,
+            "refunded": False,
+        }
+    )
+
+    purchase_id: int
+    round_id: int
+    price: Money
+    transaction_id: int | None = Field(..., description="absent when the price was zero")
+    refunded: bool
 
 
 class DepositIn(_Schema):

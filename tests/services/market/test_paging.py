@@ -6,8 +6,17 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
 
+from mots.platform.transactions import in_transaction
+from services.market.models import MarketRound
 from tests.services.market.conftest import OPERATOR
+
+
+def _publish(session: Session, round_id: int) -> None:
+    rnd = session.get(MarketRound, round_id)
+    assert rnd is not None
+    rnd.state = "published"
 
 
 def _all_pages(
@@ -57,3 +66,31 @@ def test_wallet_entries_page_newest_first_with_six_place_amounts(
     assert balance["balance"] == "3.500001"
     assert [e["amount"] for e in balance["entries"]] == [e["amount"] for e in items]
     assert me["cost"] == "0.500000"
+
+
+def test_purchases_page_newest_first(
+    market: TestClient,
+    register: Callable[..., dict[str, Any]],
+    fund: Callable[[int, str], None],
+    open_round: Callable[..., None],
+) -> None:
+    """Two rounds bought, one a page: the newer purchase first, price as a six-place string."""
+    me = register()
+    fund(me["id"], "10")
+    for round_id, price in ((1, "2.5"), (2, "1.25")):
+        if round_id == 2:  # the first round has left collecting (its model was published)
+            in_transaction(market.app.state.sessions, lambda s: _publish(s, 1))
+        open_round(round_id=round_id, price=price)
+        r = market.post(
+            "/v1/purchases",
+            json={"round_id": round_id},
+            headers={**me["auth"], "Idempotency-Key": f"buy-round-{round_id}"},
+        )
+        assert r.status_code == 201, r.text
+    items, pages = _all_pages(market, "/v1/me/purchases", me["auth"], limit=1)
+    assert [(p["round_id"], p["price"], p["refunded"]) for p in items] == [
+        (2, "1.250000", False),
+        (1, "2.500000", False),
+    ]
+    assert pages == 2
+    assert market.get("/v1/me/purchases").status_code == 401

@@ -6,10 +6,20 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from sqlalchemy import select
 
-from mots.platform.schemas import PurchaseIn, PurchaseOut
-from services.market.api.deps import BEARER_SECURITY, CallerDep, IdempotencyKeyHeader
+from mots.platform.money import from_micros
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
+from mots.platform.schemas import PurchaseIn, PurchaseOut, PurchaseRecord
+from services.market.api.deps import (
+    BEARER_SECURITY,
+    CallerDep,
+    IdempotencyKeyHeader,
+    ReadingClient,
+    SessionFactoryDep,
+)
 from services.market.idempotency import request_hash
+from services.market.models import Purchase
 from services.market.purchase_batcher import PurchaseBatcher
 from services.market.purchases import PATH, PurchaseRequest
 
@@ -45,3 +55,29 @@ async def purchase(
     # The body is PurchaseOut's JSON already (made and stored in the batch): sent as it is, not
     # validated and encoded again through the response model (which only documents it here).
     return Response(json.dumps(result), status_code=code, media_type="application/json")
+
+
+@router.get("/v1/me/purchases", response_model=Page[PurchaseRecord])
+def my_purchases(
+    client: ReadingClient,
+    factory: SessionFactoryDep,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: Cursor = None,
+) -> Page[PurchaseRecord]:
+    """The caller's purchases, newest first, a page at a time."""
+    query = select(Purchase).where(Purchase.client_id == client.id)
+    before = decode_cursor(cursor)
+    if before is not None:
+        query = query.where(Purchase.id < before)
+    with factory() as session:
+        rows = [
+            PurchaseRecord(
+                purchase_id=p.id,
+                round_id=p.round_id,
+                price=from_micros(p.price_micros),
+                transaction_id=p.transaction_id,
+                refunded=p.refunded,
+            )
+            for p in session.scalars(query.order_by(Purchase.id.desc()).limit(limit + 1))
+        ]
+    return page_of(rows, limit, key=lambda r: r.purchase_id)
