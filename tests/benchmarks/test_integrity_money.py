@@ -78,3 +78,22 @@ def test_quote_overcharge_is_contained(platform: money.MoneyPlatform) -> None:
     assert beyond > 0 and all(r["beyond_quote"] for r in a.extra), a.extra
     assert any("bounded by the quote" in (r["capture_rule"] or "") for r in a.extra), a.extra
     assert money.ledger_balanced(platform)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "anonymous_registration",
+        "greedy_declaration",
+        "huge_data_size",
+        "type_flood",
+        "cross_client",
+    ],
+)
+def test_attacks_on_attested_types_and_tokens_are_refused(
+    platform: money.MoneyPlatform, name: str
+) -> None:
+    """Each attack of benchmarks/integrity/attested.py is refused every time it is tried, nothing
+    is paid, and the ledger balances."""
+    _refused(money.ATTACKS[name](platform))
+    assert money.ledger_balanced(platform)
