@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from mots.client.config import ClientConfig, ConfigError, resolve
 from mots.client.market import MarketClient, MarketError
@@ -97,6 +97,8 @@ def connection(command: F) -> F:
             return command(session=Session(config, as_json), **kw)
         except ConfigError as exc:
             raise click.UsageError(str(exc)) from exc
+        except ValidationError as exc:  # the SDK's own schemas refused an argument
+            raise click.UsageError(invalid(exc)) from exc
         except MarketError as exc:
             status = "unreachable" if exc.status is None else str(exc.status)
             where = f" ({exc.method} {exc.path})" if exc.method else ""
@@ -135,3 +137,10 @@ def decimal_amount(
     if not amount.is_finite():
         raise click.BadParameter(f"{value!r} is not a finite amount")
     return amount
+
+
+def invalid(exc: ValidationError) -> str:
+    """A schema's refusal in one line: ``field: rule; field: rule``."""
+    return "; ".join(
+        f"{'.'.join(str(x) for x in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+    )

@@ -56,6 +56,16 @@ def test_usage_errors_exit_2_and_an_unreachable_market_exits_1(tmp_path: Path) -
     code, out = _run(tmp_path, "market", "register", "--name", "x", "--market-url", "http://m")
     assert code == 2 and "without --code, give --type, --data-size and --cost" in out
     code, out = _run(
+        tmp_path, "market", "register", "--name", "x", "--type", "a b", "--data-size", "0",
+        "--cost", "1", "--market-url", "http://m",
+    )  # fmt: skip
+    assert code == 2 and "type_name: String should match pattern" in out
+    assert "data_size: Input should be greater than or equal to 1" in out
+    code, out = _run(
+        tmp_path, "market", "deposit", "1", "0", "--market-url", "http://m", MOTS_OPERATOR_TOKEN="o"
+    )
+    assert code == 2 and "amount: Input should be greater than 0" in out
+    code, out = _run(
         tmp_path, "market", "balance", "--market-url", "http://127.0.0.1:9", MOTS_TOKEN="t"
     )
     assert code == 1 and out.startswith("Error: unreachable: ") and "GET /v1/me/balance" in out
