@@ -1,9 +1,10 @@
 """The market's suite of ``make bench-integrity`` (issue 13): money attacks on a fresh platform.
 
 :func:`run` starts the four services (:class:`mots.local.launcher.Stack`, real Redis, Celery
-workers, SQLite), registers an honest funded population, then runs every attack of
-:data:`ATTACKS` against it and checks the ledger. An attack is a function
-``(MoneyPlatform) -> Attack``; add one with :func:`attack`. Each reports how often it was tried,
+workers, SQLite) and registers an honest funded population, which first plays one round at K*
+(each participant must be booked exactly its quoted reward; ``honest.flagged`` counts those that
+were not); then it runs every attack of :data:`ATTACKS` and checks the ledger. An attack is a
+function ``(MoneyPlatform) -> Attack``; add one with :func:`attack`. Each reports how often it was tried,
 how often the platform refused or contained it, and what it was paid beyond its quote (a
 decimal string; "0" when nothing).
 
@@ -436,13 +437,53 @@ def stop(p: MoneyPlatform) -> None:
     p.stack.stop()
 
 
+@dataclass
+class HonestRound:
+    """An honest round: its participants, those booked other than quoted (flagged), the rule."""
+
+    participants: int
+    flagged: int
+    rule: str | None
+    subsidy: Decimal
+
+
+def honest_round(p: MoneyPlatform) -> HonestRound:
+    """Every honest client best-responds to the quote (so the round settles at K*): each
+    participant must be booked exactly its type's quoted reward (Theorem 3: nothing is cut)."""
+    from mots.economics.utility import PowerUtility
+    from mots.local.agents import choose
+
+    utility = PowerUtility.model_validate(UTILITY)
+    before = balances(p, p.honest)
+    quote, body, choices = play_round(p, lambda q: choose(p.honest, q, utility))
+    after = balances(p, p.honest)
+    quoted = {t.type_name: t.reward for t in quote.types}
+    joined = [a for a in p.honest if choices[a.id] == Strategy.JOIN]
+    flagged = sum(1 for a in joined if after[a.id] - before[a.id] != quoted[a.type_name])
+    settlement = (body.get("summary") or {}).get("settlement") or {}
+    return HonestRound(
+        len(joined),
+        flagged,
+        settlement.get("capture_rule"),
+        Decimal(settlement.get("subsidy") or 0),
+    )
+
+
 def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
-    """Every registered attack (or those named in ``options["money_attacks"]``) on one fresh
-    platform, then the ledger check."""
+    """An honest round at K*, every registered attack (or those named in
+    ``options["money_attacks"]``) on one fresh platform, then the ledger check."""
     names = list(options.get("money_attacks") or ATTACKS)
     p = start(workdir)
     try:
         result = SuiteResult("money")
+        honest = honest_round(p)
+        result.honest_rounds, result.honest_flagged = honest.participants, honest.flagged
+        result.extra["honest_round"] = {
+            "participants": honest.participants,
+            "booked_other_than_quoted": honest.flagged,
+            "capture_rule": honest.rule,
+            "subsidy": _decimal_string(honest.subsidy),
+        }
         for name in names:
             result.attacks[name] = ATTACKS[name](p).as_dict()
         result.ledger_balanced = ledger_balanced(p)

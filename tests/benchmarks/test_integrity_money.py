@@ -51,6 +51,7 @@ def test_the_suite_reports_in_the_contracts_shape(tmp_path: Path) -> None:
     assert set(entry) >= {"tried", "refused_or_caught", "paid"}
     assert entry["tried"] == entry["refused_or_caught"] > 0 and entry["paid"] == "0"
     assert result.ledger_balanced is True
+    assert result.honest_rounds > 0 and result.honest_flagged == 0
 
 
 def test_paid_is_a_canonical_decimal_string() -> None:
@@ -77,6 +78,15 @@ def test_quote_overcharge_is_contained(platform: money.MoneyPlatform) -> None:
         assert money.Decimal(r["subsidy"]) <= money.SUBSIDY_BUDGET
     assert beyond > 0 and all(r["beyond_quote"] for r in a.extra), a.extra
     assert any("bounded by the quote" in (r["capture_rule"] or "") for r in a.extra), a.extra
+    assert money.ledger_balanced(platform)
+
+
+def test_an_honest_round_at_k_star_is_booked_as_quoted(platform: money.MoneyPlatform) -> None:
+    """Best responses to the quote settle at K*: every participant gets exactly its quoted
+    reward, nothing is cut, the subsidy is 0 (Theorem 3's budget balance) and within budget."""
+    h = money.honest_round(platform)
+    assert h.participants > 0 and h.flagged == 0
+    assert h.rule == "captured as realised" and h.subsidy == 0
     assert money.ledger_balanced(platform)
 
 
