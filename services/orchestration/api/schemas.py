@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from mots.economics.scenario import SCENARIO_EXAMPLE, Scenario
-from mots.platform.money import Money
+from mots.platform.money import Money, money
 from mots.platform.schemas import (
     MAX_AMOUNT,
     PRICED_EXAMPLE,
@@ -23,6 +23,11 @@ from services.orchestration.products import (
     TrainingProgress,
 )
 
+QUOTE_EXAMPLE: dict[str, Any] = PRICED_EXAMPLE | {
+    "price": "0.750000",
+    "rewards": ["-0.250000", "0.450000", "2.250000"],
+    "incentive_cost": "0.000000",
+}
 ROUND_EXAMPLE: dict[str, Any] = {
     "id": 3,
     "state": "published",
@@ -31,7 +36,7 @@ ROUND_EXAMPLE: dict[str, Any] = {
     "created_at": "2026-11-26T16:20:05Z",
     "summary": SUMMARY_EXAMPLE,
     "training_progress": PROGRESS_EXAMPLE,
-    "quote": PRICED_EXAMPLE,
+    "quote": QUOTE_EXAMPLE,
     "scenario": SCENARIO_EXAMPLE,
     "deadlines": {"collecting": 1795709105.0},
 }
@@ -59,6 +64,35 @@ class RoundStart(BaseModel):
         description="most the platform subsidises this round (currency units); payouts beyond it"
         " are scaled down at settlement. Omitted: MOTS_ROUND_SUBSIDY_BUDGET",
     )
+
+
+class RoundQuote(BaseModel):
+    """The terms at K* a round opened with, as the market booked them: p, r_i and the incentive
+    cost as six-place money (the pricing service's floats rounded once, half-even)."""
+
+    model_config = example(QUOTE_EXAMPLE)
+
+    mechanism: str
+    regime: Literal["low", "high"]
+    type_names: list[str]
+    participants: list[int] = Field(..., description="K*_i per type, in type_names' order")
+    buyers: list[int] = Field(..., description="B*_i per type")
+    price: Money
+    rewards: list[Money] = Field(..., description="r_i per type")
+    welfare: float
+    epsilon: float
+    incentive_cost: Money = Field(..., description="[Σ K_i r_i − Σ B_i p]⁺ (Problem 1's Eq. 7)")
+    optimal: bool
+
+    @classmethod
+    def of(cls, priced: PricingResult) -> RoundQuote:
+        """The pricing service's terms with their amounts as the market books them."""
+        return cls(
+            **priced.model_dump(exclude={"price", "rewards", "incentive_cost"}),
+            price=money(priced.price),
+            rewards=[money(r) for r in priced.rewards],
+            incentive_cost=money(priced.incentive_cost),
+        )
 
 
 class RoundStarted(BaseModel):
@@ -101,7 +135,7 @@ class RoundOut(BaseModel):
     training_progress: TrainingProgress | None = Field(
         ..., description="while training: the latest FedAvg round, clients done, ε so far"
     )
-    quote: PricingResult | None = Field(..., description="the terms at K* the round opened with")
+    quote: RoundQuote | None = Field(..., description="the terms at K* the round opened with")
     scenario: Scenario | None = Field(
         ..., description="the priced population and error model: a pricing what-if query's body"
     )

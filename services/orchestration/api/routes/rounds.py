@@ -14,6 +14,7 @@ from mots.platform.schemas import MAX_ID, AdvanceRequest, RoundState
 from services.orchestration.api.schemas import (
     RoundDetail,
     RoundOut,
+    RoundQuote,
     RoundStart,
     RoundStarted,
     TransitionOut,
@@ -38,7 +39,7 @@ def _out(rnd: RoundRecord) -> RoundOut:
         created_at=rnd.created_at,
         summary=rnd.summary,
         training_progress=rnd.training_progress,
-        quote=rnd.quote,
+        quote=RoundQuote.of(rnd.quote) if rnd.quote else None,
         scenario=rnd.scenario,
         deadlines=rnd.deadlines,
         predicted_epsilon=rnd.quote.epsilon if rnd.quote else None,

@@ -206,3 +206,25 @@ def test_a_round_is_for_the_operator_and_its_clients(
         assert client.get(f"/v1/rounds/{mine}", headers=bad).status_code == 401
         assert client.get("/v1/rounds", headers=bad).status_code == 401
     assert client.get(f"/v1/rounds/{mine}").json()["id"] == mine  # the operator (default headers)
+
+
+def test_the_rounds_quote_shows_its_amounts_as_booked_money(
+    api: tuple[TestClient, SqlRoundStore],
+) -> None:
+    """The pricing service's float terms leave the round API as six-place strings, rounded once
+    as the market books them; welfare and ε stay floats (issue 17: one money shape)."""
+    client, store = api
+    round_id = store.create()
+    quote = PricingResult(
+        mechanism="swan_robust", regime="low", type_names=["a", "b"], participants=[0, 5],
+        buyers=[10, 0], price=1.0499999999999972, rewards=[-0.9000000000000004, 0.45],
+        welfare=454.33, epsilon=0.673, incentive_cost=0.30000000000000004, optimal=True,
+    )  # fmt: skip
+    store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate(quote=quote))
+    got = client.get(f"/v1/rounds/{round_id}").json()["quote"]
+    assert (got["price"], got["rewards"], got["incentive_cost"]) == (
+        "1.050000",
+        ["-0.900000", "0.450000"],
+        "0.300000",
+    )
+    assert (got["welfare"], got["epsilon"], got["participants"]) == (454.33, 0.673, [0, 5])
