@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mots.economics.best_response import Strategy
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.demo import wait_round
@@ -26,6 +27,8 @@ from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stac
 pytestmark = pytest.mark.integration
 ROUNDS = 3
 FEDAVG_ROUNDS = 2
+COLLECT_S = 6.0
+"""The collection deadline: the last round waits this long for its silent client."""
 WRONG_PRIOR = {"eps0": 0.45, "d_gamma2": 60.0, "sigma2": 0.05}
 """The platform's old default prior: far off for this short training, so the posterior moves."""
 
@@ -67,14 +70,21 @@ class Prom:
 
 def _run_rounds(stack: Stack) -> list[dict[str, Any]]:
     market = httpx.Client(base_url=stack.url("market"), timeout=60)
-    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60)
+    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
     agents = register_population(market, TYPES, DEV_OPERATOR_TOKEN, deposit="100")
     utility = PowerUtility.model_validate(UTILITY)
     rounds = []
-    for _ in range(ROUNDS):
+    for i in range(ROUNDS):
         round_id = orchestration.post("/v1/rounds", headers=OPERATOR).json()["round_id"]
         quote = wait_for_quote(market, agents[0], round_id)
-        act(market, agents, round_id, choose(agents, quote, utility))
+        choices = choose(agents, quote, utility)
+        acting = agents
+        if i == ROUNDS - 1:  # one client stays silent: the round waits for it until the deadline
+            order = {Strategy.ABSTAIN: 0, Strategy.BUY: 1, Strategy.JOIN: 2}
+            silent = min(agents, key=lambda a: order[choices[a.id]])
+            assert choices[silent.id] != Strategy.JOIN, "every client joins: nobody to silence"
+            acting = [a for a in agents if a is not silent]
+        act(market, agents=acting, round_id=round_id, choices=choices)
         body = wait_round(orchestration, round_id, 300)
         assert body["state"] == "published", body
         rounds.append(body)
@@ -104,6 +114,7 @@ def test_every_panel_shows_what_the_round_api_reports(redis_url: str, tmp_path: 
         MOTS_TRAIN_ROUNDS=str(FEDAVG_ROUNDS),
         MOTS_PRIOR_ERROR_MODEL=json.dumps(WRONG_PRIOR),
         MOTS_TRAIN_POLICY='{"quality_factor": 50}',  # this tiny training misses any real prior
+        MOTS_COLLECT_TIMEOUT_S=str(COLLECT_S),
     )
     stack = Stack(workdir=tmp_path / "stack", redis_url=redis_url, extra_env=env)
     stack.start(timeout_s=120)
@@ -133,6 +144,12 @@ def _check_round_time(prom: Prom, build: ModuleType, s: list[dict[str, Any]]) ->
     assert s[-1]["platform_share"] == rel(
         s[-1]["platform_seconds"] / (s[-1]["round_seconds"] - s[-1]["waiting_seconds"])
     )
+    # the last round waited for a silent client: waiting, not the platform's time
+    w = s[-1]
+    assert w["waiting_seconds"] >= COLLECT_S * 0.9 > w["platform_seconds"], w
+    assert w["platform_share"] < (w["round_seconds"] - sum(
+        w["phase_seconds"][p] for p in ("training", "evaluating")
+    )) / w["round_seconds"]  # fmt: skip
     wait_t, work_t, platform_t = _panel(build, "Where a round's time goes").targets
     assert prom.one(wait_t.expr) == rel(waiting / len(s), rel=1e-6)
     assert prom.one(platform_t.expr) == rel(platform / len(s), rel=1e-6)
