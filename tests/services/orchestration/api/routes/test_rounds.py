@@ -228,3 +228,29 @@ def test_the_rounds_quote_shows_its_amounts_as_booked_money(
         "0.300000",
     )
     assert (got["welfare"], got["epsilon"], got["participants"]) == (454.33, 0.673, [0, 5])
+
+
+def test_a_clients_view_keeps_only_its_own_outcome() -> None:
+    """A client's view of a finished round: no scenario, no ledger settlement, and of the
+    per-participant outcomes only its own."""
+    from datetime import UTC, datetime
+
+    from services.orchestration.api.routes.rounds import _client_view
+    from services.orchestration.api.schemas import RoundOut
+    from services.orchestration.products import RoundSummary
+
+    summary = RoundSummary.model_construct(
+        dropped=[2, 5],
+        failed_verification=[7],
+        verification={"2": "dropped", "5": "dropped", "7": "failed_verification", "9": "verified"},
+        settlement={"paid": "secret"},
+    )
+    out = RoundOut.model_construct(
+        id=1, state=S.PUBLISHED, created_at=datetime.now(UTC), scenario={"x": 1}, summary=summary
+    )
+    seen = _client_view(out, 5)
+    assert seen.scenario is None and seen.summary is not None
+    assert seen.summary.settlement is None
+    assert (seen.summary.dropped, seen.summary.failed_verification) == ([5], [])
+    assert seen.summary.verification == {"5": "dropped"}
+    assert _client_view(out, 9).summary.verification == {"9": "verified"}  # type: ignore[union-attr]
