@@ -129,3 +129,27 @@ def test_at_k_star_swan_terms_are_captured_whole(regime: str) -> None:
         assert float(c.price) == max(q.price, 0.0) and not bool(c.scaled)
         checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("regime", ["low", "high"])
+def test_swan_quotes_against_random_realised_states(regime: str) -> None:
+    """Robust SWAN's quote at K* against its schedule at random realised (K, B): captured within
+    the quote for every role and the subsidy within a random budget, in one vectorised call per
+    market; where the realised terms lie within the quote and the budget, nothing is cut."""
+    rng = np.random.default_rng(29 + (regime == "high"))
+    for _ in range(100):
+        sc = random_market(rng, regime=regime)  # type: ignore[arg-type]
+        mech = RobustSwanMechanism(sc)
+        q = mech.quote(mech.optimum.participants)
+        k = rng.integers(0, sc.counts + 1, size=(16, sc.n_types))
+        b = np.asarray([rng.integers(0, sc.counts - row + 1) for row in k])
+        prices, rewards = mech.quote_many(k)
+        budget = rng.uniform(0, 5, size=16)
+        c = capture(q.price, q.rewards, prices, rewards, k, b, budget)
+        assert np.all(np.maximum(c.rewards, 0) <= np.maximum(q.rewards, 0))
+        assert np.all(np.maximum(-c.rewards, 0) <= np.maximum(-q.rewards, 0))
+        assert np.all((c.price >= 0) & (c.price <= max(q.price, 0)))
+        scale = 1e-9 * max(1.0, float(np.abs(q.rewards).sum() * sc.n_clients + abs(q.price)))
+        assert np.all(c.subsidy <= budget + scale)
+        fine = ~c.bounded & (c.uncapped_subsidy <= budget)
+        np.testing.assert_array_equal(c.rewards[fine], rewards[fine])
