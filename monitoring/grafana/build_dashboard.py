@@ -160,8 +160,8 @@ def market_panels() -> list[Panel]:
     ]
 
 
-def round_panels() -> list[Panel]:
-    """How long rounds take, where the time goes, and how they end."""
+def round_time_panels() -> list[Panel]:
+    """How long rounds take and where the time goes: waiting, learning, the platform's own."""
     w = ROUND_WINDOW
     return [
         Panel(
@@ -252,6 +252,13 @@ def round_panels() -> list[Panel]:
             kind="stat",
             width=6,
         ),
+    ]
+
+
+def round_outcome_panels() -> list[Panel]:
+    """Training progress, how rounds end, liveness, evaluations and purchases."""
+    w = ROUND_WINDOW
+    return [
         Panel(
             "SuperNodes connected per type",
             "none",
@@ -410,7 +417,8 @@ def sections() -> list[tuple[str, list[Panel]]]:
     """The dashboard's rows, top to bottom."""
     return [
         ("Market: the latest round", market_panels()),
-        ("Rounds", round_panels()),
+        ("Rounds: time", round_time_panels()),
+        ("Rounds: training and outcomes", round_outcome_panels()),
         ("Services", service_panels()),
     ]
 
