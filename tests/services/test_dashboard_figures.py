@@ -163,7 +163,7 @@ def _check_round_time(prom: Prom, build: ModuleType, s: list[dict[str, Any]]) ->
     assert round(ended["published"]) == len(s) and ended["published"] < len(s) * 1.05
     p50, p95 = (prom.one(t.expr) for t in _panel(build, "Round duration p50").targets)
     low, high = min(x["round_seconds"] for x in s), max(x["round_seconds"] for x in s)
-    assert low / 1.5 <= p50 <= p95 <= high * 1.5  # buckets are at most 1.5× apart
+    assert low * 0.75 <= p50 <= p95 <= high * 4 / 3  # buckets are at most 4/3 apart
 
 
 def _check_latest_round(prom: Prom, build: ModuleType, rounds: list[dict[str, Any]]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
@@ -77,3 +79,16 @@ def test_metrics_route_serves_the_registry() -> None:
     assert body.status_code == 200
     assert body.headers["content-type"].startswith("text/plain")
     assert "mots_http_requests_total" in body.text
+
+
+def test_round_buckets_fit_rounds_from_seconds_to_hours() -> None:
+    """From 1 s to 6 h, each bucket at most 4/3 of the one below: a quantile interpolated inside a
+    bucket is off by at most a third (the old 60 → 120 s bucket put a 64 s round's p95 at 117 s)."""
+    from mots.platform.metrics import PHASE_BUCKETS, ROUND_BUCKETS
+
+    for buckets in (ROUND_BUCKETS, PHASE_BUCKETS):
+        assert buckets[0] <= 1 and buckets[-1] >= 6 * 3600
+        from_1s = [b for b in buckets if b >= 1]
+        assert all(b / a <= 4 / 3 + 1e-12 for a, b in itertools.pairwise(from_1s))
+    lo, hi = max(b for b in ROUND_BUCKETS if b < 64), min(b for b in ROUND_BUCKETS if b >= 64)
+    assert lo + 0.95 * (hi - lo) < 75  # one 64 s round's interpolated p95
