@@ -59,13 +59,16 @@ def route_problems(openapi: dict[str, Any]) -> list[str]:
         no_content = ok[0] == "204" and not content
         if not ("$ref" in schema or FILES & set(content) or no_content):
             out.append(f"{name}: the {ok[0]} answer is not a named schema: {schema}")
-        if op.get("security") and "401" not in responses:
-            out.append(f"{name}: takes a token but does not document 401")
+        for code in ("401", "403"):
+            if op.get("security") and code not in responses:
+                out.append(f"{name}: takes a token but does not document {code}")
         if (op.get("parameters") or op.get("requestBody")) and "422" not in responses:
             out.append(f"{name}: takes input but does not document 422")
         for code, response in responses.items():
             if code[0] in "45" and response.get("content") != {PROBLEM_JSON: {"schema": PROBLEM}}:
                 out.append(f"{name}: {code} is not documented as problem+json")
+            if code[0] in "45" and len(response.get("description", "")) < 12:
+                out.append(f"{name}: {code} does not say when it is answered")
     return out
 
 

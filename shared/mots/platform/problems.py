@@ -117,7 +117,8 @@ are documented on the route, see :func:`problems`)."""
 PROBLEM_STATUSES: dict[int, str] = {
     401: "no bearer token, or one the service does not know (WWW-Authenticate: Bearer)",
     402: "the wallet's balance is below the price",
-    403: "the token is known but not entitled to this",
+    403: "the token is known but not entitled to this (a client's token on an operator route; a "
+    "pending, revoked or departed client)",
     404: "the named resource does not exist",
     409: "the resource is not in a state that allows this",
     410: "the resource existed but is no longer available",
@@ -140,15 +141,16 @@ def problem(code: int, description: str) -> dict[int | str, dict[str, Any]]:
 
 
 def complete_problem_docs(openapi: dict[str, Any]) -> dict[str, Any]:
-    """Document the refusals every route can give, in place: 401 where it takes a token, 422
-    where it takes parameters or a body, 413 where it takes a body; and every refusal's body as
+    """Document the refusals every route can give, in place: 401 and 403 where it takes a token,
+    422 where it takes parameters or a body, 413 where it takes a body; a refusal a route names
+    without words gets this module's description of its status; and every refusal's body is
     ``application/problem+json`` (FastAPI lists a ``responses=`` model as ``application/json``)."""
     ref = {"$ref": "#/components/schemas/Problem"}
     for item in openapi.get("paths", {}).values():
         for op in item.values():
             if not isinstance(op, dict) or "responses" not in op:
                 continue
-            implied = [401] if op.get("security") else []
+            implied = [401, 403] if op.get("security") else []
             implied += [422] if op.get("parameters") or op.get("requestBody") else []
             implied += [413] if op.get("requestBody") else []
             for code in implied:
@@ -156,6 +158,9 @@ def complete_problem_docs(openapi: dict[str, Any]) -> dict[str, Any]:
             for code, response in op["responses"].items():
                 if code[0] in "45":
                     response["content"] = {PROBLEM_JSON: {"schema": ref}}
+                    phrase = _title(int(code)) if code.isdigit() else None
+                    if response.get("description") in (None, "", phrase):
+                        response["description"] = PROBLEM_STATUSES.get(int(code), phrase)
     return openapi
 
 
