@@ -288,13 +288,14 @@ def overrun_s(body: dict[str, Any]) -> float:
 
 
 def row_of(body: dict[str, Any], rss: dict[str, float]) -> dict[str, Any]:
-    """A report row from a finished round: waiting is the collection (clients deciding), the
-    platform's own time is the round less waiting, training and evaluation."""
+    """A report row from a finished round: waiting for clients (the round's own
+    ``waiting_seconds``, else its collection), the platform's own time the round less waiting,
+    training and evaluation."""
     summary = body.get("summary") or {}
     phases: dict[str, float] = summary.get("phase_seconds") or {}
     seconds = float(summary.get("round_seconds") or sum(phases.values()))
-    waiting = phases.get("collecting", 0.0)
     work = phases.get("training", 0.0) + phases.get("evaluating", 0.0)
+    waiting = float(summary.get("waiting_seconds", phases.get("collecting", 0.0)))
     predicted = summary.get("predicted_epsilon", summary.get("epsilon_predicted"))
     measured = summary.get("measured_epsilon", summary.get("epsilon"))
     return {
