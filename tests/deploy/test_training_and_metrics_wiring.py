@@ -236,8 +236,9 @@ def test_nothing_runs_flower_insecure() -> None:
 
 
 def test_k8s_prometheus_may_scrape_every_worker(overlay: list[dict[str, Any]]) -> None:
-    """Each service worker binds 0.0.0.0 on a port named "metrics" that a policy admits from
-    Prometheus (the namespace denies ingress by default)."""
+    """Each service worker and API binds 0.0.0.0 on a port named "metrics" that a policy admits
+    from Prometheus (the namespace denies ingress by default); an API's metrics are not on its
+    "http" port, which its clients reach."""
     config_maps = {
         r["metadata"]["name"]: r.get("data", {}) for r in overlay if r["kind"] == "ConfigMap"
     }
@@ -247,9 +248,12 @@ def test_k8s_prometheus_may_scrape_every_worker(overlay: list[dict[str, Any]]) -
         for r in overlay
         if r["kind"] == "Deployment"
         and r["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
-        == "worker"
+        in ("worker", "api")
     ]
     assert {r["metadata"]["name"] for r in workers} == {
+        "market",
+        "pricing",
+        "orchestration",
         "market-worker",
         "pricing-worker",
         "orchestration-worker",

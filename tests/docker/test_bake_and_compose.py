@@ -166,7 +166,8 @@ def test_compose_mounted_files_exist(compose: dict) -> None:
 
 
 def test_prometheus_scrapes_every_compose_api(compose: dict) -> None:
-    """Prometheus scrapes exactly the compose APIs (port 8000) and workers (MOTS_METRICS_PORT)."""
+    """Prometheus scrapes exactly the compose APIs and workers, each on its MOTS_METRICS_PORT
+    (an API's metrics are not on its API port, which its clients reach)."""
     config = yaml.safe_load((DOCKER / "prometheus/prometheus.yml").read_text())
     jobs = {j["job_name"]: j for j in config["scrape_configs"]}
 
@@ -174,7 +175,12 @@ def test_prometheus_scrapes_every_compose_api(compose: dict) -> None:
         return {t for sc in jobs[job]["static_configs"] for t in sc["targets"]}
 
     services = compose["services"]
-    apis = {f"{n}:8000" for n, s in services.items() if "healthz" in str(s.get("healthcheck"))}
+    apis = {
+        f"{n}:{s['environment']['MOTS_METRICS_PORT']}"
+        for n, s in services.items()
+        if "healthz" in str(s.get("healthcheck"))
+    }
+    assert all(not a.endswith((":0", ":8000")) for a in apis), apis
     workers = {
         f"{n}:{s['environment']['MOTS_METRICS_PORT']}"
         for n, s in services.items()

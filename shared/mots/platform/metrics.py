@@ -219,12 +219,15 @@ class HttpMetricsMiddleware:
             )
 
 
-def install_http_metrics(app: object, service: str) -> None:
-    """Add request counting and timing middleware and a ``/metrics`` route to a FastAPI app."""
+def install_http_metrics(app: object, service: str, route: bool = True) -> None:
+    """Add request counting and timing middleware to a FastAPI app and, with ``route``, a
+    ``/metrics`` route on its own port (without: the registry is served on MOTS_METRICS_PORT)."""
     from fastapi import FastAPI
 
     assert isinstance(app, FastAPI)
     app.add_middleware(HttpMetricsMiddleware, service=service)
+    if not route:
+        return
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

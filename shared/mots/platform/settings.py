@@ -61,7 +61,11 @@ class PlatformSettings(BaseSettings):
         "longer than the longest task (the orchestration's training step, MOTS_TRAIN_TIMEOUT_S)",
     )
     metrics_port: int = Field(
-        0, ge=0, le=65535, description="port of a worker's Prometheus /metrics endpoint; 0 = off"
+        0,
+        ge=0,
+        le=65535,
+        description="port of the process's Prometheus /metrics endpoint (a worker's, or an API's"
+        " apart from its API port); 0 = none (an API then serves /metrics on its API port)",
     )
     metrics_host: str = Field(
         "127.0.0.1",

@@ -26,7 +26,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 
-from mots.platform.metrics import install_http_metrics
+from mots.platform.metrics import install_http_metrics, serve_worker_metrics
 from mots.platform.problems import (
     PROBLEM_RESPONSES,
     complete_problem_docs,
@@ -84,19 +84,25 @@ def service_app(
     At start the app runs ``migrate`` (the service's Alembic upgrade), then enters ``lifespan``
     (the service's own start-up; its exit is the shutdown). ``settings`` and ``state`` become
     ``app.state`` attributes, which the shared dependencies (:mod:`mots.platform.deps`) read.
-    Routers are matched in the order given, then ``/metrics`` and ``/healthz``: put the busiest
-    first.
+    Routers are matched in the order given, then ``/metrics`` (unless ``MOTS_METRICS_PORT``
+    serves it on a port of its own) and ``/healthz``: put the busiest first.
     """
 
     @asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
         if migrate is not None:
             migrate()
-        if lifespan is None:
-            yield
-            return
-        async with lifespan(app):
-            yield
+        server = serve_worker_metrics(settings.metrics_port, settings.metrics_host)
+        try:
+            if lifespan is None:
+                yield
+                return
+            async with lifespan(app):
+                yield
+        finally:
+            if server is not None:
+                server.shutdown()
+                server.server_close()
 
     app = FastAPIOffline(
         title=f"MoTS {service}",
@@ -111,7 +117,9 @@ def service_app(
     for router in routers:
         app.include_router(router)
     install_problem_handlers(app)
-    install_http_metrics(app, service)
+    # MOTS_METRICS_PORT set: /metrics on that port only (Prometheus may reach it, the API's
+    # clients may not: k3s NetworkPolicy, compose); unset (0): on the API's own port.
+    install_http_metrics(app, service, route=not settings.metrics_port)
     install_healthz(app)
     install_openapi(app)
     return app

@@ -63,3 +63,24 @@ def test_endpoint_binds_the_configured_interface(
 def test_port_zero_serves_nothing() -> None:
     """MOTS_METRICS_PORT=0 (the APIs) starts no server."""
     assert serve_worker_metrics(0, "0.0.0.0") is None
+
+
+def test_an_api_with_a_metrics_port_serves_metrics_only_there() -> None:
+    """MOTS_METRICS_PORT set on an API: /metrics answers on that port (Prometheus's), not on the
+    API's port (its clients'), while the app runs; unset, on the API's port."""
+    from fastapi.testclient import TestClient
+
+    from mots.local.launcher import free_port
+    from mots.platform.settings import PlatformSettings
+    from mots.platform.web import service_app
+
+    port = free_port()
+    app = service_app("demo", "A demonstration.", PlatformSettings(metrics_port=port), [])
+    with TestClient(app) as client:
+        assert client.get("/metrics").status_code == 404
+        assert client.get("/healthz").status_code == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            assert reply.status == 200 and b"mots_http_requests_total" in reply.read()
+    plain = service_app("demo", "A demonstration.", PlatformSettings(), [])
+    with TestClient(plain) as client:
+        assert client.get("/metrics").status_code == 200
