@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.bulk import BatchWrite, reserve_ids
@@ -21,8 +22,8 @@ from services.market import enrolment as enrolments
 from services.market import ledger
 from services.market.auth import hash_token
 from services.market.enrolment import TypeFacts
-from services.market.errors import Refusal
-from services.market.models import Account, Base, Client, Entry, LedgerTransaction
+from services.market.errors import Conflict, Refusal
+from services.market.models import Account, Base, Client, Enrolment, Entry, LedgerTransaction
 
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _ACCOUNTS = Base.metadata.tables[Account.__tablename__]
@@ -68,6 +69,19 @@ def check_types(session: Session, clients: Sequence[NewClient], max_types: int) 
     now = int(time.time())
     for name, (size, cost) in declared.items():  # a lookup per type, not per client
         enrolments.check_type(session, TypeFacts(name, size, cost), max_types, now)
+    # check_type counts the types already there; several new ones in one call must fit together
+    live = select(Client.type_name).where(Client.status.in_(enrolments.LIVE_CLIENT_STATES))
+    enrolled = select(Enrolment.type_name).where(
+        Enrolment.revoked.is_(False), Enrolment.expires_at > now
+    )
+    known = set(session.scalars(live.distinct())) | set(session.scalars(enrolled.distinct()))
+    new = sorted(set(declared) - known)
+    if len(known) + len(new) > max_types:
+        raise Conflict(
+            "type_name",
+            f"{len(new)} new types {new} would make {len(known) + len(new)} distinct types; the "
+            f"market allows {max_types} (MOTS_MAX_TYPES)",
+        )
 
 
 def register_clients(

@@ -5,9 +5,16 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
-from services.market import rounds
+from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.transactions import in_transaction
+from services.market import migrations, rounds
+from services.market.errors import Conflict
+from services.market.models import Client
+from services.market.registration import NewClient, register_clients
 from tests.services.market.conftest import OPERATOR
 
 
@@ -95,3 +102,27 @@ def test_a_bulk_population_rounds_like_a_registered_one(market: TestClient, open
     with market.app.state.sessions() as s:
         seen = rounds.progress(s, 1)
     assert (seen.registered, seen.declared) == (4, 4)
+
+
+def test_several_new_types_in_one_call_must_fit_the_types_allowed(database_url: str) -> None:
+    """One type registered, two allowed: a bulk call bringing two new types is refused whole
+    (each alone would fit), one new type is registered."""
+    migrations.upgrade(database_url)
+    engine = make_engine(database_url, pool_size=1)
+    sessions = make_sessionmaker(engine)
+
+    def register(names: list[str]) -> Any:
+        new = [NewClient(f"{n}-1", n, 8, 80_000) for n in names]
+        return in_transaction(
+            sessions, lambda s: register_clients(s, new, 0, 2, lambda c: (f"token-{c}", 0))
+        )
+
+    try:
+        register(["small"])
+        with pytest.raises(Conflict, match="MOTS_MAX_TYPES"):
+            register(["a", "b"])
+        assert [r.client.type_name for r in register(["a", "small"])] == ["a", "small"]
+        with sessions() as s:
+            assert sorted(s.scalars(select(Client.type_name))) == ["a", "small", "small"]
+    finally:
+        engine.dispose()
