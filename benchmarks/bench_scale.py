@@ -217,7 +217,9 @@ def wait_round(orch: httpx.Client, round_id: int, watch: PeakWatch) -> dict[str,
     """The round's record once it is published or settled by rule."""
     deadline = time.monotonic() + 3600
     while time.monotonic() < deadline:
-        body: dict[str, Any] = orch.get(f"/v1/rounds/{round_id}").json()
+        r = orch.get(f"/v1/rounds/{round_id}", headers=OPERATOR)
+        r.raise_for_status()
+        body: dict[str, Any] = r.json()
         watch.sample()
         if body["state"] in ("published", "settled_by_rule", "failed"):
             return body
