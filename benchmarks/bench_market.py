@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 import uvloop
 
+from benchmarks.raw_http import exchange
 from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.money import to_micros
@@ -117,20 +118,6 @@ def _request(host: str, token: str) -> bytes:
     ).encode() + body
 
 
-async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> int:
-    """Send one request on a kept-alive connection and read its whole response; the status."""
-    writer.write(req)
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    if length:
-        await reader.readexactly(length)
-    return int(head[9:12])
-
-
 def _probe(host: str) -> bytes:
     """One ``GET /healthz`` (the app's cheapest route) as HTTP/1.1 bytes: the framework's floor."""
     return f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
@@ -165,11 +152,11 @@ async def load(
                     return
                 start = time.perf_counter()
                 try:
-                    code = await _exchange(reader, writer, req)
+                    code, _ = await exchange(reader, writer, req)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     writer.close()
                     reader, writer = await asyncio.open_connection(host, port)
-                    code = await _exchange(reader, writer, req)
+                    code, _ = await exchange(reader, writer, req)
                 latencies.append(time.perf_counter() - start)
                 codes[code] = codes.get(code, 0) + 1
         finally:

@@ -30,6 +30,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.raw_http import exchange
 from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
@@ -163,19 +164,6 @@ def move_request(host: str, round_id: int, move: str, token: str, cid: int) -> b
     ).encode() + body
 
 
-async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> bytes:
-    """Send one request on a kept-alive connection; the status line and body of the response."""
-    writer.write(req)
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    body = await reader.readexactly(length) if length else b""
-    return head[9:12] + b" " + body
-
-
 async def respond(
     base: str, round_id: int, moves: list[tuple[str, str, int]], concurrency: int
 ) -> None:
@@ -192,9 +180,9 @@ async def respond(
         reader, writer = await asyncio.open_connection(host, port)
         try:
             for req, move, cid in requests:
-                answer = await exchange(reader, writer, req)
-                if not answer.startswith((b"200", b"201")):
-                    raise RuntimeError(f"{move} of client {cid}: {answer[:300]!r}")
+                status, body = await exchange(reader, writer, req)
+                if status not in (200, 201):
+                    raise RuntimeError(f"{move} of client {cid}: {status} {body[:300]!r}")
         finally:
             writer.close()
 
