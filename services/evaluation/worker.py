@@ -49,7 +49,7 @@ EVALUATIONS.inc(0)  # exported at 0 before the first evaluation
 
 def _published_points(session: Session) -> list[tuple[list[int], list[float], float]]:
     rows = session.scalars(
-        select(Measurement).where(Measurement.published).order_by(Measurement.id)
+        select(Measurement).where(Measurement.published).order_by(Measurement.round_id)
     ).all()
     return [(json.loads(m.participants_json), json.loads(m.sizes_json), m.test_loss) for m in rows]
 
@@ -61,10 +61,12 @@ def _fit_all() -> ErrorFit | None:
 
 
 def prior() -> ErrorPosterior:
-    """The configured prior over Eq. 3's parameters (MOTS_PRIOR_ERROR_MODEL, MOTS_PRIOR_ERROR_SD)."""
+    """The configured prior over Eq. 3's parameters (MOTS_PRIOR_ERROR_MODEL, MOTS_PRIOR_ERROR_SD,
+    MOTS_ERROR_NOISE_SD, MOTS_ERROR_DRIFT_SD)."""
     sd = [settings.prior_error_sd[name] for name in PARAMETERS]
+    drift = [settings.error_drift_sd[name] for name in PARAMETERS]
     model = ErrorModel.model_validate(settings.prior_error_model)
-    return ErrorPosterior.prior(model, sd, settings.error_noise_sd)
+    return ErrorPosterior.prior(model, sd, settings.error_noise_sd, drift)
 
 
 for _name, _value in zip(PARAMETERS, prior().mean, strict=True):  # the prior until a round counts
@@ -72,8 +74,8 @@ for _name, _value in zip(PARAMETERS, prior().mean, strict=True):  # the prior un
 
 
 def posterior(session: Session) -> ErrorPosterior:
-    """The prior updated with every published measurement, each with its own types' data sizes
-    (Bayes' rule is order-free, so this equals the round-by-round update); exported as gauges."""
+    """The prior updated with every published measurement in the rounds' order, each with its own
+    types' data sizes (the round-by-round update); exported as gauges."""
     post = prior()
     for k, sizes, loss in _published_points(session):
         post = post.update(k, sizes, loss)

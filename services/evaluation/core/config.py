@@ -43,6 +43,23 @@ class Settings(PlatformSettings):
         "test subset): how far one measurement moves the posterior",
     )
 
+    error_drift_sd: dict[str, float] = Field(
+        default_factory=lambda: {"eps0": 0.01, "d_gamma2": 1.0, "sigma2": 0.005},
+        description="how far each of ε0, dγ², σ² may drift per measured round (standard "
+        "deviations of a random walk, mots.economics.error_online): older rounds count less, so "
+        "the estimate tracks the coalitions the market forms now; all 0: never forget",
+    )
+
+    @field_validator("error_drift_sd")
+    @classmethod
+    def _three_drifts(cls, sd: dict[str, float]) -> dict[str, float]:
+        """One finite sd ≥ 0 for each of eps0, d_gamma2, sigma2, nothing else."""
+        if set(sd) != {"eps0", "d_gamma2", "sigma2"}:
+            raise ValueError(f"error_drift_sd: give eps0, d_gamma2 and sigma2, got {sorted(sd)}")
+        if not all(math.isfinite(v) and v >= 0 for v in sd.values()):
+            raise ValueError("error_drift_sd: every standard deviation must be finite and ≥ 0")
+        return sd
+
     @field_validator("prior_error_sd")
     @classmethod
     def _three_positive_sds(cls, sd: dict[str, float]) -> dict[str, float]:

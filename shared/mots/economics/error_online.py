@@ -15,6 +15,15 @@ while directions of θ that K does not see (vᵀ P x = 0) keep their prior. The 
 equilibrium repeats K*, so the price is right at K* from the first round on, without waiting for
 four distinct coalitions as the least-squares refit (:mod:`mots.economics.error_fit`) does.
 
+θ may drift (a random walk, θ_t = θ_{t−1} + w_t, w_t ~ N(0, Q), Q = diag(drift_sd²)): before each
+measurement the covariance grows by Q (the Kalman predict step, P ← P + Q), so older measurements
+count less and the estimate tracks the coalitions the market forms now. Eq. (3) is a model, and
+a 3-parameter curve cannot pass through every coalition's measured loss: with Q = 0 a coalition
+measured twenty times outweighs a new one for ever (the soak's market moved to a new K* after 30
+rounds and the static posterior's prediction there was still 0.02 off after 20 more), while with
+Q > 0 the prediction at a coalition the market repeats converges to its measurement. Q = 0 is the
+static posterior (order-free); with Q > 0 the order is the rounds' order.
+
 θ must stay in Eq. (3)'s domain (dγ² > 0, σ² ≥ 0, ε0 ≥ 0): the Gaussian posterior itself is kept
 unconstrained (so updates stay exact and order-free), and the point estimate handed to pricing is
 its mean projected onto the domain in the posterior's own metric (estimate projection, Simon 2010):
@@ -25,7 +34,7 @@ cannot, weighted by their covariance with it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -49,46 +58,67 @@ def _row(participants: Sequence[float] | npt.ArrayLike, sizes: Sequence[float]) 
 @dataclass(frozen=True)
 class ErrorPosterior:
     """The Gaussian belief N(mean, cov) over θ = (ε0, dγ², σ²) of Eq. (3), the measurement
-    noise variance r it assumes, and how many measurements it holds."""
+    noise variance r it assumes, θ's drift variance per measurement (Q's diagonal; zeros: θ is
+    fixed) and how many measurements it holds."""
 
     mean: FloatArray
     cov: FloatArray
     noise_var: float
     points: int = 0
+    drift_var: FloatArray = field(default_factory=lambda: np.zeros(3))
 
     @classmethod
-    def prior(cls, model: ErrorModel, sd: Sequence[float], noise_sd: float) -> ErrorPosterior:
+    def prior(
+        cls,
+        model: ErrorModel,
+        sd: Sequence[float],
+        noise_sd: float,
+        drift_sd: Sequence[float] = (0.0, 0.0, 0.0),
+    ) -> ErrorPosterior:
         """The configured prior: θ's mean from ``model``, independent components with standard
-        deviations ``sd`` (ε0, dγ², σ²), measurement noise of standard deviation ``noise_sd``."""
+        deviations ``sd`` (ε0, dγ², σ²), measurement noise of standard deviation ``noise_sd``,
+        θ's drift per measurement of standard deviations ``drift_sd`` (module docstring)."""
         s = np.asarray(sd, dtype=np.float64)
         if s.shape != (3,) or np.any(s <= 0) or not np.all(np.isfinite(s)):
             raise ValueError(f"sd: three finite standard deviations > 0 expected, got {list(sd)}")
         if not (noise_sd > 0 and np.isfinite(noise_sd)):
             raise ValueError(f"noise_sd: a finite standard deviation > 0 expected, got {noise_sd}")
+        q = np.asarray(drift_sd, dtype=np.float64)
+        if q.shape != (3,) or np.any(q < 0) or not np.all(np.isfinite(q)):
+            raise ValueError(f"drift_sd: three finite standard deviations ≥ 0, got {list(drift_sd)}")
         mean = np.array([model.eps0, model.d_gamma2, model.sigma2], dtype=np.float64)
-        return cls(mean=mean, cov=np.diag(s * s), noise_var=float(noise_sd) ** 2)
+        return cls(
+            mean=mean, cov=np.diag(s * s), noise_var=float(noise_sd) ** 2, drift_var=q * q
+        )
 
     def update(
         self, participants: Sequence[float] | npt.ArrayLike, sizes: Sequence[float], epsilon: float
     ) -> ErrorPosterior:
-        """The posterior after one measured test loss ``epsilon`` of coalition K (Kalman step,
-        Joseph form so that the covariance stays symmetric positive semi-definite)."""
+        """The posterior after one measured test loss ``epsilon`` of coalition K: θ drifts
+        (P + Q), then the Kalman step (Joseph form, so that the covariance stays symmetric
+        positive semi-definite)."""
         if not np.isfinite(epsilon):
             raise ValueError(f"epsilon: a finite test loss expected, got {epsilon}")
         x = _row(participants, sizes)
-        px = self.cov @ x
+        prior_cov = self.cov + np.diag(self.drift_var)
+        px = prior_cov @ x
         gain = px / (x @ px + self.noise_var)
         mean = self.mean + gain * (epsilon - x @ self.mean)
         a = np.eye(3) - np.outer(gain, x)
-        cov = a @ self.cov @ a.T + self.noise_var * np.outer(gain, gain)
+        cov = a @ prior_cov @ a.T + self.noise_var * np.outer(gain, gain)
         return ErrorPosterior(
-            mean=mean, cov=(cov + cov.T) / 2, noise_var=self.noise_var, points=self.points + 1
+            mean=mean,
+            cov=(cov + cov.T) / 2,
+            noise_var=self.noise_var,
+            points=self.points + 1,
+            drift_var=self.drift_var,
         )
 
     def update_all(
         self, measurements: Sequence[tuple[Sequence[float], float]], sizes: Sequence[float]
     ) -> ErrorPosterior:
-        """The posterior after every ``(K, ε)`` in turn (the order does not matter)."""
+        """The posterior after every ``(K, ε)`` in turn (in the rounds' order; it does not
+        matter while θ does not drift)."""
         posterior = self
         for participants, epsilon in measurements:
             posterior = posterior.update(participants, sizes, epsilon)

@@ -119,6 +119,59 @@ def test_a_bad_prior_width_is_refused() -> None:
         ErrorPosterior.prior(TRUTH, [0.1, 0.0, 0.1], 0.02)
     with pytest.raises(ValueError, match="noise_sd"):
         ErrorPosterior.prior(TRUTH, [0.1, 1.0, 0.1], float("nan"))
+    with pytest.raises(ValueError, match="drift_sd"):
+        ErrorPosterior.prior(TRUTH, [0.1, 1.0, 0.1], 0.02, [0.0, -1.0, 0.0])
+
+
+DRIFT = (0.01, 1.0, 0.005)
+"""The evaluation service's default drift per round (MOTS_ERROR_DRIFT_SD)."""
+
+
+@settings(max_examples=100, deadline=None)
+@given(models, sds, st.lists(st.tuples(coalitions, losses), min_size=1, max_size=6))
+def test_zero_drift_is_the_static_posterior(
+    model: ErrorModel, sd: tuple[float, float, float], data: list[tuple[list[int], float]]
+) -> None:
+    """Q = 0 changes nothing: the same mean and covariance as the static update."""
+    static = ErrorPosterior.prior(model, sd, 0.02).update_all(data, SIZES)
+    drifting = ErrorPosterior.prior(model, sd, 0.02, (0.0, 0.0, 0.0)).update_all(data, SIZES)
+    assert_allclose(drifting.mean, static.mean, rtol=1e-12, atol=0)
+    assert_allclose(drifting.cov, static.cov, rtol=1e-12, atol=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    models,
+    st.lists(st.tuples(coalitions, losses), min_size=4, max_size=8),
+    coalitions,
+    losses,
+)
+def test_with_drift_a_coalition_the_market_repeats_is_learned_whatever_came_before(
+    model: ErrorModel, history: list[tuple[list[int], float]], k: list[int], y: float
+) -> None:
+    """Thirty rounds of any history (no θ need fit it), then one coalition measured at y over and
+    over: with drift the prediction there converges to y; without, the history holds it back
+    (the soak's market, which moved to a new K* after 30 rounds)."""
+    sd = (0.2, 30.0, 0.05)
+    drifting = ErrorPosterior.prior(model, sd, 0.02, DRIFT)
+    drifting = drifting.update_all(history * (30 // len(history) + 1), SIZES)
+    for _ in range(40):
+        drifting = drifting.update(k, SIZES, y)
+    assert abs(_pred(drifting, k) - y) <= 1e-3
+
+
+def test_drift_learns_the_soaks_regime_change_that_the_static_posterior_does_not() -> None:
+    """The soak's measurements (noise-free): 30 rounds at K = (0, 0, 5) with 0.708, then
+    (0, 5, 5) with 0.667. Twenty rounds after the change the static posterior is still off by
+    more than 0.01; the drifting one is within 0.003."""
+    history = [([0, 0, 5], 0.708)] * 30
+    after = [([0, 5, 5], 0.667)] * 20
+    static = ErrorPosterior.prior(WRONG_PRIOR, (0.2, 30.0, 0.05), 0.02)
+    drifting = ErrorPosterior.prior(WRONG_PRIOR, (0.2, 30.0, 0.05), 0.02, DRIFT)
+    static = static.update_all(history + after, SIZES)
+    drifting = drifting.update_all(history + after, SIZES)
+    assert abs(_pred(static, [0, 5, 5]) - 0.667) > 0.01
+    assert abs(_pred(drifting, [0, 5, 5]) - 0.667) < 0.003
 
 
 def closed_loop(rounds: int, seed: int) -> list[tuple[list[int], float, float]]:
