@@ -85,11 +85,11 @@ class ErrorPosterior:
             raise ValueError(f"noise_sd: a finite standard deviation > 0 expected, got {noise_sd}")
         q = np.asarray(drift_sd, dtype=np.float64)
         if q.shape != (3,) or np.any(q < 0) or not np.all(np.isfinite(q)):
-            raise ValueError(f"drift_sd: three finite standard deviations ≥ 0, got {list(drift_sd)}")
+            raise ValueError(
+                f"drift_sd: three finite standard deviations ≥ 0, got {list(drift_sd)}"
+            )
         mean = np.array([model.eps0, model.d_gamma2, model.sigma2], dtype=np.float64)
-        return cls(
-            mean=mean, cov=np.diag(s * s), noise_var=float(noise_sd) ** 2, drift_var=q * q
-        )
+        return cls(mean=mean, cov=np.diag(s * s), noise_var=float(noise_sd) ** 2, drift_var=q * q)
 
     def update(
         self, participants: Sequence[float] | npt.ArrayLike, sizes: Sequence[float], epsilon: float
