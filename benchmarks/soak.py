@@ -119,9 +119,9 @@ def round_body(soak: Soak, round_id: int) -> dict[str, Any] | None:
 
 
 def wait_state(
-    soak: Soak, round_id: int, states: tuple[str, ...], timeout_s: float
+    soak: Soak, round_id: int, states: tuple[str, ...], timeout_s: float, poll_s: float = 0.1
 ) -> dict[str, Any]:
-    """Poll (through restarts) until the round is in one of ``states``."""
+    """Poll (through restarts) every ``poll_s`` until the round is in one of ``states``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -130,7 +130,7 @@ def wait_state(
             body = None
         if body is not None and body["state"] in states:
             return body
-        time.sleep(0.1)
+        time.sleep(poll_s)
     raise TimeoutError(f"round {round_id} not in {states} after {timeout_s:.0f}s")
 
 
@@ -187,7 +187,8 @@ def fault_watcher(soak: Soak, fault: Fault, round_id: int) -> threading.Thread:
     def run() -> None:
         order = PHASES.index(fault.phase)
         try:
-            body = wait_state(soak, round_id, PHASES[order:] + TERMINAL, 600)
+            # fine polling: on a quiet machine a settling phase lasts a few tens of ms
+            body = wait_state(soak, round_id, PHASES[order:] + TERMINAL, 600, poll_s=0.02)
         except TimeoutError:
             fault.outcome = "not injected: the round never reached the phase"
             return
@@ -268,9 +269,14 @@ def rss_mib(soak: Soak) -> dict[str, float]:
     return out
 
 
-def orphans(pgids: set[int]) -> int:
-    """Processes still alive in any process group the soak started."""
-    return sum(1 for pid in _pids() if (st := _stat(pid)) is not None and st[1] in pgids)
+def orphans(pgids: set[int], workdir: Path) -> int:
+    """Processes still alive in any process group the soak started, or federation processes
+    (their own sessions: SuperLink, SuperNodes, trainers, ServerApps) still running in its
+    workdir."""
+    from mots.training.federation import strays
+
+    grouped = {pid for pid in _pids() if (st := _stat(pid)) is not None and st[1] in pgids}
+    return len(grouped | set(strays(workdir)))
 
 
 # ---------------------------------------------------------------- rounds
@@ -572,7 +578,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         stack.stop()
         redis.stop()
         time.sleep(1.0)
-        left = orphans(soak.pgids)
+        left = orphans(soak.pgids, soak.stack.workdir)
         drop_databases(args.pg_admin, names)
     return {
         "rounds": rows,

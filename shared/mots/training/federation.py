@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -42,6 +43,7 @@ from typing import Any, Protocol
 from mots.training.pki import NodeKey, TlsFiles, make_node_key, make_tls
 from mots.training.verification import VerificationPolicy
 
+log = logging.getLogger(__name__)
 STATE_FILE = "federation.json"
 CONNECTION = "mots-local"
 SUPERNODE_START_ATTEMPTS = 3
@@ -265,6 +267,44 @@ def descendants(pids: Sequence[int]) -> set[int]:
     return out
 
 
+FEDERATION_MARKERS = (b"flower-superlink", b"flower-supernode", b"flwr", b"mots.training")
+"""What a federation process's command line holds (SuperLink, SuperNodes, ServerApps, trainers)."""
+
+
+def strays(workdir: Path) -> list[int]:
+    """Live federation processes (not this one) whose working directory is ``workdir`` or below
+    it: a federation's SuperLink, SuperNodes, trainers and ServerApps all run there
+    (:meth:`LocalFederation._spawn`); other processes there are never counted."""
+    root = str(Path(workdir).resolve())
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        inside = cwd == root or cwd.startswith(root + os.sep)
+        if inside and any(m in cmdline for m in FEDERATION_MARKERS) and alive(int(entry.name)):
+            out.append(int(entry.name))
+    return sorted(out)
+
+
+def reap_strays(workdir: Path, timeout: float = 10.0) -> list[int]:
+    """SIGKILL a previous federation's processes left in ``workdir`` (its owner was killed before
+    it could stop them: they run in their own sessions, so they outlive it and hold its ports);
+    returns the pids killed, once they are gone."""
+    killed = strays(workdir)
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p) for p in killed):
+        time.sleep(0.05)
+    return killed
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of a process in MiB (0 when gone)."""
     try:
@@ -478,9 +518,15 @@ class LocalFederation:
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> LocalFederation:
         """Start SuperLink, register the nodes' keys, start trainers and SuperNodes; return once
-        every SuperNode has connected."""
+        every SuperNode has connected. A federation left in the same workdir by a process that
+        was killed is reaped first (:func:`reap_strays`)."""
+        reaped = reap_strays(self.workdir)
+        if reaped:
+            log.warning("reaped %d processes of a stale federation in %s", len(reaped), self.workdir)
         ports = [self.superlink_port, self.fleet_port] + [n["port"] for n in self.nodes]
-        busy = [p for p in ports if not _port_free(p)]
+        deadline = time.monotonic() + (10.0 if reaped else 0.0)
+        while (busy := [p for p in ports if not _port_free(p)]) and time.monotonic() < deadline:
+            time.sleep(0.2)
         if busy:
             raise FederationError(
                 f"superlink_port: ports {busy} are in use; pick another superlink_port"

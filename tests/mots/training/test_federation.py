@@ -8,8 +8,10 @@ saved artifact, and checks that stopping leaves no process behind.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +156,38 @@ def test_supernode_that_keeps_failing_is_reported(tmp_path: Path) -> None:
         assert fed._attempts["supernode-00"] == SUPERNODE_START_ATTEMPTS
     finally:
         fed.stop()
+
+
+def test_a_killed_owners_federation_is_reaped_and_nothing_else(tmp_path: Path) -> None:
+    """A federation process left in the workdir by an owner that was SIGKILLed (its own session,
+    so it outlived the owner) is killed before a new federation starts there; a process in the
+    workdir that is not a federation's is left alone, as is one elsewhere."""
+    import subprocess
+
+    from mots.training.federation import reap_strays, strays
+
+    work = tmp_path / "fed"
+    work.mkdir()
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+    def spawn(argv: list[str], cwd: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, cwd=cwd, start_new_session=True)
+
+    stale = spawn([*sleep, "flower-supernode", "--insecure"], work)
+    bystander = spawn([*sleep, "something-else"], work)
+    other = spawn([*sleep, "flower-supernode"], elsewhere)
+    try:
+        deadline = time.monotonic() + 10
+        while stale.pid not in strays(work) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert strays(work) == [stale.pid]
+        assert reap_strays(work) == [stale.pid]
+        assert stale.wait(timeout=10) == -signal.SIGKILL
+        assert bystander.poll() is None and other.poll() is None
+        assert strays(work) == []
+    finally:
+        for p in (stale, bystander, other):
+            p.kill()
+            p.wait()
