@@ -21,13 +21,14 @@ from sqlalchemy.orm import Session
 
 from mots.platform.bulk import BatchWrite, Tally, one_of
 from mots.platform.schemas import DecisionIn, DecisionOut, Strategy
-from services.market.errors import Conflict, NotFound, Refusal
-from services.market.models import Base, Decision, MarketRound, Purchase, RoundTally
+from services.market.errors import Conflict, Forbidden, NotFound, Refusal
+from services.market.models import Base, Decision, MarketRound, Purchase, RoundMember, RoundTally
 
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
 _DECISIONS = Base.metadata.tables[Decision.__tablename__]
 _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
 _TALLIES = Base.metadata.tables[RoundTally.__tablename__]
+_MEMBERS = Base.metadata.tables[RoundMember.__tablename__]
 
 
 def declared_tally(shard: int) -> Tally:
@@ -44,9 +45,21 @@ class Declaration:
     strategy: Strategy
 
 
+def not_a_member(client_id: int, round_id: int) -> Forbidden:
+    """The refusal of a client outside the round's population (registered or approved after the
+    round opened: it was not priced in it)."""
+    return Forbidden(
+        "client_id",
+        f"client {client_id} is not in round {round_id}'s population (it was registered or "
+        "approved after the round opened, so the round was not priced for it); it takes part "
+        "from the next round",
+    )
+
+
 @lru_cache(maxsize=4)
-def _queries(dialect: str) -> tuple[Any, Any]:
-    """The batch's reads: the rounds (shared locks) and the paid purchases of its clients."""
+def _queries(dialect: str) -> tuple[Any, Any, Any]:
+    """The batch's reads: the rounds (shared locks), the paid purchases of its clients and which
+    of them are in the rounds' populations."""
     rounds = (
         select(_ROUNDS.c.id, _ROUNDS.c.state)
         .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
@@ -57,18 +70,26 @@ def _queries(dialect: str) -> tuple[Any, Any]:
         one_of(_PURCHASES.c.client_id, "client_ids", dialect),
         _PURCHASES.c.refunded.is_(False),
     )
-    return rounds, paid
+    members = select(_MEMBERS.c.round_id, _MEMBERS.c.client_id).where(
+        one_of(_MEMBERS.c.round_id, "round_ids", dialect),
+        one_of(_MEMBERS.c.client_id, "client_ids", dialect),
+    )
+    return rounds, paid, members
 
 
-def decide_declaration(d: Declaration, state: str | None, paid: bool) -> DecisionOut | Refusal:
-    """One declaration's answer given its round's state (None: no such round) and whether its
-    client paid for the round's model (pure)."""
+def decide_declaration(
+    d: Declaration, state: str | None, paid: bool, member: bool = True
+) -> DecisionOut | Refusal:
+    """One declaration's answer given its round's state (None: no such round), whether its
+    client paid for the round's model and whether it is in the round's population (pure)."""
     if state is None:
         return NotFound("round_id", f"round {d.round_id} does not exist")
     if state != "collecting":
         return Conflict(
             "round_id", f"round {d.round_id} is {state}; decisions are taken while it is collecting"
         )
+    if not member:
+        return not_a_member(d.client_id, d.round_id)
     if d.strategy != Strategy.BUY and paid:
         return Conflict("strategy", "this client paid for the round's model; a purchase is final")
     return DecisionOut(round_id=d.round_id, client_id=d.client_id, strategy=d.strategy, paid=paid)
@@ -79,23 +100,27 @@ def book_declarations(
 ) -> list[DecisionOut | Refusal]:
     """Decide and write ``requests`` in the caller's transaction, as if one after another.
 
-    Three statements whatever the batch's size: the rounds, the paid purchases, and one write
-    of the accepted decisions (the last of a client's in a round wins) with the count of new
+    Four statements whatever the batch's size: the rounds, the paid purchases, the callers'
+    memberships of the rounds' populations, and one write of the accepted decisions (the last of a client's in a round wins) with the count of new
     ones added to tally shard ``shard``. The caller commits.
     """
     if not requests:
         return []
     conn = session.connection()
-    rounds_q, paid_q = _queries(conn.dialect.name)
+    rounds_q, paid_q, members_q = _queries(conn.dialect.name)
     round_ids = sorted({r.round_id for r in requests})
     client_ids = sorted({r.client_id for r in requests})
     states = {r[0]: r[1] for r in conn.execute(rounds_q, {"round_ids": round_ids})}
-    paid = {
-        (r[0], r[1])
-        for r in conn.execute(paid_q, {"round_ids": round_ids, "client_ids": client_ids})
-    }
+    ids = {"round_ids": round_ids, "client_ids": client_ids}
+    paid = {(r[0], r[1]) for r in conn.execute(paid_q, ids)}
+    members = {(r[0], r[1]) for r in conn.execute(members_q, ids)}
     outcomes = [
-        decide_declaration(r, states.get(r.round_id), (r.round_id, r.client_id) in paid)
+        decide_declaration(
+            r,
+            states.get(r.round_id),
+            (r.round_id, r.client_id) in paid,
+            (r.round_id, r.client_id) in members,
+        )
         for r in requests
     ]
     now = datetime.now(UTC)

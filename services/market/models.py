@@ -126,6 +126,17 @@ class MarketRound(Base):
     """Clients registered when the round opened: it is fully declared once its tallies reach it."""
 
 
+class RoundMember(Base):
+    """A client in a round's population: priced when the round opened, so it may declare and
+    buy in it. A client registered or approved later takes part from the next round. Kept while
+    the round collects (deleted when it closes: nothing is declared after)."""
+
+    __tablename__ = "round_members"
+
+    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"), primary_key=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"), primary_key=True)
+
+
 class RoundTally(Base):
     """How many clients have declared in a round, one counter per shard (summed when read).
 

@@ -25,7 +25,7 @@ from mots.platform.bulk import BatchWrite, one_of, reserve_ids
 from mots.platform.money import from_micros
 from mots.platform.schemas import Strategy
 from services.market import ledger
-from services.market.decisions import declared_tally
+from services.market.decisions import declared_tally, not_a_member
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
 from services.market.models import (
     Account,
@@ -36,6 +36,7 @@ from services.market.models import (
     LedgerTransaction,
     MarketRound,
     Purchase,
+    RoundMember,
 )
 
 OPEN_FOR_PURCHASE = {"collecting"}
@@ -48,6 +49,7 @@ _DECISIONS = Base.metadata.tables[Decision.__tablename__]
 _KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
+_MEMBERS = Base.metadata.tables[RoundMember.__tablename__]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class _Queries(NamedTuple):
     stored_keys: Any
     client_ids: Any
     bought: Any
+    members: Any
 
 
 @lru_cache(maxsize=4)
@@ -143,6 +146,10 @@ def _queries(dialect: str) -> _Queries:
             one_of(_PURCHASES.c.round_id, "round_ids", dialect),
             one_of(_PURCHASES.c.client_id, "client_ids", dialect),
         ),
+        members=select(_MEMBERS.c.round_id, _MEMBERS.c.client_id).where(
+            one_of(_MEMBERS.c.round_id, "round_ids", dialect),
+            one_of(_MEMBERS.c.client_id, "client_ids", dialect),
+        ),
     )
 
 
@@ -164,6 +171,7 @@ class BatchView:
     wallets: dict[int, tuple[int, int]]  # client id → (wallet account id, balance in micros)
     stored: dict[tuple[str, str], tuple[str, int, str]]  # (principal, key) → (hash, code, JSON)
     bought: set[tuple[int, int]]  # (round id, client id) already bought
+    members: set[tuple[int, int]] | None = None  # (round id, client id) in its population
 
 
 @dataclass(slots=True)
@@ -202,7 +210,8 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
 
     In order: 401 (unknown token), the stored result of a replayed key (409 if its body
     differs), a repeat of a key booked earlier in the batch, 404 (no such round), 409 (round
-    not collecting, or already bought, in the batch included), 402 (balance below the price),
+    not collecting), 403 (not in the round's population: registered or approved after it
+    opened), 409 (already bought, in the batch included), 402 (balance below the price),
     else booked at the round's price, the balance carried to the buyer's next request.
     """
     outcomes: list[Outcome | None] = [None] * len(requests)
@@ -240,6 +249,8 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
                 "round_id",
                 f"round {req.round_id} is {state}; purchases are taken while it is collecting",
             )
+        elif view.members is not None and (req.round_id, req.client_id) not in view.members:
+            outcomes[i] = not_a_member(req.client_id, req.round_id)
         elif (req.round_id, req.client_id) in bought:
             outcomes[i] = Conflict(
                 "round_id", f"client {req.client_id} already bought round {req.round_id}"
@@ -452,7 +463,11 @@ def book_purchases(
         (r[0], r[1])
         for r in conn.execute(q.bought, {"round_ids": round_ids, "client_ids": client_ids})
     }
-    view = BatchView(client_of, rounds, wallets, stored, bought)
+    members = {
+        (r[0], r[1])
+        for r in conn.execute(q.members, {"round_ids": round_ids, "client_ids": client_ids})
+    }
+    view = BatchView(client_of, rounds, wallets, stored, bought, members)
     verdict = decide(requests, view)
     buys = verdict.buys()
     if buys:

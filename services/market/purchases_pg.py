@@ -7,6 +7,7 @@ message of several statements (the simple query protocol; parameters bound by ps
 
 1. ``BEGIN`` and every read: the callers' ids by token, the rounds (``FOR SHARE``), the buyers'
    wallets (``FOR UPDATE``, ascending id), their stored Idempotency-Keys, their past purchases,
+   their memberships of the rounds' populations,
    fresh ids for the rows to come and, the first time, the pool shard accounts. The statements
    run one after another, each on its own snapshot, so the keys and purchases read after the
    wallet lock see any twin request that committed first.
@@ -43,6 +44,7 @@ from services.market.models import (
     LedgerTransaction,
     MarketRound,
     Purchase,
+    RoundMember,
 )
 from services.market.purchases import (
     BatchView,
@@ -92,6 +94,11 @@ _READS = {
         f"SELECT round_id, client_id FROM {Purchase.__tablename__} "
         f"WHERE round_id = ANY($3) AND client_id = ANY(ARRAY({_CALLERS_OF}))",
     ),
+    "members": (
+        "text[], int[], int[]",
+        f"SELECT round_id, client_id FROM {RoundMember.__tablename__} "
+        f"WHERE round_id = ANY($3) AND client_id = ANY(ARRAY({_CALLERS_OF}))",
+    ),
     "ids": (
         "int",
         f"WITH s AS (SELECT pg_get_serial_sequence('{LedgerTransaction.__tablename__}', 'id') t, "
@@ -107,7 +114,7 @@ _PREPARE_READS = "; ".join(
 _READ_BATCH = (
     "BEGIN; EXECUTE mots_callers(%s, %s); EXECUTE mots_rounds(%s); "
     "EXECUTE mots_wallets(%s, %s); EXECUTE mots_keys(%s, %s, %s); "
-    "EXECUTE mots_bought(%s, %s, %s); EXECUTE mots_ids(%s)"
+    "EXECUTE mots_bought(%s, %s, %s); EXECUTE mots_members(%s, %s, %s); EXECUTE mots_ids(%s)"
 )
 _READ_ACCOUNTS = "; EXECUTE mots_accounts(%s)"
 
@@ -214,11 +221,13 @@ class PgPurchaseBook:
         unknown_shards = [n for n in shard_names(requests, shard) if n not in self.account_ids]
         query = _READ_BATCH + (_READ_ACCOUNTS if unknown_shards else "")
         v, c, r = array_literal(verifiers), array_literal(known_ids), array_literal(round_ids)
-        params: list[Any] = [v, c, r, v, c, v, c, array_literal(keys), v, c, r, len(requests)]
+        params: list[Any] = [
+            *(v, c, r, v, c, v, c, array_literal(keys), v, c, r, v, c, r, len(requests))
+        ]
         if unknown_shards:
             params.append(array_literal(unknown_shards))
         try:
-            callers, rounds, wallets, stored, bought, reserved, *accounts = await conn.run(
+            callers, rounds, wallets, stored, bought, members, reserved, *accounts = await conn.run(
                 query, params
             )
             client_of = {v: c for v, c in callers}
@@ -228,6 +237,7 @@ class PgPurchaseBook:
                 wallets={r[0]: (r[1], r[2]) for r in wallets},
                 stored={(r[0], r[1]): (r[2], r[3], r[4]) for r in stored},
                 bought={(r[0], r[1]) for r in bought},
+                members={(r[0], r[1]) for r in members},
             )
             found: dict[str, int] = dict(accounts[0]) if accounts else {}
             if any(c not in view.wallets for c in (*client_of.values(), *known_ids)):

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from mots.economics.capture import capture
-from mots.platform.bulk import one_of
+from mots.platform.bulk import BatchWrite, one_of
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import (
     DeclarationProgress,
@@ -44,10 +44,11 @@ from mots.platform.schemas import (
 )
 from services.market import ledger
 from services.market.decisions import declared
-from services.market.models import Client, Decision, MarketRound, Purchase
+from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
 
 _CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
 _DECISION_CLIENT = Decision.metadata.tables[Decision.__tablename__].c.client_id
+_MEMBERS = RoundMember.metadata.tables[RoundMember.__tablename__]
 
 
 class RoundError(ValueError):
@@ -136,23 +137,49 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     )
     if still_open:
         raise RoundError("round_id: another round is still collecting decisions")
-    registered = (  # the clients it waits for: those priced (pending and left ones are not)
-        session.scalar(select(func.count()).select_from(Client).where(Client.status == "active"))
-        or 0
-    )
     rnd = MarketRound(
         id=quote.round_id,
         state="collecting",
-        population=registered,
+        population=0,
         mechanism=quote.mechanism,
         price_micros=to_micros(quote.price),
-        quote_json=quote.model_dump_json(),
+        quote_json=quote.model_dump_json(exclude={"members"}),
     )
     session.add(rnd)
+    session.flush()
+    rnd.population = _enrol_members(session, quote)  # the clients it waits for
     session.flush()
     for name in (ledger.pool_name(quote.round_id), *ledger.pool_shard_names(quote.round_id)):
         ledger.ensure_account(session, name)
     return rnd
+
+
+def _enrol_members(session: Session, quote: OpenRoundPayload) -> int:
+    """Record the round's population (:class:`RoundMember`): the clients it was priced for that
+    are still active (pending, revoked and left ones are never priced), or, without a list, every
+    active client. Set-based (one write of the list, one statement to drop the inactive);
+    returns how many."""
+    rid = quote.round_id
+    if quote.members is None:
+        active = select(literal(rid), Client.id).where(Client.status == "active")
+        session.execute(insert(RoundMember).from_select(["round_id", "client_id"], active))
+    elif quote.members:
+        writes = BatchWrite()
+        rows = [{"round_id": rid, "client_id": c} for c in sorted(set(quote.members))]
+        writes.insert(_MEMBERS, rows, conflict=("round_id", "client_id"))
+        writes.flush(session.connection())
+        inactive = select(Client.id).where(Client.status != "active")
+        session.execute(
+            delete(RoundMember).where(
+                RoundMember.round_id == rid, RoundMember.client_id.in_(inactive)
+            )
+        )
+    return int(
+        session.scalar(
+            select(func.count()).select_from(RoundMember).where(RoundMember.round_id == rid)
+        )
+        or 0
+    )
 
 
 def decisions(session: Session, round_id: int) -> RoundDecisions:
@@ -211,6 +238,7 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
     if rnd.state == "collecting":
         rnd.state = "closed"
+        session.execute(delete(RoundMember).where(RoundMember.round_id == round_id))
         paid = set(session.scalars(select(Purchase.client_id).where(Purchase.round_id == round_id)))
         for d in session.scalars(
             select(Decision).where(Decision.round_id == round_id, Decision.strategy == "buy")

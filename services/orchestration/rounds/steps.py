@@ -135,6 +135,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             if rnd.subsidy_budget_micros is None
             else from_micros(rnd.subsidy_budget_micros),
             collect_deadline=datetime.fromtimestamp(deadline, UTC),
+            members=sorted(c for t in population.types for c in t.client_ids),
         )
     )
     update = RoundUpdate(

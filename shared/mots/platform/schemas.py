@@ -790,6 +790,11 @@ class OpenRoundPayload(_Schema):
     collect_deadline: datetime | None = Field(
         None, description="when the round stops taking decisions; the silent then abstain"
     )
+    members: list[int] | None = Field(
+        None,
+        description="the client ids the round was priced for (its population): only they may "
+        "declare and buy in it (None: the clients active when the market opens it)",
+    )
 
 
 class RoundDecisions(_Schema):

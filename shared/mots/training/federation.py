@@ -522,7 +522,9 @@ class LocalFederation:
         was killed is reaped first (:func:`reap_strays`)."""
         reaped = reap_strays(self.workdir)
         if reaped:
-            log.warning("reaped %d processes of a stale federation in %s", len(reaped), self.workdir)
+            log.warning(
+                "reaped %d processes of a stale federation in %s", len(reaped), self.workdir
+            )
         ports = [self.superlink_port, self.fleet_port] + [n["port"] for n in self.nodes]
         deadline = time.monotonic() + (10.0 if reaped else 0.0)
         while (busy := [p for p in ports if not _port_free(p)]) and time.monotonic() < deadline:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
 from mots.platform.schemas import OpenRoundPayload
@@ -51,7 +53,6 @@ def market(database_url: str, redis_url: str, tmp_path: Any) -> Iterator[TestCli
     )
     with TestClient(create_app(settings)) as client:
         yield client
-    import redis
 
     r = redis.Redis.from_url(redis_url)
     for key in r.scan_iter(f"{settings.redis_key_prefix}*"):
@@ -104,3 +105,29 @@ def open_round(market: TestClient) -> Callable[..., None]:
         in_transaction(market.app.state.sessions, lambda s: rounds.open_round(s, payload))
 
     return _open
+
+
+@pytest.fixture
+def make_market(database_url: str, redis_url: str, tmp_path: Any) -> Iterator[Callable[..., Any]]:
+    """A factory of market apps with chosen settings (each on the test's fresh database)."""
+    prefixes: list[str] = []
+
+    @contextmanager
+    def _make(**overrides: Any) -> Iterator[TestClient]:
+        prefix = f"test-attested-{id(tmp_path)}-{len(prefixes)}:"
+        prefixes.append(prefix)
+        settings = Settings(
+            database_url=database_url,
+            redis_url=redis_url,
+            redis_key_prefix=prefix,
+            artifact_root=str(tmp_path),
+            **overrides,
+        )
+        with TestClient(create_app(settings)) as client:
+            yield client
+
+    yield _make
+    r = redis.Redis.from_url(redis_url)
+    for prefix in prefixes:
+        for key in r.scan_iter(f"{prefix}*"):
+            r.delete(key)

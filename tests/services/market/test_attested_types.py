@@ -8,50 +8,19 @@ then it is bounded, rate-limited and pending until approved.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-import pytest
-import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from mots.platform.transactions import in_transaction
 from services.market import rounds
-from services.market.core.config import Settings
-from services.market.main import create_app
 from services.market.models import Enrolment
 from tests.services.market.conftest import OPERATOR
 
 GREEDY = {"name": "greedy", "type_name": "small", "data_size": 50, "cost": "1000000000"}
-
-
-@pytest.fixture
-def make_market(database_url: str, redis_url: str, tmp_path: Any) -> Iterator[Callable[..., Any]]:
-    """A factory of market apps with chosen settings (each on the test's fresh database)."""
-    prefixes: list[str] = []
-
-    @contextmanager
-    def _make(**overrides: Any) -> Iterator[TestClient]:
-        prefix = f"test-attested-{id(tmp_path)}-{len(prefixes)}:"
-        prefixes.append(prefix)
-        settings = Settings(
-            database_url=database_url,
-            redis_url=redis_url,
-            redis_key_prefix=prefix,
-            artifact_root=str(tmp_path),
-            **overrides,
-        )
-        with TestClient(create_app(settings)) as client:
-            yield client
-
-    yield _make
-    r = redis.Redis.from_url(redis_url)
-    for prefix in prefixes:
-        for key in r.scan_iter(f"{prefix}*"):
-            r.delete(key)
 
 
 def _enrol(market: TestClient, **body: Any) -> dict[str, Any]:
