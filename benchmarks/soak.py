@@ -549,7 +549,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     soak = Soak(args, stack, redis, names, args.pg_admin)
     kinds = tuple(args.kinds.split(",")) if args.kinds else KINDS
     if args.trainer == "flower" and not args.kinds:
-        kinds = (*kinds, "supernode-kill")
+        kinds = ("supernode-kill", *kinds)  # first, so that a short run has it too
     plan = plan_faults(args.rounds, kinds) if args.faults else {}
     rows: list[dict[str, Any]] = []
     balanced = True
