@@ -35,6 +35,7 @@ from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+OPERATOR_LINE = f"Authorization: Bearer {DEV_OPERATOR_TOKEN}\r\n"
 PG_ADMIN = os.environ.get("MOTS_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 TYPES = [  # name, share of N, D_i (small per-client data), C_i
     ("small", 2, 8, "0.08"),
@@ -46,6 +47,7 @@ BULK = 10_000
 """Clients per bulk registration call (the route's most)."""
 TARGETS = {
     "register_per_s": 2_000,
+    "register_single_per_s": 1_000,
     "declare_per_s": 2_000,
     "platform_seconds_100k": 60.0,
     "platform_ratio_100k_10k": 12.0,
@@ -132,6 +134,87 @@ def register(market: httpx.Client, n: int) -> list[tuple[int, str, str]]:
     return out
 
 
+def enrolment_codes(market: httpx.Client, n: int) -> list[str]:
+    """One operator-issued enrolment code per type for its share of ``n`` devices (``uses`` =
+    that share): the code each single registration presents, in the order the phase sends them."""
+    codes: list[str] = []
+    for (name, _, size, cost), c in zip(TYPES, counts(n), strict=True):
+        if c == 0:
+            continue
+        r = market.post(
+            "/v1/enrolments",
+            json={"type_name": name, "data_size": size, "cost": cost, "uses": c},
+            headers=OPERATOR,
+        )
+        r.raise_for_status()
+        codes.extend([r.json()["code"]] * c)
+    return codes
+
+
+def registration_request(host: str, code: str, k: int) -> bytes:
+    """One device's ``POST /v1/clients`` with its enrolment code, as HTTP/1.1 bytes (keep-alive)."""
+    body = f'{{"name":"single-{k:07d}","enrolment_code":"{code}"}}'.encode()
+    return (
+        f"POST /v1/clients HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+async def send_all(base: str, requests: list[tuple[bytes, str]], concurrency: int) -> list[bytes]:
+    """Pre-built requests over ``concurrency`` kept-alive raw connections; their response bodies
+    in the requests' order. Any answer other than 200/201 fails the run (``what`` names the
+    request in the error)."""
+    url = httpx.URL(base)
+    host, port = url.host, url.port or 80
+    todo = iter(enumerate(requests))
+    bodies: list[bytes] = [b""] * len(requests)
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            for k, (req, what) in todo:
+                status, body = await exchange(reader, writer, req)
+                if status not in (200, 201):
+                    raise RuntimeError(f"{what}: {status} {body[:300]!r}")
+                bodies[k] = body
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return bodies
+
+
+def register_single(
+    market: httpx.Client, base: str, n: int, concurrency: int
+) -> tuple[list[tuple[int, str, str]], float]:
+    """Register and fund ``n`` devices one ``POST /v1/clients`` each (its type's enrolment code),
+    ``concurrency`` in flight: (id, type, token) each, and registrations per second (the codes
+    are issued before the clock, the deposits after it)."""
+    codes = enrolment_codes(market, n)
+    host = f"{httpx.URL(base).host}:{httpx.URL(base).port}"
+    requests = [
+        (registration_request(host, c, k), f"registration {k}") for k, c in enumerate(codes)
+    ]
+    t0 = time.perf_counter()
+    bodies = asyncio.run(send_all(base, requests, concurrency))
+    rate = n / (time.perf_counter() - t0)
+    out = [(b["id"], b["type_name"], b["token"]) for b in map(json.loads, bodies)]
+    asyncio.run(
+        send_all(base, [(deposit_request(host, c[0]), f"deposit {c[0]}") for c in out], concurrency)
+    )
+    return out, rate
+
+
+def deposit_request(host: str, client_id: int) -> bytes:
+    """The operator's deposit of 100 into a client's wallet, as HTTP/1.1 bytes (keep-alive)."""
+    body = f'{{"client_id":{client_id},"amount":"100"}}'.encode()
+    return (
+        f"POST /v1/deposits HTTP/1.1\r\nHost: {host}\r\n{OPERATOR_LINE}"
+        f"Idempotency-Key: fund-{client_id:08d}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
 def plan(clients: list[tuple[int, str, str]], quote: dict[str, Any]) -> list[tuple[str, str, int]]:
     """Each client's move at the quote: (join | buy | abstain, token, client id), by type rank."""
     targets = {t["type_name"]: t for t in quote["types"]}
@@ -171,22 +254,11 @@ async def respond(
     sockets writing pre-built requests, as ``bench-market``'s generator: it shares the API's
     cores, so it must cost little CPU per request (httpx costs about as much as the request)."""
     url = httpx.URL(base)
-    host, port = url.host, url.port or 80
-    requests = iter(
-        [(move_request(f"{host}:{port}", round_id, m, t, c), m, c) for m, t, c in moves]
-    )
-
-    async def worker() -> None:
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            for req, move, cid in requests:
-                status, body = await exchange(reader, writer, req)
-                if status not in (200, 201):
-                    raise RuntimeError(f"{move} of client {cid}: {status} {body[:300]!r}")
-        finally:
-            writer.close()
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    hostport = f"{url.host}:{url.port or 80}"
+    requests = [
+        (move_request(hostport, round_id, m, t, c), f"{m} of client {c}") for m, t, c in moves
+    ]
+    await send_all(base, requests, concurrency)
 
 
 def wait_for_quote(market: httpx.Client, token: str, round_id: int) -> dict[str, Any]:
@@ -242,9 +314,18 @@ def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             stack.start(timeout_s=180)
             market = httpx.Client(base_url=stack.url("market"), timeout=600)
             orch = httpx.Client(base_url=stack.url("orchestration"), timeout=600)
+            single = min(args.single, n // 2)
             t0 = time.perf_counter()
-            clients = register(market, n)
+            clients = register(market, n - single)
             register_s = time.perf_counter() - t0
+            watch.sample()
+            # the rest one request each: the round's population is both
+            singles, single_per_s = (
+                register_single(market, stack.url("market"), single, args.concurrency)
+                if single
+                else ([], 0.0)
+            )
+            clients += singles
             watch.sample()
             round_id = orch.post("/v1/rounds", headers=OPERATOR).json()["round_id"]
             quote = wait_for_quote(market, clients[0][2], round_id)
@@ -268,7 +349,9 @@ def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         "clients": n,
         "database": database,
         "api_processes": args.api_processes,
-        "register_per_s": n / register_s,
+        "register_per_s": (n - single) / register_s,
+        "single_registrations": single,
+        "register_single_per_s": single_per_s,
         "declare_per_s": n / declare_s,
         "moves": moved,
         "state_seconds": phases,
@@ -286,7 +369,7 @@ def table(rows: list[dict[str, Any]]) -> Table:
     """The rows as a rich table."""
     t = Table(title="bench-scale: one market round per row (in-process trainer)")
     for col in (
-        "N", "db", "register/s", "declare/s", "collecting s", "training s", "platform s",
+        "N", "db", "register/s", "single reg/s", "declare/s", "collecting s", "training s", "platform s",
         "max peak RSS MiB (process)", "published", "ledger",
     ):  # fmt: skip
         t.add_column(col, justify="right")
@@ -297,6 +380,7 @@ def table(rows: list[dict[str, Any]]) -> Table:
             f"{r['clients']:,}",
             r["database"] + (f" ×{r['api_processes']}" if r["api_processes"] > 1 else ""),
             f"{r['register_per_s']:,.0f}",
+            f"{r['register_single_per_s']:,.0f}",
             f"{r['declare_per_s']:,.0f}",
             f"{ph.get('collecting', 0.0):.1f}",
             f"{ph.get('training', 0.0):.1f}",
@@ -319,6 +403,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite and/or postgresql")
     parser.add_argument("--api-processes", type=int, default=1, help="market API processes")
     parser.add_argument("--concurrency", type=int, default=64, help="REST requests in flight")
+    parser.add_argument(
+        "--single",
+        type=int,
+        default=2000,
+        help="clients also registered one POST /v1/clients each (enrolment code), at most N",
+    )
     parser.add_argument("--out", type=Path, default=Path("out/bench"))
     args = parser.parse_args(argv)
     exit_on_sigterm()

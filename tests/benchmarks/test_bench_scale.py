@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_small_scale_run_publishes_and_writes_its_row(tmp_path: Path) -> None:
-    """48 clients: registered in bulk, every one declares or buys, the round publishes with the
+    """48 clients: 24 registered in bulk and 24 one ``POST /v1/clients`` each with an enrolment
+    code, every one declares or buys, the round publishes with the
     ledger exact, and scale.json holds the row as the issue specifies it."""
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_scale", "--sizes", "48",
@@ -30,6 +31,7 @@ def test_a_small_scale_run_publishes_and_writes_its_row(tmp_path: Path) -> None:
     assert (row["clients"], row["database"]) == (48, "sqlite")
     assert row["published"] and row["ledger_balanced"]
     assert row["register_per_s"] > 0 and row["declare_per_s"] > 0
+    assert row["single_registrations"] == 24 and row["register_single_per_s"] > 0
     assert sum(row["moves"].values()) == 48
     phases = row["state_seconds"]
     assert {"collecting", "training", "evaluating", "settling"} <= set(phases)
