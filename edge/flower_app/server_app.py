@@ -13,6 +13,13 @@ measured, the round's artifact saved (finite models only) and a line appended to
 ``progress.jsonl``. Training stops when fewer than the policy's minimum share of the chosen
 participants remain. A final quality gate decides whether the model may be published;
 ``result.json`` records it with each participant's outcome.
+
+Cross-device sampling (``TrainConfig.fraction_train`` < 1, from ``MOTS_TRAIN_FRACTION`` and
+``MOTS_TRAIN_MIN_CLIENTS``): each FedAvg round asks only the participants that
+:func:`mots.training.partition.round_sample` draws among those still active, the same draw as
+the in-process engines (docs/training.md: what it does to Eq. 3). Every participant is still a
+participant of the market's K: it is paid when it stayed active and every update it was asked for
+was verified, also when no round drew it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from flwr.serverapp import Grid, ServerApp
 
 import mots.training.flower_messages as fm
 from mots.training.config import TrainConfig
+from mots.training.partition import round_sample
 from mots.training.verification import VerificationPolicy
 
 app = ServerApp()
@@ -253,11 +261,22 @@ def participant_rows(chosen: list[Participant]) -> list[dict[str, Any]]:
     return [asdict(p) for p in chosen]
 
 
+def sampled(chosen: list[Participant], cfg: TrainConfig, r: int) -> list[Participant]:
+    """The participants asked to train in FedAvg round ``r``: all the active ones, or with
+    cross-device sampling max(⌊A·fraction_train⌋, min_train_clients) of the A active ones
+    drawn by ``round_sample`` (the in-process engines' draw over the coalition, in the same
+    type-major order, while nobody has left)."""
+    active = [p for p in chosen if p.active]
+    return [active[int(i)] for i in round_sample(len(active), cfg, r)]
+
+
 def completed_per_type(chosen: list[Participant], n_types: int) -> list[int]:
-    """Per type, the participants whose updates were verified in every round they were asked."""
+    """Per type, the participants still active whose updates were verified in every round they
+    were asked (with sampling, one that no round drew counts: it stood ready throughout; without
+    it every active participant is asked every round)."""
     out = [0] * n_types
     for p in chosen:
-        if p.status == VERIFIED and p.rounds_asked > 0 and p.rounds_verified == p.rounds_asked:
+        if p.status == VERIFIED and p.rounds_verified == p.rounds_asked:
             out[p.type_index] += 1
     return out
 
@@ -447,9 +466,11 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
     train_max: list[float] = []
     last: tuple[str, str] | None = None
     accuracy = float("nan")
+    asked: list[list[int]] = []
     for r in range(s.cfg.rounds):
         start = time.perf_counter()
-        active = [p for p in chosen if p.active]
+        active = sampled(chosen, s.cfg, r)
+        asked.append([p.node_id for p in active])
         head: dict[str, Any] = {
             "round": r,
             "rounds": s.cfg.rounds,
@@ -498,6 +519,7 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
         "participants": s.participants,
         "completed_participants": completed_per_type(chosen, len(s.participants)),
         "participant_status": participant_rows(chosen),
+        "asked_per_round": asked,
         "quality_gate": asdict(gate),
         "published": published,
         "policy": s.policy.model_dump(mode="json"),

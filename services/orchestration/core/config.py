@@ -119,7 +119,8 @@ class Settings(PlatformSettings):
         gt=0,
         le=1,
         description="cross-device sampling: share of the participants that train in each FedAvg "
-        "round (in-process engines; docs/training.md: what it does to Eq. 3)",
+        "round (every engine, Flower's ServerApp included; docs/training.md: what it does to "
+        "Eq. 3)",
     )
     train_min_clients: int = Field(
         1, ge=1, description="at least this many participants train per FedAvg round"

@@ -291,6 +291,7 @@ def training_result(
             "participants": list(participants),
             "completed_participants": [int(x) for x in data["completed_participants"]],
             "participant_status": data["participant_status"],
+            "asked_per_round": data.get("asked_per_round", []),
             "quality_gate": gate,
             "published": True,
             "flwr_run_id": data["flwr_run_id"],

@@ -16,6 +16,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from edge.flower_app import server_app as sa
 from mots.training import flower_messages as fm
 from mots.training.config import TrainConfig
+from mots.training.partition import round_sample
 from mots.training.verification import VerificationPolicy
 
 Reply = Callable[[Message], Message | None]
@@ -147,3 +148,25 @@ def test_absent_nodes_are_dropped_before_round_one_and_completed_counts_verified
     chosen[1].rounds_asked, chosen[1].rounds_verified = 2, 1
     assert sa.completed_per_type(chosen, 2) == [1, 0]
     json.dumps(sa.participant_rows(chosen))  # plain JSON
+
+
+def test_sampling_asks_the_in_process_draw_and_pays_the_ones_never_drawn() -> None:
+    """fraction_train 0.5, min 1: each round asks round_sample's draw among the active
+    participants (the in-process engines' draw while nobody left, 2 of 4 here, 1 of 3 once one
+    left); a participant verified whenever asked counts as completed, also one no round drew."""
+    s = _setup({1: (0, 0), 2: (0, 1), 3: (1, 0), 4: (1, 1)}, [2, 2])
+    s.cfg = s.cfg.model_copy(update={"fraction_train": 0.5, "seed": 3})
+    chosen = sa.choose(s)
+    for r in range(4):
+        asked = sa.sampled(chosen, s.cfg, r)
+        want = [chosen[int(i)] for i in round_sample(4, s.cfg, r)]
+        assert asked == want and len(asked) == 2
+    full = sa.sampled(chosen, s.cfg.model_copy(update={"fraction_train": 1.0}), 0)
+    assert full == chosen
+    chosen[0].leave(sa.DROPPED, 0, "no reply")
+    assert len(sa.sampled(chosen, s.cfg, 1)) == 1  # ⌊3·0.5⌋ = 1 of the 3 still active
+    assert chosen[0] not in sa.sampled(chosen, s.cfg, 1)
+    chosen[1].rounds_asked = chosen[1].rounds_verified = 1
+    chosen[2].rounds_asked, chosen[2].rounds_verified = 1, 1
+    # chosen[3] was never drawn: it stood ready, it counts; chosen[0] dropped out: it does not
+    assert sa.completed_per_type(chosen, 2) == [1, 2]

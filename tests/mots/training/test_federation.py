@@ -27,6 +27,7 @@ from mots.training.federation import (
     free_port_block,
     ports_needed,
 )
+from mots.training.partition import round_sample
 from mots.training.runner import train_coalition
 
 MOTS = str(Path(sys.executable).parent / "mots")
@@ -102,6 +103,45 @@ def test_federation_trains_like_inprocess_and_leaves_nothing(
     assert [p for p in pids if alive(p)] == []
     with pytest.raises(FederationError, match=r"no federation\.json"):
         LocalFederation.attach(workdir)
+
+
+@pytest.mark.integration
+def test_federation_samples_clients_per_round_like_inprocess(
+    fashion_dir: Path, tmp_path: Path
+) -> None:
+    """Cross-device sampling on the deployment engine: 4 SuperNodes, K = (2, 1, 1), 2 FedAvg
+    rounds at fraction_train 0.5. Each round asks only round_sample's 2 of the 4 participants (the
+    in-process engines' draw: the losses match the in-process run), and every participant is
+    completed (verified whenever asked, paid), whether or not a round drew it."""
+    workdir = tmp_path / "fed"
+    port = free_port_block(ports_needed(4))
+    fed = LocalFederation(n_nodes=4, node_types=[0, 0, 1, 2], superlink_port=port, workdir=workdir)
+    fed.start()
+    try:
+        cfg = TrainConfig(
+            data_dir=fashion_dir,
+            rounds=2,
+            local_steps=5,
+            test_subset=500,
+            fraction_train=0.5,
+            seed=1,
+        )
+        res = train_coalition(
+            [2, 1, 1], cfg, engine="deployment", federation=fed, artifact_dir=tmp_path / "art"
+        )
+        ref = train_coalition([2, 1, 1], cfg)
+        np.testing.assert_allclose(res.losses, ref.losses, rtol=1e-4)
+        where = {n["node_id"]: (n["type_index"], n["client_index"]) for n in res.metadata["nodes"]}
+        order = [(0, 0), (0, 1), (1, 0), (2, 0)]  # the coalition in type-major order
+        for r, asked in enumerate(res.metadata["asked_per_round"]):
+            assert sorted(where[n] for n in asked) == [order[i] for i in round_sample(4, cfg, r)]
+        rows = res.metadata["participant_status"]
+        assert sum(p["rounds_asked"] for p in rows) == 2 * 2  # 2 of 4 in each of 2 rounds
+        assert {p["status"] for p in rows} == {"verified"}
+        assert all(p["rounds_verified"] == p["rounds_asked"] for p in rows)
+        assert res.metadata["completed_participants"] == [2, 1, 1]
+    finally:
+        fed.stop()
 
 
 def test_port_in_use_refused(tmp_path: Path) -> None:
