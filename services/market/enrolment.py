@@ -117,6 +117,27 @@ def issue(
     return row, code
 
 
+def claim_conflict(
+    facts: TypeFacts, type_name: str | None, data_size: int | None, cost_micros: int | None
+) -> Conflict | None:
+    """The refusal (409) of a registration whose claimed type fields differ from the type its
+    enrolment code attests (a field not claimed is the code's), else None (pure)."""
+    claims = {
+        "type_name": (type_name, facts.type_name),
+        "data_size": (data_size, facts.data_size),
+        "cost": (cost_micros, facts.cost_micros),
+    }
+    for field, (claim, attested) in claims.items():
+        if claim is not None and claim != attested:
+            return Conflict(
+                field,
+                f"the enrolment code attests type {facts.type_name!r} with data_size="
+                f"{facts.data_size} and cost={from_micros(facts.cost_micros)}; the type is the "
+                "operator's, not the client's",
+            )
+    return None
+
+
 def redeem(session: Session, code: str) -> Enrolment:
     """Use one of the code's registrations (atomic: concurrent redemptions never overdraw it).
 

@@ -36,7 +36,7 @@ from services.market.api.routes import (
     quotes,
     tokens,
 )
-from services.market.auth import client_lookup
+from services.market.auth import client_lookup, issue_token
 from services.market.core.config import Settings, get_settings
 from services.market.decision_batcher import decision_batcher
 from services.market.metrics import watch_ledger
@@ -44,6 +44,7 @@ from services.market.migrations import upgrade
 from services.market.purchase_batcher import purchase_batcher
 from services.market.purchases import BookedBatch
 from services.market.purchases_pg import PgPurchaseBook
+from services.market.registration_batcher import registration_batcher
 
 GC_YOUNG_THRESHOLD = 20_000
 """Net allocations between two collections of the youngest generation (CPython's default: 700)."""
@@ -90,6 +91,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_batch=settings.purchase_max_batch,
         writers=settings.purchase_writer_count,
     )
+    registrations = registration_batcher(
+        sessions,
+        async_sessions,
+        settings.max_types,
+        lambda cid: issue_token(cid, settings),
+        max_batch=settings.purchase_max_batch,
+        writers=settings.purchase_writer_count,
+    )
     lookup = client_lookup(make_read_sessionmaker(engine), async_sessions)
 
     @asynccontextmanager
@@ -109,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.set_threshold(*thresholds)
             batcher.close()
             declarations.close()
+            registrations.close()
             lookup.close()
             if pipelined is not None:
                 await pipelined.close()
@@ -132,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "celery": celery,
             "purchases": batcher,
             "declarations": declarations,
+            "registrations": registrations,
             "client_lookup": lookup,
         },
         migrate=partial(upgrade, settings.database_url),

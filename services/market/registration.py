@@ -22,13 +22,14 @@ from services.market import enrolment as enrolments
 from services.market import ledger
 from services.market.auth import hash_token
 from services.market.enrolment import TypeFacts
-from services.market.errors import Conflict, Refusal
+from services.market.errors import Conflict, Refusal, Unauthorized
 from services.market.models import Account, Base, Client, Enrolment, Entry, LedgerTransaction
 
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _ACCOUNTS = Base.metadata.tables[Account.__tablename__]
 _TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
 _ENTRIES = Base.metadata.tables[Entry.__tablename__]
+_ENROLMENTS = Base.metadata.tables[Enrolment.__tablename__]
 
 
 class TypeMismatch(Refusal):
@@ -43,6 +44,19 @@ class NewClient:
     type_name: str
     data_size: int
     cost_micros: int
+    enrolment_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enrolled:
+    """One ``POST /v1/clients`` with an enrolment code: the name, the code and the type fields
+    the body claims (None: not claimed; each must equal the code's)."""
+
+    name: str
+    code: str
+    type_name: str | None = None
+    data_size: int | None = None
+    cost_micros: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +116,10 @@ def register_clients(
     if not clients:
         return []
     conn = session.connection()
-    external = ledger.ensure_account(session, ledger.EXTERNAL)
-    ledger.lock_accounts(session, [external])
+    external = 0
+    if deposit_micros:  # before the ids are reserved; no lock on it when nothing is paid in
+        external = ledger.ensure_account(session, ledger.EXTERNAL)
+        ledger.lock_accounts(session, [external])
     n = len(clients)
     client_ids = reserve_ids(conn, _CLIENTS, n)
     wallet_ids = reserve_ids(conn, _ACCOUNTS, n)
@@ -121,6 +137,7 @@ def register_clients(
                 "data_size": c.data_size,
                 "cost_micros": c.cost_micros,
                 "token_hash": hash_token(t),
+                "enrolment_id": c.enrolment_id,
                 "created_at": now,
             }
             for i, c, t in zip(client_ids, clients, tokens, strict=True)
@@ -162,3 +179,59 @@ def register_clients(
         Registered(i, c, t, expires)
         for i, c, (t, expires) in zip(client_ids, clients, issued, strict=True)
     ]
+
+
+def register_enrolled(
+    session: Session,
+    requests: Sequence[Enrolled],
+    max_types: int,
+    token_for: Callable[[int], tuple[str, int]],
+) -> list[Registered | Refusal]:
+    """Register ``requests`` (each redeeming one use of its enrolment code) in the caller's
+    transaction, as if one after another, with a fixed number of statements whatever their
+    number: the codes' rows locked (one read), the clients and wallets written
+    (:func:`register_clients`, no deposit) and the codes' uses taken (one write). An unknown,
+    expired, revoked or used-up code is refused 401 (:func:`enrolment.redeem`'s answer), a claimed
+    type field that differs from the code's 409; the others are registered. The caller commits."""
+    now = int(time.time())
+    digests = [hash_token(r.code) for r in requests]
+    rows = {
+        e.code_hash: e
+        for e in session.scalars(
+            select(Enrolment)
+            .where(
+                Enrolment.code_hash.in_(sorted(set(digests))),
+                Enrolment.revoked.is_(False),
+                Enrolment.expires_at > now,
+            )
+            .order_by(Enrolment.id)  # locked in one order by every batch: no deadlock
+            .with_for_update()
+        )
+    }
+    left = {d: e.uses_left for d, e in rows.items()}
+    outcomes: list[NewClient | Refusal] = []
+    for r, digest in zip(requests, digests, strict=True):
+        e = rows.get(digest)
+        if e is None or left[digest] <= 0:
+            outcomes.append(
+                Unauthorized(
+                    "enrolment_code",
+                    "unknown, expired, revoked or used up; ask the operator for a code",
+                )
+            )
+            continue
+        facts = TypeFacts(e.type_name, e.data_size, e.cost_micros)
+        refusal = enrolments.claim_conflict(facts, r.type_name, r.data_size, r.cost_micros)
+        if refusal is not None:
+            outcomes.append(refusal)
+            continue
+        left[digest] -= 1
+        outcomes.append(NewClient(r.name, e.type_name, e.data_size, e.cost_micros, e.id))
+    new = [o for o in outcomes if isinstance(o, NewClient)]
+    done = iter(register_clients(session, new, 0, max_types, token_for))
+    taken = {rows[d].id: left[d] - rows[d].uses_left for d in left if left[d] != rows[d].uses_left}
+    session.flush()
+    writes = BatchWrite()
+    writes.add(_ENROLMENTS, "id", "uses_left", taken)
+    writes.flush(session.connection())
+    return [next(done) if isinstance(o, NewClient) else o for o in outcomes]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 from typing import Any
 
@@ -11,10 +12,18 @@ from sqlalchemy import select
 
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.transactions import in_transaction
+from services.market import enrolment as enrolments
 from services.market import migrations, rounds
-from services.market.errors import Conflict
-from services.market.models import Client
-from services.market.registration import NewClient, register_clients
+from services.market.auth import hash_token
+from services.market.errors import Conflict, Refusal
+from services.market.models import Client, Enrolment
+from services.market.registration import (
+    Enrolled,
+    NewClient,
+    Registered,
+    register_clients,
+    register_enrolled,
+)
 from tests.services.market.conftest import OPERATOR
 
 
@@ -124,5 +133,76 @@ def test_several_new_types_in_one_call_must_fit_the_types_allowed(database_url: 
         assert [r.client.type_name for r in register(["a", "small"])] == ["a", "small"]
         with sessions() as s:
             assert sorted(s.scalars(select(Client.type_name))) == ["a", "small", "small"]
+    finally:
+        engine.dispose()
+
+
+def test_enrolled_registrations_batched_equal_one_at_a_time(database_url: str) -> None:
+    """Single registrations with enrolment codes, booked as one batch, give what booking them one
+    transaction each gives: the same answers (registered with the code's type, 401 for an unknown
+    or used-up code, 409 for a claim that contradicts the code) and the same uses left per code.
+    Random workloads over codes of 1-4 uses (two identical sets of codes: one per way)."""
+    migrations.upgrade(database_url)
+    engine = make_engine(database_url, pool_size=2)
+    sessions = make_sessionmaker(engine)
+    types = [("small", 8, 80_000), ("medium", 16, 160_000), ("large", 32, 320_000)]
+
+    def issue_codes(uses: list[int]) -> list[str]:
+        def work(s: Any) -> list[str]:
+            return [
+                enrolments.issue(s, enrolments.TypeFacts(*types[k % 3]), u, 3600, 8)[1]
+                for k, u in enumerate(uses)
+            ]
+
+        return in_transaction(sessions, work)
+
+    def shape(out: Registered | Refusal) -> tuple[Any, ...]:
+        if isinstance(out, Refusal):
+            return (type(out).__name__, out.field)
+        return ("registered", out.client.name, out.client.type_name, out.client.data_size)
+
+    def uses_left(codes: list[str]) -> list[int]:
+        with sessions() as s:
+            left = {e.code_hash: e.uses_left for e in s.scalars(select(Enrolment))}
+        return [left[hash_token(c)] for c in codes]
+
+    try:
+        for seed in range(6):
+            rng = random.Random(seed)
+            uses = [rng.randint(1, 4) for _ in range(4)]
+            batched_codes, single_codes = issue_codes(uses), issue_codes(uses)
+            picks: list[tuple[str, int, int | None]] = []
+            for k in range(rng.randint(1, 24)):
+                code = rng.randrange(5)  # 4: a code nobody issued
+                claim = rng.choice([None, "match", "contradict"])
+                size = None
+                if claim is not None and code < 4:
+                    size = types[code % 3][1] + (0 if claim == "match" else 1)
+                picks.append((f"d{seed}-{k}", code, size))
+
+            def requests(codes: list[str], picks: list[tuple[str, int, int | None]]) -> Any:
+                return [
+                    Enrolled(name, codes[c] if c < 4 else "enrol_nobody-issued-this", None, size)
+                    for name, c, size in picks
+                ]
+
+            batch = requests(batched_codes, picks)
+            together = in_transaction(
+                sessions,
+                lambda s, batch=batch: register_enrolled(s, batch, 8, lambda c: (f"t{c}", 0)),
+            )
+            alone = [
+                in_transaction(
+                    sessions,
+                    lambda s, r=r: register_enrolled(s, [r], 8, lambda c: (f"mots.{c}.u", 0)),
+                )[0]
+                for r in requests(single_codes, picks)
+            ]
+            assert [shape(o) for o in together] == [shape(o) for o in alone], seed
+            assert uses_left(batched_codes) == uses_left(single_codes), seed
+            taken = sum(isinstance(o, Registered) for o in together)
+            assert sum(uses) - sum(uses_left(batched_codes)) == taken
+        with sessions() as s:  # every registered client points at its code's enrolment
+            assert all(c.enrolment_id is not None for c in s.scalars(select(Client)))
     finally:
         engine.dispose()

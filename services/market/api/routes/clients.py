@@ -6,6 +6,7 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, status
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -40,8 +41,9 @@ from services.market.auth import hash_token, issue_token, new_token
 from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
 from services.market.errors import Conflict, NotFound
-from services.market.models import Client, Enrolment
-from services.market.registration import NewClient, TypeMismatch, register_clients
+from services.market.models import Client
+from services.market.registration import Enrolled, NewClient, TypeMismatch, register_clients
+from services.market.registration_batcher import RegistrationBatcher
 
 router = APIRouter(tags=["clients"])
 
@@ -72,25 +74,6 @@ def _claimed(body: ClientRegistration) -> TypeFacts:
     return TypeFacts(body.type_name, body.data_size, to_micros(body.cost))
 
 
-def _attested(body: ClientRegistration, enrolment: Enrolment) -> TypeFacts:
-    """The code's type; a claimed field that differs from it is refused (409)."""
-    facts = TypeFacts(enrolment.type_name, enrolment.data_size, enrolment.cost_micros)
-    claims = {
-        "type_name": (body.type_name, facts.type_name),
-        "data_size": (body.data_size, facts.data_size),
-        "cost": (None if body.cost is None else to_micros(body.cost), facts.cost_micros),
-    }
-    for field, (claim, attested) in claims.items():
-        if claim is not None and claim != attested:
-            raise Conflict(
-                field,
-                f"the enrolment code attests type {facts.type_name!r} with data_size="
-                f"{facts.data_size} and cost={from_micros(facts.cost_micros)}; the type is the "
-                "operator's, not the client's",
-            )
-    return facts
-
-
 def _self_registered(body: ClientRegistration, request: Request, settings: Settings) -> TypeFacts:
     """Open registration's type: bounded by the operator, and rate-limited per IP (429)."""
     facts = _claimed(body)
@@ -116,7 +99,7 @@ def _self_registered(body: ClientRegistration, request: Request, settings: Setti
     response_model=RegisteredClient,
     responses={401: {}, 403: {}, 409: {}, 429: {}},
 )
-def register(
+async def register(
     body: ClientRegistration,
     request: Request,
     credentials: Credentials,
@@ -125,12 +108,43 @@ def register(
 ) -> RegisteredClient:
     """Register a client of an attested type: with an operator-issued ``enrolment_code`` (the
     client gets the code's type), with the operator's token, or, only where the operator turned
-    on open registration, as a ``pending`` client (bounded, rate-limited, awaiting approval)."""
+    on open registration, as a ``pending`` client (bounded, rate-limited, awaiting approval).
+
+    With a code, registered together with the other registrations in flight (one transaction per
+    batch, :mod:`services.market.registration_batcher`)."""
+    if body.enrolment_code is None:
+        return await run_in_threadpool(
+            _register_without_code, body, request, credentials, factory, settings
+        )
+    batcher: RegistrationBatcher = request.app.state.registrations
+    cost = None if body.cost is None else to_micros(body.cost)
+    r = await batcher.submit(
+        Enrolled(body.name, body.enrolment_code, body.type_name, body.data_size, cost)
+    )
+    return RegisteredClient(
+        id=r.id,
+        name=r.client.name,
+        type_name=r.client.type_name,
+        data_size=r.client.data_size,
+        cost=from_micros(r.client.cost_micros),
+        status=ClientStatus.ACTIVE,
+        token=r.token,
+        token_expires_at=r.token_expires_at,
+    )
+
+
+def _register_without_code(
+    body: ClientRegistration,
+    request: Request,
+    credentials: Credentials,
+    factory: SessionFactoryDep,
+    settings: SettingsDep,
+) -> RegisteredClient:
+    """A registration the operator's token or open registration vouches for (in a thread)."""
     by_operator = credentials is not None and is_operator(
         credentials.credentials, settings.operator_token.get_secret_value()
     )
-    claimed: TypeFacts | None = None
-    if body.enrolment_code is None and not by_operator:
+    if not by_operator:
         if not settings.open_registration:
             if credentials is not None and isinstance(
                 client_claim(credentials.credentials, settings), tokens.Claim
@@ -143,18 +157,11 @@ def register(
                 "enrolment_code: registration needs an operator-issued enrolment code"
                 " (or the operator's token); open registration is off"
             )
-        claimed = _self_registered(body, request, settings)
-    elif body.enrolment_code is None:
-        claimed = _claimed(body)
+        facts = _self_registered(body, request, settings)
+    else:
+        facts = _claimed(body)
 
     def work(session: Session) -> tuple[Client, str, int]:
-        enrolment = None
-        if body.enrolment_code is not None:
-            enrolment = enrolments.redeem(session, body.enrolment_code)
-            facts = _attested(body, enrolment)
-        else:
-            assert claimed is not None
-            facts = claimed
         enrolments.check_type(session, facts, settings.max_types, int(time.time()))
         client = Client(
             name=body.name,
@@ -162,8 +169,7 @@ def register(
             data_size=facts.data_size,
             cost_micros=facts.cost_micros,
             token_hash=hash_token(new_token()),  # replaced below, once the id is known
-            status="active" if enrolment is not None or by_operator else "pending",
-            enrolment_id=None if enrolment is None else enrolment.id,
+            status="active" if by_operator else "pending",
         )
         session.add(client)
         session.flush()
