@@ -77,8 +77,9 @@ def _type_count(session: Session, now: int) -> int:
     return len(names)
 
 
-def check_type(session: Session, facts: TypeFacts, max_types: int, now: int) -> None:
-    """Refuse a type whose (D_i, C_i) differs from its live declaration, or one type too many."""
+def check_type(session: Session, facts: TypeFacts, max_types: int, now: int) -> bool:
+    """Refuse a type whose (D_i, C_i) differs from its live declaration, or one type too many;
+    whether the type was already live (only a new type counts the market's types)."""
     known = _known_facts(session, facts.type_name, now)
     if known is None:
         if _type_count(session, now) >= max_types:
@@ -87,13 +88,14 @@ def check_type(session: Session, facts: TypeFacts, max_types: int, now: int) -> 
                 f"the market already has {max_types} distinct types (MOTS_MAX_TYPES); "
                 "register with an existing type",
             )
-        return
+        return False
     if (known.data_size, known.cost_micros) != (facts.data_size, facts.cost_micros):
         raise Conflict(
             "type_name",
             f"type {facts.type_name!r} is attested with data_size={known.data_size} and "
             f"cost={from_micros(known.cost_micros)}; a type's clients must match",
         )
+    return True
 
 
 def issue(

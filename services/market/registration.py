@@ -81,20 +81,24 @@ def check_types(session: Session, clients: Sequence[NewClient], max_types: int) 
                 "type_name", f"type {c.type_name!r} is declared twice with different sizes or costs"
             )
     now = int(time.time())
-    for name, (size, cost) in declared.items():  # a lookup per type, not per client
-        enrolments.check_type(session, TypeFacts(name, size, cost), max_types, now)
+    new = [  # a lookup per type, not per client
+        name
+        for name, (size, cost) in declared.items()
+        if not enrolments.check_type(session, TypeFacts(name, size, cost), max_types, now)
+    ]
+    if len(new) < 2:  # none new, or one that check_type counted: no scan of the clients
+        return
     # check_type counts the types already there; several new ones in one call must fit together
     live = select(Client.type_name).where(Client.status.in_(enrolments.LIVE_CLIENT_STATES))
     enrolled = select(Enrolment.type_name).where(
         Enrolment.revoked.is_(False), Enrolment.expires_at > now
     )
     known = set(session.scalars(live.distinct())) | set(session.scalars(enrolled.distinct()))
-    new = sorted(set(declared) - known)
     if len(known) + len(new) > max_types:
         raise Conflict(
             "type_name",
-            f"{len(new)} new types {new} would make {len(known) + len(new)} distinct types; the "
-            f"market allows {max_types} (MOTS_MAX_TYPES)",
+            f"{len(new)} new types {sorted(new)} would make {len(known) + len(new)} distinct "
+            f"types; the market allows {max_types} (MOTS_MAX_TYPES)",
         )
 
 
