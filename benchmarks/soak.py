@@ -168,8 +168,10 @@ def terminate_connections(admin: str, databases: list[str]) -> int:
     return len(rows)
 
 
-def kill_a_supernode(soak: Soak) -> None:
-    """SIGKILL one SuperNode of the soak's local federation (a device lost mid-training)."""
+def kill_a_supernode(soak: Soak) -> int:
+    """SIGKILL one SuperNode of the soak's local federation (a device lost mid-training) and
+    return its pid; raises when none runs, so the fault is reported as not injected rather than
+    as a kill that happened."""
     import signal
 
     work = str((soak.stack.workdir / "federation").resolve())
@@ -177,7 +179,8 @@ def kill_a_supernode(soak: Soak) -> None:
         cmd = _cmdline(pid)
         if "flower-supernode" in cmd and work in cmd:
             os.kill(pid, signal.SIGKILL)
-            return
+            return pid
+    raise RuntimeError(f"no SuperNode of the soak's federation (under {work}) is running")
 
 
 def fault_watcher(soak: Soak, fault: Fault, round_id: int) -> threading.Thread:

@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from benchmarks.soak import kill_a_supernode
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,3 +46,35 @@ def test_a_small_soak_survives_its_faults(tmp_path: Path) -> None:
     assert kinds == ["kill:orchestration-worker", "redis-restart", "postgres-terminate"]
     assert all(f["outcome"].startswith("round ") for f in report["faults"]), report["faults"]
     assert "soak: targets" in done.stdout
+
+
+def _stand_in_supernode(cmdline_path: Path) -> subprocess.Popen[bytes]:
+    """A sleeping process whose command line reads like a SuperNode of the federation there."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "flower-supernode",
+         "--node-config", f'trainer-socket="{cmdline_path}"'],
+    )  # fmt: skip
+
+
+def test_the_supernode_kill_kills_one_of_the_soaks_own_supernodes(tmp_path: Path) -> None:
+    """SIGKILLs the SuperNode under the soak's federation workdir, not one of another soak."""
+    ours = _stand_in_supernode(tmp_path / "federation" / "node-00" / "trainer.sock")
+    other = _stand_in_supernode(tmp_path / "elsewhere" / "federation" / "node-00" / "t.sock")
+    try:
+        time.sleep(0.2)  # the children's command lines are readable once they exec
+        soak = SimpleNamespace(stack=SimpleNamespace(workdir=tmp_path))
+        assert kill_a_supernode(soak) == ours.pid  # type: ignore[arg-type]
+        assert ours.wait(timeout=10) == -9
+        assert other.poll() is None
+    finally:
+        for p in (ours, other):
+            p.kill()
+            p.wait()
+
+
+def test_the_supernode_kill_fails_when_no_supernode_runs(tmp_path: Path) -> None:
+    """With no SuperNode to kill the fault is reported as failed, never as a kill that
+    happened (the soak records the exception as "injection failed")."""
+    soak = SimpleNamespace(stack=SimpleNamespace(workdir=tmp_path))
+    with pytest.raises(RuntimeError, match="no SuperNode"):
+        kill_a_supernode(soak)  # type: ignore[arg-type]
