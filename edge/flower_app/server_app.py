@@ -369,6 +369,9 @@ def verify(
             if cfg.aggregation == "weighted"
             else None,
             expected_samples=cfg.local_steps * cfg.batch_size,
+            reference_losses=ho.reference_losses(model.weights, r, policy.reference_draws)
+            if ho is not None and policy.harm_check == "reference"
+            else (),
         )
     verdicts = {v.key: v for v in result.verdicts}
     accepted = []

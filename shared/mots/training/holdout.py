@@ -85,12 +85,20 @@ class Holdout:
             set_weights(self.model, weights)
             return evaluate(self.model, self.x_val, self.y_val)[0]
 
-    def reference_update(self, weights: list[FloatArray], round_index: int) -> list[FloatArray]:
+    def reference_update(
+        self, weights: list[FloatArray], round_index: int, draw: int = 0
+    ) -> list[FloatArray]:
         """Δ_ref: E local SGD steps of batch b from ``weights`` on the anchor half, as a client
-        of round ``round_index`` would take them, minus ``weights``."""
+        of round ``round_index`` would take them, minus ``weights``; ``draw`` > 0 draws other
+        mini-batches (another seeded stream) for :meth:`reference_losses`."""
         cfg = self.config
         idx = batch_indices(
-            cfg.seed, round_index, ANCHOR_PID, self.anchor.size, cfg.local_steps, cfg.batch_size
+            cfg.seed,
+            round_index,
+            ANCHOR_PID + draw,
+            self.anchor.size,
+            cfg.local_steps,
+            cfg.batch_size,
         )
         with torch_threads(1):
             set_weights(self.model, weights)
@@ -100,3 +108,22 @@ class Holdout:
             (n - np.asarray(w, dtype=np.float32)).astype(np.float32)
             for n, w in zip(new, weights, strict=True)
         ]
+
+    def reference_losses(
+        self, weights: list[FloatArray], round_index: int, draws: int
+    ) -> list[float]:
+        """Validation losses of w + Δ for the server's further honest updates of w (draws 1 to
+        ``draws`` − 1; draw 0 is :meth:`reference_update`'s): how far an honest update of this
+        round may overshoot, for the harm check (:mod:`mots.training.verification`)."""
+        out = []
+        for draw in range(1, draws):
+            delta = self.reference_update(weights, round_index, draw)
+            out.append(
+                self.loss(
+                    [
+                        (np.asarray(w, dtype=np.float32) + d).astype(np.float32)
+                        for w, d in zip(weights, delta, strict=True)
+                    ]
+                )
+            )
+        return out

@@ -19,9 +19,13 @@ aggregates a round, each update Δ_i = w_i − w (w the global model sent) passe
    cos(Δ_i, median_j Δ_j) ≥ ``min_peer_cosine`` (the coordinate-wise median of the round's
    updates, a robust centre that a minority cannot drag);
 7. ``harmful``: the validation loss (a split the server holds, apart from the test set that
-   measures ε) of w + Δ_i exceeds (1 + ``loss_tolerance``) × max(L(w), L(w + Δ_ref)) +
-   ``loss_tolerance_abs`` (``harm_check="reference"``; ``own`` compares with L(w) only,
-   ``leave_one_out`` the mean of the round with and without Δ_i).
+   measures ε) of w + Δ_i exceeds (1 + ``loss_tolerance``) × max(L(w), L(w + Δ_ref), and
+   L(w + Δ_t) of the server's further ``reference_draws`` − 1 honest updates on other
+   mini-batches) + ``loss_tolerance_abs`` (``harm_check="reference"``; ``own`` compares with
+   L(w) only, ``leave_one_out`` the mean of the round with and without Δ_i). From a young model
+   at η0 = 0.5 an honest update's validation loss varies several-fold from draw to draw; the
+   worst of several honest draws bounds it where one draw did not (one draw flagged 2-5% of
+   honest round-1 updates, among them the README journey's pi-1).
 
 The scale s is ‖Δ_ref‖ when the server has an anchor split, else the median of the round's
 update norms (with fewer than ``min_peers`` updates and no anchor, checks 4–6 are skipped).
@@ -91,6 +95,12 @@ class VerificationPolicy(BaseModel):
         "update of it (reference), the sent model only (own), or the mean without it",
     )
     loss_tolerance: float = Field(1.0, ge=0.0, description="relative validation-loss rise")
+    reference_draws: int = Field(
+        8,
+        ge=1,
+        description="harm check (reference): the server's honest updates of w on other anchor "
+        "mini-batches whose worst validation loss bounds an honest overshoot (1: Δ_ref alone)",
+    )
     loss_tolerance_abs: float = Field(0.0, ge=0.0, description="absolute validation-loss rise")
     check_reported: bool = Field(True, description="reported num_examples/samples must match")
     min_share: float = Field(
@@ -273,6 +283,7 @@ def _harmful(
     loss: LossFn,
     policy: VerificationPolicy,
     reference_update: Weights | None,
+    reference_losses: Sequence[float] = (),
 ) -> tuple[dict[int, tuple[str, str]], dict[int, dict[str, float]]]:
     """Check 7 on the validation loss. ``reference`` compares each participant's model with the
     worse of the model it was sent and the server's own update of it (an honest update of a young
@@ -297,7 +308,7 @@ def _harmful(
             (np.asarray(g, dtype=np.float32) + np.asarray(d, dtype=np.float32))
             for g, d in zip(global_weights, reference_update, strict=True)
         ]
-        base = max(base, loss(ref_model))
+        base = max(base, loss(ref_model), *reference_losses)
     with_all = loss(mean_of(keys)) if policy.harm_check == "leave_one_out" else math.nan
     for k in keys:
         if policy.harm_check in ("own", "reference"):
@@ -326,12 +337,15 @@ def verify_round(
     validation_loss: LossFn | None = None,
     aggregation_weights: Mapping[int, float] | None = None,
     expected_samples: int | None = None,
+    reference_losses: Sequence[float] = (),
 ) -> RoundVerification:
     """Verdicts on a round's candidates (see the module docstring for the checks, in order).
 
     ``reference_update`` is the server's own Δ_ref on its anchor split (None: peers only);
     ``validation_loss`` maps weights to the server's validation loss (None: check 7 skipped);
-    ``aggregation_weights`` weigh the leave-one-out means (default uniform).
+    ``aggregation_weights`` weigh the leave-one-out means (default uniform);
+    ``reference_losses`` are the validation losses of the server's further honest updates
+    (:meth:`~mots.training.holdout.Holdout.reference_losses`), raising the harm check's base.
     """
     verdicts: dict[int, Verdict] = {}
     deltas: dict[int, npt.NDArray[np.float64]] = {}
@@ -371,6 +385,7 @@ def verify_round(
             validation_loss,
             policy,
             reference_update,
+            reference_losses,
         )
         for k, why in harm.items():
             failed.setdefault(k, why)

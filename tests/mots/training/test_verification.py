@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mots.training.config import TrainConfig
 from mots.training.verification import (
     Candidate,
     VerificationPolicy,
@@ -112,6 +113,80 @@ def test_harm_on_validation_loss() -> None:
         expected_samples=640,
     )
     assert [v.key for v in loo.verdicts if not v.accepted] == [5]
+
+
+def test_the_harm_base_is_the_worst_of_the_servers_honest_draws() -> None:
+    """A model whose validation loss is 2.5 × the worse of L(w) and L(w + Δ_ref) is harmful on
+    one reference draw, and within bounds once a further honest draw of the server overshot as
+    far (reference_losses); the draws raise the base, never lower it."""
+    losses = {"global": 1.0, "reference": 1.2, "candidate": 3.0}
+
+    def loss(w: list[np.ndarray]) -> float:
+        if all(np.array_equal(a, g) for a, g in zip(w, GLOBAL, strict=True)):
+            return losses["global"]
+        if all(np.allclose(a, g + d) for a, g, d in zip(w, GLOBAL, DIRECTION, strict=True)):
+            return losses["reference"]
+        return losses["candidate"]
+
+    def verdict(reference_losses: list[float]) -> tuple[bool, str | None]:
+        res = verify_round(
+            GLOBAL,
+            [cand(1, honest(1, 0.05))],
+            VerificationPolicy(),
+            reference_update=DIRECTION,
+            validation_loss=loss,
+            expected_samples=640,
+            reference_losses=reference_losses,
+        )
+        return res.verdicts[0].accepted, res.verdicts[0].check
+
+    assert verdict([]) == (False, "harmful")  # 3.0 > 2 × 1.2
+    assert verdict([0.5, 1.6]) == (True, None)  # 3.0 ≤ 2 × 1.6
+    assert verdict([0.1]) == (False, "harmful")  # a lower draw does not lower the base
+
+
+@pytest.mark.slow
+def test_two_honest_large_participants_pass_the_first_round(fashion_dir: Path) -> None:
+    """The README journey's round (K = 2 large clients, D = 300, the orchestration's defaults
+    E = 20, b = 32, η0 = 0.5, seed 0): on one reference draw the server flags pi-1's honest
+    first update as harmful (its validation loss 7.5 > 2 × 3.2); with the default draws both
+    pass."""
+    from mots.training.datasets import load_dataset
+    from mots.training.fedavg import learning_rate
+    from mots.training.holdout import Holdout
+    from mots.training.local import batch_indices, client_data, torch_threads, train_local
+    from mots.training.models import build_model, get_weights, set_weights
+
+    cfg = TrainConfig(data_dir=fashion_dir, sizes=(50, 300), counts=(1, 2), test_subset=2000)
+    ds = load_dataset(cfg.dataset, cfg.data_dir)
+    policy = VerificationPolicy()
+    ho = Holdout.build(cfg, ds, policy.holdout)
+    assert ho is not None
+    net = build_model(cfg.model, ds.input_shape, ds.num_classes, zero_init=True, seed=cfg.seed)
+    w = get_weights(net)
+    cands = []
+    for j in range(2):
+        data = client_data(cfg, 1, j, ds)
+        with torch_threads(1):
+            set_weights(net, w)
+            idx = batch_indices(cfg.seed, 0, data.pid, data.size, cfg.local_steps, cfg.batch_size)
+            train_local(net, data, idx, learning_rate(cfg.lr, 0))
+        cands.append(Candidate(j, get_weights(net), data.size, 640, 300))
+
+    def checks(pol: VerificationPolicy) -> list[str | None]:
+        res = verify_round(
+            w,
+            cands,
+            pol,
+            reference_update=ho.reference_update(w, 0),
+            validation_loss=ho.loss,
+            expected_samples=640,
+            reference_losses=ho.reference_losses(w, 0, pol.reference_draws),
+        )
+        return [v.check for v in res.verdicts]
+
+    assert checks(policy.model_copy(update={"reference_draws": 1})) == ["harmful", None]
+    assert checks(policy) == [None, None]
 
 
 def test_reported_check_can_be_turned_off_and_accept_all() -> None:
