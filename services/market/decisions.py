@@ -16,19 +16,28 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
 from mots.platform.bulk import BatchWrite, Tally, one_of
 from mots.platform.schemas import DecisionIn, DecisionOut, Strategy
-from services.market.errors import Conflict, Forbidden, NotFound, Refusal
-from services.market.models import Base, Decision, MarketRound, Purchase, RoundMember, RoundTally
+from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
+from services.market.models import (
+    Base,
+    Client,
+    Decision,
+    MarketRound,
+    Purchase,
+    RoundMember,
+    RoundTally,
+)
 
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
 _DECISIONS = Base.metadata.tables[Decision.__tablename__]
 _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
 _TALLIES = Base.metadata.tables[RoundTally.__tablename__]
 _MEMBERS = Base.metadata.tables[RoundMember.__tablename__]
+_CLIENTS = Base.metadata.tables[Client.__tablename__]
 
 
 def declared_tally(shard: int) -> Tally:
@@ -38,11 +47,54 @@ def declared_tally(shard: int) -> Tally:
 
 @dataclass(frozen=True, slots=True)
 class Declaration:
-    """One ``PUT /v1/rounds/{round_id}/decision``: a client's strategy in a round."""
+    """One ``PUT /v1/rounds/{round_id}/decision``: a client's strategy in a round. A caller the
+    API process does not know yet comes as its token's ``verifier`` (client id 0), resolved in
+    the batch's own transaction (one query for the batch, as purchases do)."""
 
     client_id: int
     round_id: int
     strategy: Strategy
+    verifier: str | None = None
+
+
+def _unknown_token() -> Unauthorized:
+    return Unauthorized("Authorization", "the token is not a registered client's")
+
+
+def inactive(client_id: int, status: str) -> Forbidden:
+    """The refusal of a pending or departed client (only active clients declare or buy)."""
+    return Forbidden(
+        "Authorization",
+        f"client {client_id} is {status}; only clients the operator attested (or approved) may"
+        " declare, buy or download",
+    )
+
+
+def resolve_declarers(
+    conn: Connection, requests: Sequence[Declaration]
+) -> list[Declaration | Refusal]:
+    """Each request with its caller's client id, or the refusal of its token: 401 for no client
+    (or a revoked one), 403 for a pending or departed one. One query for the unknown tokens."""
+    unknown = sorted({r.verifier for r in requests if not r.client_id and r.verifier})
+    found: dict[str, tuple[int, str]] = {}
+    if unknown:
+        q = select(_CLIENTS.c.token_hash, _CLIENTS.c.id, _CLIENTS.c.status).where(
+            one_of(_CLIENTS.c.token_hash, "verifiers", conn.dialect.name)
+        )
+        found = {v: (i, st) for v, i, st in conn.execute(q, {"verifiers": unknown})}
+    out: list[Declaration | Refusal] = []
+    for r in requests:
+        if r.client_id:
+            out.append(r)
+            continue
+        client = found.get(r.verifier or "")
+        if client is None or client[1] == "revoked":
+            out.append(_unknown_token())
+        elif client[1] != "active":
+            out.append(inactive(client[0], client[1]))
+        else:
+            out.append(Declaration(client[0], r.round_id, r.strategy))
+    return out
 
 
 def not_a_member(client_id: int, round_id: int) -> Forbidden:
@@ -100,13 +152,26 @@ def book_declarations(
 ) -> list[DecisionOut | Refusal]:
     """Decide and write ``requests`` in the caller's transaction, as if one after another.
 
-    Four statements whatever the batch's size: the rounds, the paid purchases, the callers'
-    memberships of the rounds' populations, and one write of the accepted decisions (the last of a client's in a round wins) with the count of new
-    ones added to tally shard ``shard``. The caller commits.
+    At most five statements whatever the batch's size: the callers not known yet (by token),
+    the rounds, the paid purchases, the callers' memberships of the rounds' populations, and one
+    write of the accepted decisions (the last of a client's in a round wins) with the count of
+    new ones added to tally shard ``shard``. The caller commits.
     """
     if not requests:
         return []
     conn = session.connection()
+    resolved = resolve_declarers(conn, requests)
+    valid = [r for r in resolved if isinstance(r, Declaration)]
+    decided = iter(_book_resolved(conn, valid, shard))
+    return [next(decided) if isinstance(r, Declaration) else r for r in resolved]
+
+
+def _book_resolved(
+    conn: Connection, requests: Sequence[Declaration], shard: int
+) -> list[DecisionOut | Refusal]:
+    """:func:`book_declarations` of requests whose callers are known."""
+    if not requests:
+        return []
     rounds_q, paid_q, members_q = _queries(conn.dialect.name)
     round_ids = sorted({r.round_id for r in requests})
     client_ids = sorted({r.client_id for r in requests})

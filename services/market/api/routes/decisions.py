@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, status
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from sqlalchemy import select
 
 from mots.platform.problems import problem, problems
 from mots.platform.schemas import DecisionIn, DecisionOut
-from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
+from services.market.api.deps import (
+    BEARER_SECURITY,
+    CallerDep,
+    CurrentClient,
+    RoundId,
+    SessionFactoryDep,
+)
 from services.market.decision_batcher import DecisionBatcher
 from services.market.decisions import Declaration
 from services.market.models import Decision, Purchase
@@ -18,18 +26,24 @@ router = APIRouter(tags=["decisions"])
 @router.put(
     "/v1/rounds/{round_id}/decision",
     response_model=DecisionOut,
-    responses=problems(404) | problem(409, "the round is not collecting, or a paid buyer changes"),
+    responses=problems(404)
+    | problem(409, "the round is not collecting, or a paid buyer changes")
+    | problem(403, "a pending client, or one not in the round's population (joined later)"),
+    openapi_extra=BEARER_SECURITY,
 )
-async def declare(
-    request: Request, round_id: RoundId, body: DecisionIn, client: CurrentClient
-) -> DecisionOut:
+async def declare(request: Request, round_id: RoundId, body: DecisionIn, caller: CallerDep) -> Any:
     """Declare (or change) the caller's strategy; declaring buy still requires a purchase.
 
-    Booked together with the other declarations in flight (one transaction per batch); once
-    every client has declared, the orchestration hears of it (no polling of the population).
+    Booked together with the other declarations in flight (one transaction per batch, which also
+    checks the callers' tokens); once every client has declared, the orchestration hears of it
+    (no polling of the population).
     """
     batcher: DecisionBatcher = request.app.state.declarations
-    return await batcher.submit(Declaration(client.id, round_id, body.strategy))
+    out = await batcher.submit(
+        Declaration(caller.client_id or 0, round_id, body.strategy, caller.verifier)
+    )
+    # Made and checked in the batch: sent as it is, not validated again by the response model.
+    return Response(out.model_dump_json(), media_type="application/json")
 
 
 @router.get(
