@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -175,11 +176,20 @@ def kill_a_supernode(soak: Soak) -> int:
     import signal
 
     work = str((soak.stack.workdir / "federation").resolve())
+    found = []
     for pid in _pids():
         cmd = _cmdline(pid)
         if "flower-supernode" in cmd and work in cmd:
-            os.kill(pid, signal.SIGKILL)
-            return pid
+            kind = re.search(r"type-index=(\d+)", cmd)
+            index = re.search(r"client-index=(\d+)", cmd)
+            rank = (int(kind.group(1)) if kind else -1, -int(index.group(1)) if index else 0)
+            found.append((rank, pid))
+    if found:
+        # The largest type's first client: in the paper population's K* (and the soak's clients,
+        # who join in rank order) it trains, so the kill lands on a participant's device.
+        pid = max(found)[1]
+        os.kill(pid, signal.SIGKILL)
+        return pid
     raise RuntimeError(f"no SuperNode of the soak's federation (under {work}) is running")
 
 
