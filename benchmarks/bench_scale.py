@@ -110,6 +110,60 @@ class PeakWatch:
             self.peaks[p.name] = max(self.peaks.get(p.name, 0.0), peak_rss_mib(p.popen.pid))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """All cores' busy and total CPU seconds since boot (/proc/stat; iowait counts as idle)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4]) / hz, sum(ticks) / hz
+
+
+class CpuMeter:
+    """Where a phase's CPU went: each stack process (each uvicorn worker apart), this load
+    generator, and the whole machine (PostgreSQL, Redis and anything else running included), so
+    that a phase's rate can be read against the two cores it had."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self._start: dict[str, float] = {}
+        self._t0 = 0.0
+        self.cpu: dict[str, float] = {}  # the last phase's, when a callee stops it
+
+    def _now(self) -> dict[str, float]:
+        out: dict[str, float] = {"load-generator": time.process_time()}
+        for p in self.stack.processes:
+            out[p.name] = cpu_seconds(p.popen.pid)
+            kids = Path(f"/proc/{p.popen.pid}/task/{p.popen.pid}/children")
+            try:
+                for k, child in enumerate(kids.read_text().split(), start=1):
+                    out[f"{p.name}.{k}"] = cpu_seconds(int(child))
+            except FileNotFoundError:
+                pass
+        out["machine-busy"], out["machine-total"] = machine_cpu_seconds()
+        return out
+
+    def start(self) -> None:
+        """Start a phase."""
+        self._start, self._t0 = self._now(), time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds each used since :meth:`start` (the idle ones left out), and ``wall``."""
+        end, wall = self._now(), time.perf_counter() - self._t0
+        used = {k: round(v - self._start.get(k, 0.0), 2) for k, v in end.items()}
+        total = used.pop("machine-total")
+        used["machine-busy-share"] = round(used["machine-busy"] / total, 3) if total else 0.0
+        used["wall"] = round(wall, 2)
+        return {k: v for k, v in used.items() if v}
+
+
 def register(market: httpx.Client, n: int) -> list[tuple[int, str, str]]:
     """Register and fund ``n`` clients in bulk calls; (id, type, token) each."""
     out: list[tuple[int, str, str]] = []
@@ -185,7 +239,7 @@ async def send_all(base: str, requests: list[tuple[bytes, str]], concurrency: in
 
 
 def register_single(
-    market: httpx.Client, base: str, n: int, concurrency: int
+    market: httpx.Client, base: str, n: int, concurrency: int, meter: CpuMeter | None = None
 ) -> tuple[list[tuple[int, str, str]], float]:
     """Register and fund ``n`` devices one ``POST /v1/clients`` each (its type's enrolment code),
     ``concurrency`` in flight: (id, type, token) each, and registrations per second (the codes
@@ -195,9 +249,13 @@ def register_single(
     requests = [
         (registration_request(host, c, k), f"registration {k}") for k, c in enumerate(codes)
     ]
+    if meter is not None:
+        meter.start()
     t0 = time.perf_counter()
     bodies = asyncio.run(send_all(base, requests, concurrency))
     rate = n / (time.perf_counter() - t0)
+    if meter is not None:
+        meter.cpu = meter.stop()
     out = [(b["id"], b["type_name"], b["token"]) for b in map(json.loads, bodies)]
     asyncio.run(
         send_all(base, [(deposit_request(host, c[0]), f"deposit {c[0]}") for c in out], concurrency)
@@ -315,24 +373,28 @@ def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             market = httpx.Client(base_url=stack.url("market"), timeout=600)
             orch = httpx.Client(base_url=stack.url("orchestration"), timeout=600)
             single = min(args.single, n // 2)
+            meter, cpu = CpuMeter(stack), {}
             t0 = time.perf_counter()
             clients = register(market, n - single)
             register_s = time.perf_counter() - t0
             watch.sample()
             # the rest one request each: the round's population is both
             singles, single_per_s = (
-                register_single(market, stack.url("market"), single, args.concurrency)
+                register_single(market, stack.url("market"), single, args.concurrency, meter)
                 if single
                 else ([], 0.0)
             )
+            cpu["register_single"] = meter.cpu
             clients += singles
             watch.sample()
             round_id = orch.post("/v1/rounds", headers=OPERATOR).json()["round_id"]
             quote = wait_for_quote(market, clients[0][2], round_id)
             moves = plan(clients, quote)
+            meter.start()
             t0 = time.perf_counter()
             asyncio.run(respond(stack.url("market"), round_id, moves, args.concurrency))
             declare_s = time.perf_counter() - t0
+            cpu["declare"] = meter.stop()
             watch.sample()
             body = wait_round(orch, round_id, watch)
             check = market.get("/v1/ledger/check", headers=OPERATOR).json()
@@ -354,6 +416,7 @@ def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         "register_single_per_s": single_per_s,
         "declare_per_s": n / declare_s,
         "moves": moved,
+        "cpu_seconds": cpu,
         "state_seconds": phases,
         "platform_seconds": own,
         "peak_rss_mib": {k: round(v, 1) for k, v in sorted(watch.peaks.items())},
@@ -418,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in (int(s) for s in args.sizes.split(",")):
             rows.append(run_one(database, n, args))
             Console(width=160).print(table(rows[-1:]))
+            Console(width=160).print("CPU seconds by phase:", rows[-1]["cpu_seconds"])
             # after every run, so that a long sweep stopped early keeps what it measured
             (args.out / "scale.json").write_text(
                 json.dumps({"rows": rows, "targets": TARGETS}, indent=2)

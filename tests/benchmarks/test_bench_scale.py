@@ -32,6 +32,12 @@ def test_a_small_scale_run_publishes_and_writes_its_row(tmp_path: Path) -> None:
     assert row["published"] and row["ledger_balanced"]
     assert row["register_per_s"] > 0 and row["declare_per_s"] > 0
     assert row["single_registrations"] == 24 and row["register_single_per_s"] > 0
+    for phase in ("register_single", "declare"):  # where each phase's CPU went
+        cpu = row["cpu_seconds"][phase]
+        assert cpu["wall"] > 0 and 0 <= cpu.get("machine-busy-share", 0) <= 1
+        assert set(cpu) <= {"wall", "machine-busy", "machine-busy-share", "load-generator"} | set(
+            row["peak_rss_mib"]
+        ) | {f"market-api.{k}" for k in (1, 2, 3)}
     assert sum(row["moves"].values()) == 48
     phases = row["state_seconds"]
     assert {"collecting", "training", "evaluating", "settling"} <= set(phases)
