@@ -197,8 +197,13 @@ class Stack:
                         "--host", "127.0.0.1", "--port", str(port),
                         "--no-access-log", "--log-level", "warning",
                     ]  # fmt: skip
-                    if self.api_workers.get(service, 1) > 1:
-                        argv += ["--workers", str(self.api_workers[service])]
+                    workers = self.api_workers.get(service, 1)
+                    if workers > 1:  # a socket each (SO_REUSEPORT): the kernel spreads connections
+                        argv = [
+                            self.python, "-m", "mots.platform.serve",
+                            f"services.{service}.main:create_app",
+                            "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+                        ]  # fmt: skip
                     self._spawn(f"{service}-api", argv, env, f"{self.url(service)}/healthz")
                 mport = self.ports.setdefault(f"{service}-worker", free_port())
                 wenv = {**env, "MOTS_METRICS_PORT": str(mport)}
