@@ -44,13 +44,17 @@ def serve_one(app: str, host: str, port: int, log_level: str) -> None:
 
 
 def supervise(argv: list[str], workers: int) -> int:
-    """Start ``workers`` single-process servers; forward SIGTERM/SIGINT; the worst exit code."""
+    """Start ``workers`` single-process servers; forward SIGTERM/SIGINT; the worst exit code (a
+    child that uvicorn ended with the signal forwarded to it, as it re-raises it, ended cleanly)."""
     children = [
         subprocess.Popen([sys.executable, "-m", "mots.platform.serve", *argv, "--workers", "1"])
         for _ in range(workers)
     ]
 
+    forwarded: set[int] = set()
+
     def forward(signum: int, _: FrameType | None) -> None:
+        forwarded.add(signum)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signum)
@@ -58,6 +62,7 @@ def supervise(argv: list[str], workers: int) -> int:
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     codes = [child.wait() for child in children]
+    codes = [0 if -c in forwarded else c for c in codes]
     return max(codes, key=abs, default=0)
 
 
