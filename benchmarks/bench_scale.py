@@ -216,8 +216,8 @@ def registration_request(host: str, code: str, k: int) -> bytes:
 
 async def send_all(base: str, requests: list[tuple[bytes, str]], concurrency: int) -> list[bytes]:
     """Pre-built requests over ``concurrency`` kept-alive raw connections; their response bodies
-    in the requests' order. Any answer other than 200/201 fails the run (``what`` names the
-    request in the error)."""
+    in the requests' order. A 503 is retried (up to 5 times, 1 s apart); any other answer but
+    200/201 fails the run (``what`` names the request in the error)."""
     url = httpx.URL(base)
     host, port = url.host, url.port or 80
     todo = iter(enumerate(requests))
@@ -228,6 +228,11 @@ async def send_all(base: str, requests: list[tuple[bytes, str]], concurrency: in
         try:
             for k, (req, what) in todo:
                 status, body = await exchange(reader, writer, req)
+                for _ in range(5):  # a 503 (database briefly unavailable) is retried, as clients do
+                    if status != 503:
+                        break
+                    await asyncio.sleep(1.0)
+                    status, body = await exchange(reader, writer, req)
                 if status not in (200, 201):
                     raise RuntimeError(f"{what}: {status} {body[:300]!r}")
                 bodies[k] = body

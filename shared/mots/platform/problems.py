@@ -232,11 +232,44 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return problem_response(500, "the service failed to answer; the request may be retried")
 
 
+async def _database_unavailable(request: Request, exc: Exception) -> Response:
+    log.warning("%s %s: the database is unavailable: %s", request.method, request.url.path, exc)
+    return problem_response(
+        503,
+        "database: briefly unavailable (no connection could be made, or it was lost); nothing was "
+        "booked, retry the request (with the same Idempotency-Key where it takes one)",
+        headers={"Retry-After": "1"},
+    )
+
+
+def _database_outages() -> list[type[Exception]]:
+    """The exceptions that mean the database could not be reached (its connection refused, the
+    server's connection limit, a pool exhausted, a connection lost): a 503, not a 500."""
+    out: list[type[Exception]] = []
+    try:
+        from sqlalchemy import exc as sa_exc
+
+        out += [sa_exc.OperationalError, sa_exc.TimeoutError]
+    except ImportError:  # pragma: no cover - the services always install SQLAlchemy
+        pass
+    try:
+        import psycopg
+
+        out.append(psycopg.OperationalError)
+    except ImportError:  # pragma: no cover - SQLite-only installs
+        pass
+    return out
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Answer HTTP exceptions, validation errors and unexpected failures as problem+json, and
-    refuse malformed JSON bodies (:class:`StrictJSONMiddleware`) before they reach a route."""
+    refuse malformed JSON bodies (:class:`StrictJSONMiddleware`) before they reach a route; a
+    database that cannot be reached answers 503 with ``Retry-After`` (the transaction rolled
+    back, so the request may be repeated)."""
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    for outage in _database_outages():
+        app.add_exception_handler(outage, _database_unavailable)
     app.add_exception_handler(ResponseValidationError, _server_error)
     app.add_exception_handler(Exception, _server_error)
     app.add_middleware(StrictJSONMiddleware)

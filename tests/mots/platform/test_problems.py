@@ -6,13 +6,18 @@ import json
 from typing import Any
 
 import pytest
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, FastAPI, HTTPException
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from mots.platform.problems import MAX_BODY_BYTES, BodyRefused, strict_loads
+from mots.platform.problems import (
+    MAX_BODY_BYTES,
+    BodyRefused,
+    install_problem_handlers,
+    strict_loads,
+)
 from mots.platform.settings import PlatformSettings
 from mots.platform.web import service_app
 
@@ -131,3 +136,30 @@ def test_strict_loads_refuses_non_finite_numbers_anywhere(bad: str, value: Any) 
     raw = json.dumps({"v": value, "w": "PLACEHOLDER"}).replace('"PLACEHOLDER"', bad)
     with pytest.raises(BodyRefused):
         strict_loads(raw.encode())
+
+
+def test_a_database_that_cannot_be_reached_is_a_503_with_retry_after() -> None:
+    """A real connection refused (PostgreSQL's port with nothing listening, and a pool with no
+    connection left) answers 503 with Retry-After, never a 500: nothing was booked, so the
+    client may repeat the request."""
+    import socket
+
+    from sqlalchemy import create_engine, text
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    engine = create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{port}/none")
+    app = FastAPI()
+    install_problem_handlers(app)
+
+    @app.get("/booked")
+    def booked() -> dict[str, int]:
+        with engine.connect() as conn:
+            return {"one": conn.execute(text("SELECT 1")).scalar_one()}
+
+    r = TestClient(app, raise_server_exceptions=False).get("/booked")
+    assert r.status_code == 503, r.text
+    assert r.headers["Retry-After"] == "1"
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["detail"].startswith("database: briefly unavailable")
