@@ -158,17 +158,18 @@ def make_agent(market: Market, tmp_path: Path) -> Iterator[Callable[..., Agent]]
 def test_agents_register_and_declare_their_best_responses(
     market: Market, make_agent: Callable[..., Agent]
 ) -> None:
-    """A cheap small client joins, a costly large client buys, a client valuing little abstains."""
+    """A cheap small client joins, a costly large client buys, a client valuing little abstains.
+    Both registered before the round opened (a later registrant waits for the next round)."""
     joiner = make_agent("pi-01", "small", 50, "0.5")
     buyer = make_agent("pi-02", "large", 300, "9.0")  # π(J) = U − 9 + 4 < π(B) = U − 2.5
-    assert joiner.step() is None  # no round yet: nothing to answer
-    market.open_round(1, price="2.5", rewards={"small": "-1.25", "large": "4.0"}, k=5, b=5)
+    assert joiner.step() is None  # registers; no round yet: nothing to answer
     reg = buyer.ensure_registered()
     r = market.operator(
         "POST", "/v1/deposits", json={"client_id": reg.client_id, "amount": "10"},
         headers={"Idempotency-Key": "fund-buyer-0001"},
     )  # fmt: skip
     assert r.status_code == 201, r.text
+    market.open_round(1, price="2.5", rewards={"small": "-1.25", "large": "4.0"}, k=5, b=5)
 
     assert joiner.step().strategy is Strategy.JOIN
     assert buyer.step().strategy is Strategy.BUY
@@ -191,6 +192,7 @@ def test_agents_register_and_declare_their_best_responses(
 def test_unfunded_buyer_abstains(market: Market, make_agent: Callable[..., Agent]) -> None:
     """A client whose best response is to buy but cannot pay (402) declares abstain."""
     agent = make_agent("pi-03", "large", 300, "9.0")
+    agent.ensure_registered()  # before the round opens: in its population
     market.open_round(1, price="2.5", rewards={"large": "4.0"}, k=1, b=1)
     choice = agent.step()
     assert choice is not None and choice.strategy is Strategy.ABSTAIN
@@ -277,7 +279,16 @@ def test_heartbeat_tracks_polls(market: Market, make_agent: Callable[..., Agent]
 
 
 def test_cli_run_answers_a_round(market: Market, tmp_path: Path) -> None:
-    """``python -m edge.agent run``, configured by MOTS_EDGE_* variables, answers an open round."""
+    """``python -m edge.agent run``, configured by MOTS_EDGE_* variables, answers an open round
+    (the device registered before the round opened: the CLI reuses its stored credential)."""
+    code = market.enrol("small", 50, "0.5")
+    settings = AgentSettings(
+        client_type="small", data_size=50, cost=Decimal("0.5"), client_name="pi-cli",
+        MOTS_UTILITY=UTILITY, market_url=market.url, enrolment_code=code,
+        state_dir=tmp_path / "cli-agent", poll_interval_s=0.05,
+    )  # fmt: skip
+    with MarketClient(market.url) as client:
+        Agent(settings, client).ensure_registered()
     market.open_round(1, price="2.5", rewards={"small": "-1.25"}, k=1, b=0)
     env = {
         **os.environ,
@@ -287,7 +298,7 @@ def test_cli_run_answers_a_round(market: Market, tmp_path: Path) -> None:
         "MOTS_EDGE_COST": "0.5",
         "MOTS_EDGE_CLIENT_NAME": "pi-cli",
         "MOTS_EDGE_MARKET_URL": market.url,
-        "MOTS_EDGE_ENROLMENT_CODE": market.enrol("small", 50, "0.5"),
+        "MOTS_EDGE_ENROLMENT_CODE": code,
         "MOTS_EDGE_STATE_DIR": str(tmp_path / "cli-agent"),
         "MOTS_EDGE_POLL_INTERVAL_S": "0.05",
         "PYTHONPATH": f"{ROOT / 'shared'}{os.pathsep}{ROOT}",
