@@ -445,6 +445,8 @@ class HonestRound:
     flagged: int
     rule: str | None
     subsidy: Decimal
+    quoted_subsidy: Decimal = Decimal(0)
+    """The quote's incentive cost at K* ([Σ K_i r_i − Σ B_i p]⁺): what the round may cost."""
 
 
 def honest_round(p: MoneyPlatform) -> HonestRound:
@@ -466,6 +468,7 @@ def honest_round(p: MoneyPlatform) -> HonestRound:
         flagged,
         settlement.get("capture_rule"),
         Decimal(settlement.get("subsidy") or 0),
+        Decimal(quote.incentive_cost),
     )
 
 
