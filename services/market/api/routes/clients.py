@@ -42,10 +42,30 @@ from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
 from services.market.errors import Conflict, NotFound
 from services.market.models import Client
-from services.market.registration import Enrolled, NewClient, TypeMismatch, register_clients
+from services.market.registration import (
+    Enrolled,
+    NewClient,
+    Registered,
+    TypeMismatch,
+    register_clients,
+)
 from services.market.registration_batcher import RegistrationBatcher
 
 router = APIRouter(tags=["clients"])
+
+
+def _registered(r: Registered) -> RegisteredClient:
+    """The answer to a registration (single or bulk): the active client and its token, shown once."""
+    return RegisteredClient(
+        id=r.id,
+        name=r.client.name,
+        type_name=r.client.type_name,
+        data_size=r.client.data_size,
+        cost=from_micros(r.client.cost_micros),
+        token=r.token,
+        token_expires_at=r.token_expires_at,
+    )
+
 
 ClientId = Annotated[int, Path(ge=1, le=MAX_ID, description="the client's id")]
 
@@ -121,16 +141,7 @@ async def register(
     r = await batcher.submit(
         Enrolled(body.name, body.enrolment_code, body.type_name, body.data_size, cost)
     )
-    return RegisteredClient(
-        id=r.id,
-        name=r.client.name,
-        type_name=r.client.type_name,
-        data_size=r.client.data_size,
-        cost=from_micros(r.client.cost_micros),
-        status=ClientStatus.ACTIVE,
-        token=r.token,
-        token_expires_at=r.token_expires_at,
-    )
+    return _registered(r)
 
 
 def _register_without_code(
@@ -209,20 +220,7 @@ def register_bulk(
         )
     except TypeMismatch as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail) from exc
-    return BulkRegistered(
-        clients=[
-            RegisteredClient(
-                id=r.id,
-                name=r.client.name,
-                type_name=r.client.type_name,
-                data_size=r.client.data_size,
-                cost=from_micros(r.client.cost_micros),
-                token=r.token,
-                token_expires_at=r.token_expires_at,
-            )
-            for r in done
-        ]
-    )
+    return BulkRegistered(clients=[_registered(r) for r in done])
 
 
 @router.get("/v1/me", response_model=ClientOut)
