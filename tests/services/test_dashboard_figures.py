@@ -159,8 +159,9 @@ def _check_round_time(prom: Prom, build: ModuleType, s: list[dict[str, Any]]) ->
     for state in ("collecting", "training", "evaluating"):
         assert per_state[state] == rel(sum(x["phase_seconds"][state] for x in s) / len(s), rel=1e-3)
     ended = prom.by(_panel(build, "Rounds ended by outcome").targets[0].expr, "state")
-    # increase() extrapolates to the window's end: at most a scrape interval's worth over the count
-    assert round(ended["published"]) == len(s) and ended["published"] < len(s) * 1.05
+    # increase() extrapolates the samples it has to the window's edges (3.19 seen for 3 rounds
+    # ended, +6%): the panel shows the count to within a fraction of a round, never another count
+    assert round(ended["published"]) == len(s)
     p50, p95 = (prom.one(t.expr) for t in _panel(build, "Round duration p50").targets)
     low, high = min(x["round_seconds"] for x in s), max(x["round_seconds"] for x in s)
     assert low * 0.75 <= p50 <= p95 <= high * 4 / 3  # buckets are at most 4/3 apart
