@@ -9,7 +9,10 @@ respond over REST, ``--concurrency`` requests in flight (the first K*_i of a typ
 B*_i buy, the rest abstain), and waits until the round is published. Writes
 ``out/bench/scale.json`` (one row per run: register and declare rates, seconds per state, the
 platform's own seconds = the round outside collecting, training and evaluating, each process's
-peak RSS, whether the round published and the ledger balanced) and prints a table.
+peak RSS, whether the round published and the ledger balanced) and prints a table, then the
+issue's targets against the rows (also in scale.json as ``verdict``). On PostgreSQL each N runs
+once per ``--api-processes`` value (default 1 and 2, back to back), so two market API processes
+are compared with one on the same machine in the same run.
 """
 
 from __future__ import annotations
@@ -350,15 +353,16 @@ def wait_round(orch: httpx.Client, round_id: int, watch: PeakWatch) -> dict[str,
     raise TimeoutError(f"round {round_id} did not finish within an hour")
 
 
-def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One full round at population ``n`` on ``database``; its row."""
-    workdir = args.out / "scale-run" / f"{database}-{n}"
+def run_one(database: str, n: int, args: argparse.Namespace, processes: int = 1) -> dict[str, Any]:
+    """One full round at population ``n`` on ``database`` with ``processes`` market API
+    processes; its row."""
+    workdir = args.out / "scale-run" / f"{database}-{n}-x{processes}"
     shutil.rmtree(workdir, ignore_errors=True)
     with databases(database, ("market", "orchestration")) as urls:
         stack = Stack(
             workdir=workdir,
             database_urls=urls,
-            api_workers={"market": args.api_processes},
+            api_workers={"market": processes},
             extra_env={
                 "MOTS_TRAINER": "inprocess",
                 "MOTS_TRAIN_ROUNDS": "1",
@@ -415,7 +419,7 @@ def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "clients": n,
         "database": database,
-        "api_processes": args.api_processes,
+        "api_processes": processes,
         "register_per_s": (n - single) / register_s,
         "single_registrations": single,
         "register_single_per_s": single_per_s,
@@ -431,6 +435,83 @@ def run_one(database: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         and check["mismatched_accounts"] == 0
         and float(check["total"]) == 0.0,
     }
+
+
+def _pg(rows: list[dict[str, Any]], processes: int = 1) -> dict[int, dict[str, Any]]:
+    """The PostgreSQL rows with ``processes`` market API processes, by N."""
+    return {
+        r["clients"]: r
+        for r in rows
+        if r["database"] == "postgresql" and r["api_processes"] == processes
+    }
+
+
+def verdict(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool | None]]:
+    """The issue's targets (PostgreSQL) against the rows: (target, what was measured, met;
+    None where the sweep did not measure it, e.g. ``--sizes`` without 10,000 and 100,000)."""
+    one, two = _pg(rows), _pg(rows, 2)
+    out: list[tuple[str, str, bool | None]] = []
+
+    def every(what: str, key: str, floor: float, where: list[dict[str, Any]]) -> None:
+        got = [(r["clients"], r[key]) for r in where]
+        shown = ", ".join(f"{v:,.0f} (N={n:,})" for n, v in got) or "not measured"
+        out.append((what, shown, all(v >= floor for _, v in got) if got else None))
+
+    big = one.get(100_000)
+    out.append((
+        "N = 100,000 published, ledger exact",
+        "not measured" if big is None else f"{big['state']}, ledger "
+        + ("exact" if big["ledger_balanced"] else "BROKEN"),
+        None if big is None else bool(big["published"] and big["ledger_balanced"]),
+    ))  # fmt: skip
+    every("bulk registration ≥ 2,000/s", "register_per_s", TARGETS["register_per_s"],
+          list(one.values()))  # fmt: skip
+    every("single registrations ≥ 1,000/s", "register_single_per_s",
+          TARGETS["register_single_per_s"], [r for r in one.values() if r["single_registrations"]])  # fmt: skip
+    every("declarations ≥ 2,000/s", "declare_per_s", TARGETS["declare_per_s"], list(one.values()))
+    ten = one.get(10_000)
+    if big is None or ten is None:
+        out.append(("platform s: 100k ≤ 12× 10k and < 60 s", "not measured", None))
+    else:
+        ratio = big["platform_seconds"] / ten["platform_seconds"]
+        out.append((
+            "platform s: 100k ≤ 12× 10k and < 60 s",
+            f"{big['platform_seconds']:.2f} s = {ratio:.1f}× {ten['platform_seconds']:.2f} s",
+            ratio <= TARGETS["platform_ratio_100k_10k"]
+            and big["platform_seconds"] < TARGETS["platform_seconds_100k"],
+        ))  # fmt: skip
+    pg_rows = list(one.values()) + list(two.values())
+    peak = max((v for r in pg_rows for v in r["peak_rss_mib"].values()), default=None)
+    out.append((
+        "every process's peak RSS < 1 GiB",
+        "not measured" if peak is None else f"largest {peak:,.0f} MiB",
+        None if peak is None else peak < TARGETS["peak_rss_mib"],
+    ))  # fmt: skip
+    pairs = sorted(set(one) & set(two))
+    out.append((
+        "two API processes: correct and faster than one",
+        ", ".join(
+            f"N={n:,}: {two[n]['declare_per_s']:,.0f} vs {one[n]['declare_per_s']:,.0f} decl/s "
+            f"({two[n]['declare_per_s'] / one[n]['declare_per_s']:.2f}×)"
+            for n in pairs
+        ) or "not measured",
+        all(
+            two[n]["published"] and two[n]["ledger_balanced"]
+            and two[n]["declare_per_s"] > one[n]["declare_per_s"]
+            for n in pairs
+        ) if pairs else None,
+    ))  # fmt: skip
+    return out
+
+
+def verdict_table(rows: list[dict[str, Any]]) -> Table:
+    """:func:`verdict` as a rich table."""
+    t = Table(title="bench-scale: the issue's targets (PostgreSQL, one API process unless stated)")
+    for col in ("target", "measured", "met"):
+        t.add_column(col)
+    for what, shown, met in verdict(rows):
+        t.add_row(what, shown, {True: "yes", False: "NO", None: "-"}[met])
+    return t
 
 
 def table(rows: list[dict[str, Any]]) -> Table:
@@ -469,7 +550,12 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", default="1000,10000,100000", help="populations N, comma-separated"
     )
     parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite and/or postgresql")
-    parser.add_argument("--api-processes", type=int, default=1, help="market API processes")
+    parser.add_argument(
+        "--api-processes",
+        default="1,2",
+        help="market API processes on PostgreSQL, comma-separated: one row each, back to back at"
+        " each N, so that two can be compared with one (SQLite runs one)",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="REST requests in flight")
     parser.add_argument(
         "--single",
@@ -482,16 +568,20 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_sigterm()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
+    processes = [int(p) for p in args.api_processes.split(",")]
     for database in args.databases.split(","):
         for n in (int(s) for s in args.sizes.split(",")):
-            rows.append(run_one(database, n, args))
-            Console(width=160).print(table(rows[-1:]))
-            Console(width=160).print("CPU seconds by phase:", rows[-1]["cpu_seconds"])
-            # after every run, so that a long sweep stopped early keeps what it measured
-            (args.out / "scale.json").write_text(
-                json.dumps({"rows": rows, "targets": TARGETS}, indent=2)
-            )
+            for p in processes if database == "postgresql" else [1]:
+                rows.append(run_one(database, n, args, p))
+                Console(width=160).print(table(rows[-1:]))
+                Console(width=160).print("CPU seconds by phase:", rows[-1]["cpu_seconds"])
+                # after every run, so that a long sweep stopped early keeps what it measured
+                met = [{"target": t, "measured": m, "met": ok} for t, m, ok in verdict(rows)]
+                (args.out / "scale.json").write_text(
+                    json.dumps({"rows": rows, "targets": TARGETS, "verdict": met}, indent=2)
+                )
     Console(width=160).print(table(rows))
+    Console(width=160).print(verdict_table(rows))
     return 0 if all(r["published"] and r["ledger_balanced"] for r in rows) else 1
 
 
