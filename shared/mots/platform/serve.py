@@ -10,12 +10,15 @@ each, Linux hashes every new connection to one of them.
     python -m mots.platform.serve services.market.main:create_app --port 8000 --workers 2
 
 One process (``--workers 1``) serves alone; more start that many children of this one, which
-forwards SIGTERM and SIGINT to them and exits when they have.
+forwards SIGTERM and SIGINT to them and exits when they have. Each child finds how many processes
+serve beside it in ``MOTS_API_PROCESSES``, so that it can size what they share (the market sizes
+its database batch writers by it: :attr:`services.market.core.config.Settings.purchase_writer_count`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import subprocess
@@ -23,6 +26,9 @@ import sys
 from types import FrameType
 
 import uvicorn
+
+PROCESSES_ENV = "MOTS_API_PROCESSES"
+"""How many processes serve the app on this host, set in each child's environment."""
 
 
 def reuse_port_socket(host: str, port: int) -> socket.socket:
@@ -46,8 +52,11 @@ def serve_one(app: str, host: str, port: int, log_level: str) -> None:
 def supervise(argv: list[str], workers: int) -> int:
     """Start ``workers`` single-process servers; forward SIGTERM/SIGINT; the worst exit code (a
     child that uvicorn ended with the signal forwarded to it, as it re-raises it, ended cleanly)."""
+    env = os.environ | {PROCESSES_ENV: str(workers)}
     children = [
-        subprocess.Popen([sys.executable, "-m", "mots.platform.serve", *argv, "--workers", "1"])
+        subprocess.Popen(
+            [sys.executable, "-m", "mots.platform.serve", *argv, "--workers", "1"], env=env
+        )
         for _ in range(workers)
     ]
 

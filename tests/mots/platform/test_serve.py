@@ -28,6 +28,10 @@ def make_app() -> FastAPI:
     async def pid() -> dict[str, int]:
         return {"pid": os.getpid()}
 
+    @app.get("/processes")
+    async def processes() -> str | None:
+        return os.environ.get("MOTS_API_PROCESSES")
+
     return app
 
 
@@ -76,6 +80,8 @@ def test_two_workers_share_the_connections_and_stop_on_sigterm() -> None:
         time.sleep(1.0)  # the second worker too
         pids = asyncio.run(_pids(port, 32))
         assert len(pids) == 2 and proc.pid not in pids
+        # each child knows how many serve beside it (the market shares its writers by it)
+        assert httpx.get(f"http://127.0.0.1:{port}/processes", timeout=5).json() == "2"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         for pid in pids:

@@ -278,13 +278,20 @@ def test_the_purchase_batch_settings_reach_the_batcher(tmp_path: Any) -> None:
     assert (batcher.max_batch, batcher.writers) == (1, 3)
 
 
-def test_purchase_writers_default_to_one_on_sqlite_and_two_on_postgresql(tmp_path: Any) -> None:
-    """SQLite writes one transaction at a time, so a second writer would only wait on its lock."""
+def test_purchase_writers_default_to_one_on_sqlite_and_two_per_host_on_postgresql(
+    tmp_path: Any,
+) -> None:
+    """SQLite writes one transaction at a time, so a second writer would only wait on its lock;
+    on PostgreSQL two batches in flight over the host's API processes."""
     sqlite = Settings(
         database_url=f"sqlite:///{tmp_path / 'market.db'}", artifact_root=str(tmp_path)
     )
     postgres = Settings(database_url="postgresql://mots@db/market", artifact_root=str(tmp_path))
     assert (sqlite.purchase_writer_count, postgres.purchase_writer_count) == (1, 2)
+    # two processes on one host (mots.platform.serve --workers 2): one writer each, two in all
+    for processes, each in ((2, 1), (3, 1), (8, 1)):
+        shared = Settings(database_url="postgresql://mots@db/market", api_processes=processes)
+        assert shared.purchase_writer_count == each
     assert create_app(sqlite).state.purchases.writers == 1
     explicit = Settings(database_url="postgresql://mots@db/market", purchase_writers=5)
     assert explicit.purchase_writer_count == 5
