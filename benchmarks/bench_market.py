@@ -266,7 +266,8 @@ def run_market(
         "db": db,
         "api_workers": api_workers,
         "max_batch": max_batch,
-        "writers": writers or Settings(database_url=url).purchase_writer_count,
+        "writers": writers
+        or Settings(database_url=url, api_processes=api_workers).purchase_writer_count,
         "concurrency": concurrency,
         "warmup_requests": warm["requests"],
         **result,
