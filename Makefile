@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ install: $(STAMP) ## create .venv and install the package with all extras
 
 system: ## install and start the machine services the tests use (Redis, PostgreSQL, Prometheus, data)
 	bash scripts/ensure_system.sh
+
+containers: ## install podman, runc, debootstrap, qemu-user-static and build the local base images
+	bash scripts/ensure_containers.sh $(BASE_ARCHES)
 
 lint: install ## ruff: lint rules and formatting
 	$(BIN)/ruff check shared services edge tests benchmarks
