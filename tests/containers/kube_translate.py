@@ -1,0 +1,282 @@
+"""The rendered k3s-pi overlay as podman 4.3 `kube play` can run it: a small, stated translation.
+
+`podman kube play` (4.3) runs Pods, Deployments and PersistentVolumeClaims. Everything else the
+overlay ships is translated here, changing nothing a container sees of its own spec (commands,
+args, env, mounts, runAsUser, read-only root filesystems, probes):
+
+- a StatefulSet's template becomes the Pod ``NAME-0``, its volumeClaimTemplates the claims
+  ``TEMPLATE-NAME-0`` (what the StatefulSet controller does); a DaemonSet's template becomes one Pod
+  per emulated node, ``NAME-NODE``;
+- Service DNS: each Service's name (short, ``.mots``, ``.mots.svc``, ``.mots.svc.cluster.local``)
+  goes into the pods' ``hostAliases``, pointing at the static address of the one pod template the
+  Service's selector matches (``service_targets`` checks it matches exactly one, on a port the
+  pod's containers declare);
+- a hostPath is prefixed with the emulated node's root (each Pi has its own disk);
+- ``fieldRef: spec.nodeName`` (unsupported by podman 4.3) becomes the emulated node's name;
+- images: ours are rewritten to the locally built tags (as the overlay's ``images:`` block does
+  for a registry), third-party ones to the local stand-ins;
+- podman 4.3 quirks: a secret volume needs ``optional`` set (4.3 dereferences it); secrets are
+  stored as 4.3 reads them (``secret_for_env``, ``secret_for_volume``).
+
+What kube play cannot express at all is listed by ``NOT_EXPRESSIBLE`` with the nearest check made.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import ipaddress
+import json
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.deploy.kustomize import Resource, containers, kubectl, pod_specs
+
+NAMESPACE = "mots"
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+
+NOT_EXPRESSIBLE: list[dict[str, str]] = [
+    {
+        "what": "Service (ClusterIP, DNS)",
+        "nearest_check": "each Service's selector matches exactly one pod template on a declared "
+        "port; its names resolve through hostAliases to that pod's static address",
+    },
+    {
+        "what": "NetworkPolicy",
+        "nearest_check": "every policy's podSelector and from/to selectors match rendered pod "
+        "labels (static); no enforcement on a podman network",
+    },
+    {
+        "what": "scheduling (nodeSelector, affinity, tolerations on labelled nodes)",
+        "nearest_check": "selectors checked statically (arm64 + client-type labels on edge "
+        "DaemonSets, control plane off mots.io/edge); every pod runs on this one host",
+    },
+    {
+        "what": "DaemonSet",
+        "nearest_check": "its pod template played as one Pod per emulated node",
+    },
+    {
+        "what": "StatefulSet",
+        "nearest_check": "its pod template played as Pod NAME-0 with claims TEMPLATE-NAME-0",
+    },
+    {
+        "what": "PodDisruptionBudget",
+        "nearest_check": "selector matches the rendered pods (static); no drains here",
+    },
+    {
+        "what": "readiness and startup probes; gRPC and exec liveness probes",
+        "nearest_check": "podman 4.3 turns only an HTTP/TCP liveness probe into a health check "
+        "(and runs none without systemd): every probe is run by the harness with podman exec",
+    },
+    {
+        "what": "fieldRef spec.nodeName; secret defaultMode",
+        "nearest_check": "nodeName set to the emulated node's name; secret files are 0644 root "
+        "(podman 4.3 ignores defaultMode), readable by uid 10001 as on k3s",
+    },
+    {
+        "what": "RBAC (ServiceAccount, Role, RoleBinding) and Prometheus' Kubernetes discovery",
+        "nearest_check": "not run: no API server; Prometheus' scrape config is rendered only",
+    },
+]
+
+
+def service_hostnames(name: str) -> list[str]:
+    """The names a Service answers to inside the namespace and from the cluster."""
+    svc = f"{name}.{NAMESPACE}.svc"
+    return [name, f"{name}.{NAMESPACE}", svc, f"{svc}.cluster.local"]
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _template_labels(r: Resource) -> dict[str, str]:
+    labels: dict[str, str] = r["spec"]["template"]["metadata"].get("labels", {})
+    return labels
+
+
+def _declared_ports(r: Resource) -> set[int | str]:
+    out: set[int | str] = set()
+    for c in containers(r):
+        for p in c.get("ports", []):
+            out.add(p["containerPort"])
+            if "name" in p:
+                out.add(p["name"])
+    return out
+
+
+def service_targets(resources: list[Resource]) -> dict[str, str]:
+    """Service name -> the one workload its selector picks; raises if none/several or a bad port."""
+    workloads = [r for r in resources if r["kind"] in WORKLOADS]
+    out: dict[str, str] = {}
+    for svc in (r for r in resources if r["kind"] == "Service"):
+        name = svc["metadata"]["name"]
+        hits = [w for w in workloads if _selects(svc["spec"]["selector"], _template_labels(w))]
+        if len(hits) != 1:
+            got = [w["metadata"]["name"] for w in hits]
+            raise ValueError(f"Service {name}: selector matches {got}, expected one workload")
+        ports = _declared_ports(hits[0])
+        for p in svc["spec"]["ports"]:
+            target = p.get("targetPort", p["port"])
+            if target not in ports:
+                raise ValueError(f"Service {name}: targetPort {target} not declared by the pod")
+        out[name] = hits[0]["metadata"]["name"]
+    return out
+
+
+@dataclass
+class Playbook:
+    """What `podman kube play` runs, in start order, with each pod's static address."""
+
+    pods: list[tuple[str, Resource, str]] = field(default_factory=list)  # (pod name, doc, ip)
+    claims: list[Resource] = field(default_factory=list)
+    config_maps: list[Resource] = field(default_factory=list)
+    hosts: dict[str, str] = field(default_factory=dict)  # hostname -> ip
+
+
+def _rewrite_images(spec: dict[str, Any], images: dict[str, str]) -> None:
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        name = c["image"].rsplit(":", 1)[0] if "@" not in c["image"] else c["image"]
+        for src, dst in images.items():
+            if c["image"] == src or name == src:
+                c["image"] = dst
+                break
+        else:
+            raise ValueError(f"no local image for {c['image']}")
+
+
+def _pod_spec_for_node(spec: dict[str, Any], node: str, node_root: str) -> None:
+    """The per-node parts: hostPath under the node's root, spec.nodeName as the node's name."""
+    for v in spec.get("volumes", []):
+        if "hostPath" in v:
+            v["hostPath"]["path"] = node_root.rstrip("/") + v["hostPath"]["path"]
+        if "secret" in v and "optional" not in v["secret"]:
+            v["secret"]["optional"] = False
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        for e in c.get("env", []):
+            ref = e.get("valueFrom", {}).get("fieldRef", {})
+            if ref.get("fieldPath") == "spec.nodeName":
+                del e["valueFrom"]
+                e["value"] = node
+
+
+def _as_pod(r: Resource, name: str) -> Resource:
+    tmpl = copy.deepcopy(r["spec"]["template"])
+    meta = {"name": name, "labels": tmpl["metadata"].get("labels", {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]}
+
+
+def _statefulset(r: Resource) -> tuple[Resource, list[Resource]]:
+    name = f"{r['metadata']['name']}-0"
+    pod = _as_pod(r, name)
+    claims = []
+    for t in r["spec"].get("volumeClaimTemplates", []):
+        claim = f"{t['metadata']['name']}-{name}"
+        claims.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim},
+                "spec": t["spec"],
+            }
+        )
+        pod["spec"].setdefault("volumes", []).append(
+            {"name": t["metadata"]["name"], "persistentVolumeClaim": {"claimName": claim}}
+        )
+    return pod, claims
+
+
+def playbook(
+    resources: list[Resource],
+    images: dict[str, str],
+    nodes: dict[str, list[str]],
+    node_root: str,
+    subnet: str,
+) -> Playbook:
+    """Translate the rendered overlay; ``nodes`` maps a DaemonSet to the emulated nodes it runs on.
+
+    Control-plane pods get the node ``server`` (root ``node_root/server``), edge pods their node.
+    """
+    net = ipaddress.ip_network(subnet)
+    addresses = (str(a) for a in list(net.hosts())[9:])  # .10 onwards; the gateway is .1
+    book = Playbook(
+        claims=[copy.deepcopy(r) for r in resources if r["kind"] == "PersistentVolumeClaim"],
+        config_maps=[copy.deepcopy(r) for r in resources if r["kind"] == "ConfigMap"],
+    )
+    targets = service_targets(resources)
+    ip_of: dict[str, str] = {}
+    rank = {"StatefulSet": 0, "Deployment": 1, "DaemonSet": 2}
+    order = sorted(
+        (r for r in resources if r["kind"] in WORKLOADS),
+        key=lambda r: (rank[r["kind"]], r["metadata"]["name"]),
+    )  # PostgreSQL and the SuperLink first, the edge pods last
+    for r in order:
+        wname = r["metadata"]["name"]
+        if r["kind"] == "DaemonSet":
+            for node in nodes.get(wname, []):
+                pod = _as_pod(r, f"{wname}-{node}")
+                _pod_spec_for_node(pod["spec"], node, f"{node_root}/{node}")
+                book.pods.append((pod["metadata"]["name"], pod, next(addresses)))
+            continue
+        if r["kind"] == "StatefulSet":
+            doc, claims = _statefulset(r)
+            book.claims.extend(claims)
+            name = doc["metadata"]["name"]
+        else:
+            doc = copy.deepcopy(r)
+            doc["spec"]["replicas"] = 1
+            name = f"{wname}-pod-0"  # kube play's name for a Deployment's first pod
+        for spec in pod_specs(doc):
+            _pod_spec_for_node(spec, "server", f"{node_root}/server")
+        ip_of[wname] = next(addresses)
+        book.pods.append((name, doc, ip_of[wname]))
+    for svc, wname in targets.items():
+        for host in service_hostnames(svc):
+            book.hosts[host] = ip_of[wname]
+    aliases: dict[str, list[str]] = {}
+    for host, ip in book.hosts.items():
+        aliases.setdefault(ip, []).append(host)
+    for _, doc, _ in book.pods:
+        for spec in pod_specs(doc):
+            _rewrite_images(spec, images)
+            spec["hostAliases"] = [{"ip": ip, "hostnames": hs} for ip, hs in aliases.items()]
+    return book
+
+
+def kubectl_secret(name: str, *flags: str) -> Resource:
+    """The Secret `kubectl create secret generic NAME FLAGS` would create (README's commands)."""
+    out = subprocess.run(
+        [kubectl(), "create", "secret", "generic", name, *flags, "--dry-run=client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    secret: Resource = json.loads(out)
+    return secret
+
+
+def kubectl_config_map(name: str, *flags: str) -> Resource:
+    """The ConfigMap `kubectl create configmap NAME FLAGS` would create."""
+    out = subprocess.run(
+        [kubectl(), "create", "configmap", name, *flags, "--dry-run=client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    cm: Resource = json.loads(out)
+    return cm
+
+
+def secret_for_env(secret: Resource) -> str:
+    """A Secret as podman 4.3 reads it for ``secretKeyRef``: a JSON map of base64 values."""
+    return json.dumps(secret.get("data", {}))
+
+
+def secret_for_volume(secret: Resource) -> str:
+    """A Secret as podman 4.3 mounts it: it writes ``data`` values as they stand (no base64
+    decoding), so the values are stored decoded to give the files k3s would write."""
+    decoded = {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
+    return json.dumps({**secret, "data": decoded})

@@ -1,0 +1,142 @@
+"""The k3s-pi overlay's translation for podman kube play changes nothing inside a container's spec
+but what it states (images, spec.nodeName), and maps every Service to exactly one pod."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import ipaddress
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.containers.kube_translate import (
+    NOT_EXPRESSIBLE,
+    kubectl_secret,
+    playbook,
+    secret_for_env,
+    secret_for_volume,
+    service_targets,
+)
+from tests.deploy.kustomize import Resource, containers, pod_specs, render
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = {
+    "supernode-type-1": ["pi-01"],
+    "supernode-type-2": ["pi-11"],
+    "supernode-type-3": ["pi-16"],
+}
+
+
+def _images(resources: list[Resource]) -> dict[str, str]:
+    images = {c["image"] for r in resources for c in containers(r)}
+    return {i: "localhost/stand-in/" + i.rsplit("/", 1)[-1] for i in images}
+
+
+@pytest.fixture(scope="module")
+def overlay() -> list[Resource]:
+    return render(ROOT / "k8s/overlays/k3s-pi")
+
+
+@pytest.fixture(scope="module")
+def book(overlay: list[Resource]):  # type: ignore[no-untyped-def]
+    return playbook(overlay, _images(overlay), NODES, "/srv/nodes", "10.90.0.0/24")
+
+
+def test_every_workload_becomes_pods_kube_play_runs(overlay, book) -> None:  # type: ignore[no-untyped-def]
+    names = [n for n, _, _ in book.pods]
+    assert "postgres-0" in names and "superlink-0" in names
+    assert "market-pod-0" in names and "orchestration-worker-pod-0" in names
+    assert {"supernode-type-1-pi-01", "supernode-type-2-pi-11", "supernode-type-3-pi-16"} <= set(
+        names
+    )
+    assert {d["kind"] for _, d, _ in book.pods} == {"Pod", "Deployment"}
+    assert len({ip for _, _, ip in book.pods}) == len(book.pods)
+    for _, _, ip in book.pods:
+        assert ipaddress.ip_address(ip) in ipaddress.ip_network("10.90.0.0/24")
+    claims = {c["metadata"]["name"] for c in book.claims}
+    assert {"state-superlink-0", "data-postgres-0", "artifacts", "federation"} <= claims
+
+
+def test_containers_are_unchanged_but_for_image_and_node_name(overlay, book) -> None:  # type: ignore[no-untyped-def]
+    """Commands, args, env, mounts, securityContext and probes are the overlay's, key for key."""
+    source = {r["metadata"]["name"]: r for r in overlay if pod_specs(r)}
+    for name, doc, _ in book.pods:
+        owner = max((s for s in source if name == s or name.startswith(s + "-")), key=len)
+        theirs = copy.deepcopy(containers(source[owner]))
+        ours = containers(doc)
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs, strict=True):
+            assert a["image"].startswith("localhost/stand-in/")
+            for e in b.get("env", []):
+                if e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
+                    e.pop("valueFrom")
+                    e["value"] = name.removeprefix(owner + "-")
+            assert {k: v for k, v in a.items() if k != "image"} == {
+                k: v for k, v in b.items() if k != "image"
+            }, name
+        spec = pod_specs(doc)[0]
+        assert spec["securityContext"] == pod_specs(source[owner])[0]["securityContext"]
+
+
+def test_service_names_resolve_to_the_pod_their_selector_picks(overlay, book) -> None:  # type: ignore[no-untyped-def]
+    targets = service_targets(overlay)
+    assert targets["superlink-fleet"] == targets["superlink-control"] == "superlink"
+    assert targets["market"] == "market"
+    ip = {n: i for n, _, i in book.pods}
+    assert book.hosts["market.mots.svc.cluster.local"] == ip["market-pod-0"]
+    assert book.hosts["superlink-fleet.mots.svc.cluster.local"] == ip["superlink-0"]
+    assert book.hosts["postgres"] == ip["postgres-0"]
+    config = next(c for c in overlay if c["metadata"]["name"] == "edge-config")["data"]
+    for url in (config["MOTS_EDGE_MARKET_URL"], config["MOTS_EDGE_SUPERLINK_ADDRESS"]):
+        host = url.split("//")[-1].split(":")[0]
+        assert host in book.hosts, url
+    for _, doc, _ in book.pods:
+        aliases = pod_specs(doc)[0]["hostAliases"]
+        assert sorted(h for a in aliases for h in a["hostnames"]) == sorted(book.hosts)
+
+
+def test_a_service_selecting_no_pod_is_refused(overlay) -> None:  # type: ignore[no-untyped-def]
+    broken = copy.deepcopy(overlay)
+    svc = next(r for r in broken if r["kind"] == "Service" and r["metadata"]["name"] == "market")
+    svc["spec"]["selector"] = {"app.kubernetes.io/name": "nobody"}
+    with pytest.raises(ValueError, match="Service market"):
+        service_targets(broken)
+    broken = copy.deepcopy(overlay)
+    svc = next(r for r in broken if r["kind"] == "Service" and r["metadata"]["name"] == "redis")
+    svc["spec"]["ports"][0]["targetPort"] = 6380
+    with pytest.raises(ValueError, match="targetPort 6380"):
+        service_targets(broken)
+
+
+def test_each_edge_pod_has_its_own_node_disk_and_name(book) -> None:  # type: ignore[no-untyped-def]
+    for name, doc, _ in book.pods:
+        if not name.startswith("supernode-"):
+            continue
+        node = "pi-" + name.rsplit("-", 1)[-1]
+        spec = pod_specs(doc)[0]
+        paths = [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v]
+        assert paths and all(p.startswith(f"/srv/nodes/{node}/") for p in paths)
+        assert all(v["secret"]["optional"] is False for v in spec["volumes"] if "secret" in v)
+        env = {e["name"]: e for c in spec["containers"] for e in c["env"]}
+        assert env["MOTS_EDGE_CLIENT_NAME"] == {"name": "MOTS_EDGE_CLIENT_NAME", "value": node}
+
+
+def test_secrets_are_stored_as_podman_43_reads_them() -> None:
+    s = kubectl_secret("mots-secrets", "--from-literal=operator-token=abc", "--from-literal=x=y z")
+    assert json.loads(secret_for_env(s)) == {
+        "operator-token": base64.b64encode(b"abc").decode(),
+        "x": base64.b64encode(b"y z").decode(),
+    }
+    vol = yaml.safe_load(secret_for_volume(s))
+    assert vol["kind"] == "Secret" and vol["data"] == {"operator-token": "abc", "x": "y z"}
+
+
+def test_not_expressible_names_each_kind_kube_play_refuses(overlay) -> None:  # type: ignore[no-untyped-def]
+    played = {"Pod", "Deployment", "PersistentVolumeClaim", "ConfigMap", "Namespace"}
+    listed = " ".join(n["what"] for n in NOT_EXPRESSIBLE)
+    for kind in {r["kind"] for r in overlay} - played:
+        assert kind in listed or kind in ("ServiceAccount", "Role", "RoleBinding"), kind
+    assert all(n["nearest_check"] for n in NOT_EXPRESSIBLE)
