@@ -15,7 +15,9 @@ the orchestration service sends are captured within it (:func:`captured_terms`, 
 :mod:`mots.economics.capture`): no participant is paid or charged more than its type's quoted
 reward or charge, no buyer pays more than the quoted price (the difference to a lower realised
 price is refunded), and the subsidy never exceeds the round's budget (payouts are scaled pro rata
-down to it).
+down to it). The quote binds the platform too: the participants of a type that did not over-join
+its quoted K*_i are paid their quoted reward as far as the round's surplus, the buyers' payments up
+to the quoted price and the budget fund it, before any surplus goes to the platform.
 """
 
 from __future__ import annotations
@@ -75,14 +77,19 @@ def captured_terms(
     participants: dict[str, int],
     buyers: int,
     default_budget: Decimal,
+    joined: dict[str, int] | None = None,
 ) -> CapturedTerms:
     """The realised terms of ``payload`` captured within ``quote`` and the round's budget.
 
     ``participants`` counts the participants booked per type, ``buyers`` the paid purchases (all
-    at the quoted price). A type the quote does not name was authorised nothing. Pure: the
-    amounts of :func:`mots.economics.capture.capture` in micro-units (quantum 1).
+    at the quoted price), ``joined`` the declared joiners per type (booked or not; default
+    ``participants``): a type that did not over-join its quoted K*_i is paid its quote as far as
+    the round's money and the budget fund it (rule 3). A type the quote does not name was
+    authorised nothing. Pure: the amounts of :func:`mots.economics.capture.capture` in
+    micro-units (quantum 1).
     """
-    names = sorted(set(payload.rewards) | set(participants))
+    names = sorted(set(payload.rewards) | set(participants) | set(joined or {}))
+    declared = participants if joined is None else joined
     budget = to_micros(quote.subsidy_budget if quote.subsidy_budget is not None else default_budget)
     quoted_price = to_micros(quote.price)
     realised_price = quoted_price if payload.price is None else to_micros(payload.price)
@@ -96,6 +103,8 @@ def captured_terms(
         np.array([buyers], dtype=np.float64),
         budget,
         quantum=1.0,
+        quoted_participants=[quote.target_participants.get(n, 0) for n in names],
+        joined=[declared.get(n, 0) for n in names],
     )
     rewards = {n: int(x) for n, x in zip(names, c.rewards.tolist(), strict=True)}
     return CapturedTerms(rewards, int(c.price), budget, c.rule())
@@ -284,15 +293,13 @@ def settle_round(
     ).all()
     booked = [cid for cid in sorted(payload.participants) if cid not in dropped and cid in type_of]
     wallets = ledger.ensure_wallets(session, sorted({*booked, *(p[0] for p in purchases)}))
-    counts: dict[str, int] = {}
-    for cid in booked:
-        counts[type_of[cid]] = counts.get(type_of[cid], 0) + 1
     terms = captured_terms(
         stored_quote(rnd),
         payload,
-        counts,
+        _count_types(booked, type_of),
         0 if payload.refund_buyers else len(purchases),
         default_budget,
+        joined=_count_types([c for c in payload.participants if c in type_of], type_of),
     )
     # consolidate the buyers' payments into the round's pool
     moves: list[ledger.Transfer] = [("consolidate", s, pool, held[s], rid, None) for s in shards]
@@ -343,6 +350,14 @@ def settle_round(
         rnd.artifact_sha256 = payload.artifact_sha256
     session.flush()
     return result
+
+
+def _count_types(client_ids: Sequence[int], type_of: dict[int, str]) -> dict[str, int]:
+    """How many of ``client_ids`` each type has."""
+    counts: dict[str, int] = {}
+    for cid in client_ids:
+        counts[type_of[cid]] = counts.get(type_of[cid], 0) + 1
+    return counts
 
 
 def _types_of(session: Session, client_ids: Sequence[int]) -> dict[int, str]:

@@ -12,15 +12,27 @@ book. Capture bounds it, as a card payment's capture is bounded by its authorisa
    [Σ_i K_i c_i − Σ_i B_i c_p]⁺ at the captured terms, may not exceed the round's budget: if it
    would, every payout is scaled down by one pro-rata factor until it equals the budget (charges
    and the price are kept).
+3. *The quote binds the platform too (honest first, issue 24).* A type i quoted a payout
+   (r_i > 0) whose participants joined as quoted (declared joiners J_i ≤ K*_i: nobody of the
+   type over-joined) is topped up from rules 1–2's terms to its quoted r_i, funded in this order
+   by what rules 1–2 left the platform (the round's surplus: buyers' payments and charges beyond
+   the payouts), the buyers' payments up to the quoted price (the refund of a lower realised
+   price is withheld as far as needed) and the budget's headroom; if these cannot fund it all,
+   every top-up is scaled by one pro-rata factor. A verified participant who joined as quoted is
+   so paid its quote whenever the round's money and the budget can fund it, and the surplus that
+   deviators leave funds the honest before the platform keeps any.
 
 At K* with SWAN's terms the realised schedule equals the quoted one and Theorem 3's budget
 balance (Σ_i B*_i p − K*_i r_i = 0 when W* > 0) makes the subsidy 0, so nothing is cut for any
-budget ≥ 0 (docs/mechanisms.md discusses what the bounds change off K*).
+budget ≥ 0, and rule 3 tops up nothing. Off K* rule 3 never raises a unilateral deviator's
+money (a joiner beyond K*_i over-joins its type, which then gets rules 1–2's terms; a buyer pays
+at least rules 1–2's price), so no deviation from K* unprofitable under rules 1–2 becomes
+profitable (docs/mechanisms.md §7).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +64,10 @@ class Capture:
     """Rule 1 changed something: a realised term lay beyond the quote."""
     scale: FloatArray
     """Rule 2's pro-rata factor on payouts (1: the budget did not bind)."""
+    top_up: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """Rule 3's addition per participant of each type (…, I), included in ``rewards``."""
+    top_up_scale: FloatArray = field(default_factory=lambda: np.ones(()))
+    """Rule 3's pro-rata factor on the top-ups (1: fully funded, or nothing to top up)."""
 
     @property
     def scaled(self) -> BoolArray:
@@ -65,6 +81,11 @@ class Capture:
             parts.append("realised terms bounded by the quote")
         if bool(np.any(self.scaled)):
             parts.append(f"payouts scaled by {float(np.min(self.scale)):.6f} to the subsidy budget")
+        if bool(np.any(self.top_up > 0)):
+            part = "honest participants topped up to the quote"
+            if bool(np.any(self.top_up_scale < 1.0)):
+                part += f" (top-ups scaled by {float(np.min(self.top_up_scale)):.6f})"
+            parts.append(part)
         return "; ".join(parts) or "captured as realised"
 
 
@@ -92,15 +113,19 @@ def capture(
     *,
     quantum: float = 0.0,
     slack: float = 0.0,
+    quoted_participants: npt.ArrayLike | None = None,
+    joined: npt.ArrayLike | None = None,
 ) -> Capture:
-    """Captured terms of realised states under a quote and a subsidy budget (rules 1 and 2).
+    """Captured terms of realised states under a quote and a subsidy budget (rules 1 to 3).
 
     ``participants`` and ``buyers`` are K_i and B_i per type (…, I): the participants paid or
     charged and the buyers who paid. With ``quantum`` > 0 (e.g. 1 when amounts are micro-units)
     scaled payouts are floored to a multiple of it, so rounding never lifts the subsidy above the
     budget. A subsidy within ``slack`` above the budget is floating-point noise, not cut (the
     ledger's micro-units need none). Inputs broadcast: one quote against many realised states is
-    one call.
+    one call. Rule 3 applies when ``quoted_participants`` (K*_i per type) is given; ``joined``
+    counts the declared joiners J_i per type (default ``participants``; a joiner that dropped out
+    or was removed still counts, so a type that over-joined is never topped up).
     """
     k = np.asarray(participants, dtype=np.float64)
     b = np.asarray(buyers, dtype=np.float64)
@@ -135,6 +160,28 @@ def capture(
         scale = np.where(over, 0.0, scale)
         captured = np.where(rewards > 0, _floor(rewards * scale[..., None], quantum), rewards)
         paid = (k * np.maximum(captured, 0.0)).sum(axis=-1)
+    top_up = np.zeros_like(captured)
+    top_scale = np.ones_like(np.asarray(paid, dtype=np.float64))
+    if quoted_participants is not None:
+        honest = (
+            (q_r > 0)
+            & (k > 0)
+            & (
+                np.asarray(k if joined is None else joined, np.float64)
+                <= np.asarray(quoted_participants, np.float64)
+            )
+        )
+        room = (
+            np.maximum(income - paid, 0.0),  # rules 1-2's surplus
+            b.sum(axis=-1) * (np.maximum(np.asarray(quoted_price, np.float64), 0.0) - price),
+            np.maximum(cap - np.maximum(paid - income, 0.0), 0.0),  # the budget's headroom
+        )
+        top_up, top_scale, price = _honest_first(
+            np.where(honest, np.maximum(q_r - captured, 0.0), 0.0), k, b, price, room, quantum
+        )
+        captured = captured + top_up
+        paid = (k * np.maximum(captured, 0.0)).sum(axis=-1)
+        income = b.sum(axis=-1) * price + (k * np.maximum(-captured, 0.0)).sum(axis=-1)
     subsidy = np.maximum(paid - income, 0.0)
     return Capture(
         price=np.asarray(price, dtype=np.float64),
@@ -143,4 +190,42 @@ def capture(
         uncapped_subsidy=np.asarray(uncapped, dtype=np.float64),
         bounded=np.asarray(bounded, dtype=np.bool_),
         scale=np.asarray(scale, dtype=np.float64),
+        top_up=np.asarray(top_up, dtype=np.float64),
+        top_up_scale=np.asarray(top_scale, dtype=np.float64),
+    )
+
+
+def _honest_first(
+    short: FloatArray,
+    k: FloatArray,
+    b: FloatArray,
+    price: FloatArray,
+    room: tuple[FloatArray, FloatArray, FloatArray],
+    quantum: float,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Rule 3: (top-up per participant of each type, its pro-rata factor, the buyers' price).
+
+    ``short`` is what each honest type's participants lack of their quote; ``room`` the funds in
+    the order they are drawn: the surplus, the withheld refund (≤ B·(quoted p − c_p)) and the
+    budget's headroom. The price rises only by what the surplus does not cover (rounded up to
+    the quantum and never above the quote), so the subsidy stays within the budget.
+    """
+    surplus, refund, headroom = room
+    need = (k * short).sum(axis=-1)
+    available = surplus + refund + headroom
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        factor = np.where(need > available, np.clip(available / need, 0.0, 1.0), 1.0)
+    top = _floor(short * factor[..., None], quantum)
+    drawn = np.clip((k * top).sum(axis=-1) - surplus, 0.0, refund)
+    buyers = b.sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rise = np.where(buyers > 0, drawn / buyers, 0.0)
+    if quantum > 0:
+        rise = np.ceil(rise / quantum) * quantum
+    ceiling = price + np.where(buyers > 0, refund / np.maximum(buyers, 1.0), 0.0)
+    new_price = np.minimum(price + rise, ceiling)
+    return (
+        np.asarray(top, dtype=np.float64),
+        np.asarray(factor, dtype=np.float64),
+        np.asarray(new_price, dtype=np.float64),
     )

@@ -93,8 +93,9 @@ def test_the_subsidy_never_exceeds_the_rounds_budget(
 def test_payouts_are_scaled_pro_rata_down_to_the_budget(
     market: TestClient, register, fund, open_round
 ) -> None:
-    """No buyer income (price realised at 0, refunded): payouts 4 − charges 1.25 = 2.75 > 0.5,
-    so large is paid 1.25 + 0.5 = 1.75 and the subsidy is exactly the budget."""
+    """No buyer income (price realised at 0): payouts 4 − charges 1.25 = 2.75 > 0.5, so rule 2
+    scales large to 1.25 + 0.5 = 1.75; large joined as quoted, so rule 3 withholds 2.25 of the
+    buyer's 2.5 refund to pay it its quoted 4; the subsidy is exactly the budget."""
     small, large, buyer = _round(market, register, fund, open_round, subsidy_budget="0.5")
     result = _settle(
         market,
@@ -105,11 +106,12 @@ def test_payouts_are_scaled_pro_rata_down_to_the_budget(
             participants=[small["id"], large["id"]],
         ),
     )
-    assert result.refunds == Decimal("2.5") and result.captured_price == 0
-    assert result.captured_rewards["large"] == Decimal("1.75")
+    assert result.refunds == Decimal("0.25") and result.captured_price == Decimal("2.25")
+    assert result.captured_rewards["large"] == Decimal("4")
     assert result.subsidy == Decimal("0.5") == result.subsidy_budget
     assert result.capture_rule is not None and "scaled" in result.capture_rule
-    assert _balance(market, large) == Decimal("1.75") and _balance(market, buyer) == 10
+    assert "topped up to the quote" in result.capture_rule
+    assert _balance(market, large) == Decimal("4") and _balance(market, buyer) == Decimal("7.75")
     _balanced(market)
 
 
@@ -122,3 +124,41 @@ def test_a_quote_without_a_budget_takes_the_markets_default() -> None:
     terms = rounds.captured_terms(quote, payload, {"small": 3, "ghost": 1}, 0, Decimal(2))
     assert terms.rewards == {"ghost": 0, "small": 666_666}
     assert terms.budget == 2_000_000 and terms.price == 2_500_000
+
+
+def test_honest_participants_are_paid_their_quote_when_others_buy_instead(
+    market: TestClient, register, fund
+) -> None:
+    """Issue 24's attack: K* = (6 small, 1 large), large quoted 2.450980; the six small clients
+    buy instead of joining and the large one trains. Re-priced at K = (0, 1) its reward is 0 (the
+    old settlement paid it 0 and kept 3.294120); it is paid its quote from the buyers' money."""
+    large = register(name="l", type_name="large", data_size=300, cost="3")
+    smalls = [register(name=f"s{j}", type_name="small") for j in range(6)]
+    quote = open_round_payload(
+        price="0.549020", rewards={"small": "-0.392157", "large": "2.450980"}
+    ).model_copy(update={"target_participants": {"small": 6, "large": 1}})
+    in_transaction(market.app.state.sessions, lambda s: rounds.open_round(s, quote))
+    r = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=large["auth"])
+    assert r.status_code == 200, r.text
+    for j, c in enumerate(smalls):
+        fund(c["id"], "1")
+        r = market.post(
+            "/v1/purchases",
+            json={"round_id": 1},
+            headers={**c["auth"], "Idempotency-Key": f"small-buyer-{j:04d}"},
+        )
+        assert r.status_code == 201, r.text
+    result = _settle(
+        market,
+        SettlePayload(
+            round_id=1,
+            rewards={"small": Decimal("-1.5"), "large": Decimal(0)},
+            price=Decimal("0.549020"),
+            participants=[large["id"]],
+        ),
+    )
+    assert result.captured_rewards["large"] == Decimal("2.450980")
+    assert _balance(market, large) == Decimal("2.450980")
+    assert result.surplus == Decimal("0.843140") and result.subsidy == 0
+    assert result.capture_rule is not None and "topped up to the quote" in result.capture_rule
+    _balanced(market)
