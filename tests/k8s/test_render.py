@@ -181,9 +181,9 @@ def test_superlink_state_is_persistent(overlay: list[dict]) -> None:
 
 
 def test_no_credentials_are_committed(overlay: list[dict]) -> None:
-    """No Secret is rendered; secrets are referenced from mots-secrets; the README sets each key."""
+    """No Secret is rendered; secrets are referenced from mots-secrets; docs/deploy.md sets each key."""
     assert not _by_kind(overlay, "Secret")
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "deploy.md").read_text()
     keys = set()
     for r in overlay:
         for c in containers(r):
@@ -203,7 +203,7 @@ def test_no_credentials_are_committed(overlay: list[dict]) -> None:
         "grafana-admin-password",
     }
     for key in keys:
-        assert f"--from-literal={key}=" in readme, f"README does not show how to set {key}"
+        assert f"--from-literal={key}=" in readme, f"docs/deploy.md does not show how to set {key}"
 
 
 def test_network_policies_admit_only_what_must_reach_market_and_superlink(
