@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for pkg in podman runc debootstrap qemu-user-static uidmap slirp4netns; do
+# catatonit: the pause image of pods (kube play); dnsname + dnsmasq-base: container names resolve
+# on podman networks (CNI); iproute2 + iptables: the edge links shaped (tests/containers/network.py)
+for pkg in podman runc debootstrap qemu-user-static uidmap slirp4netns catatonit \
+  golang-github-containernetworking-plugin-dnsname dnsmasq-base iproute2 iptables; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
