@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -173,7 +174,7 @@ def _rss(p: MoneyPlatform) -> int:
     for proc in p.stack.processes:
         if proc.name.endswith("-api"):
             try:
-                status = open(f"/proc/{proc.popen.pid}/status").read()
+                status = Path(f"/proc/{proc.popen.pid}/status").read_text()
             except OSError:
                 continue
             for line in status.splitlines():

@@ -168,3 +168,117 @@ def test_pricing_refuses_non_finite_numbers(case: schemathesis.Case) -> None:
 def test_orchestration_refuses_non_finite_numbers(case: schemathesis.Case) -> None:
     """Every orchestration route with NaN/±Infinity in its generated body or numeric query: 4xx."""
     _non_finite_call(ORCHESTRATION, case, {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"})
+
+
+# ------------------------------- nested, duplicated and oversized bodies on every route (issue 24)
+
+
+def _operations(app: object) -> list[tuple[str, str]]:
+    """(method, path with every id 1) of every operation of an app's OpenAPI document."""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as client:  # type: ignore[arg-type]
+        doc = client.get("/openapi.json").json()
+    return [
+        (method.upper(), re.sub(r"\{[^}]+\}", "1", path))
+        for path, ops in doc["paths"].items()
+        for method in ops
+    ]
+
+
+APPS = {"market": MARKET, "pricing": PRICING, "orchestration": ORCHESTRATION}
+EVERY_ROUTE = [(name, m, p) for name, app in APPS.items() for m, p in _operations(app)]
+
+
+def _auth(service: str, client_token: str) -> dict[str, str]:
+    token = client_token if service == "market" else DEV_OPERATOR_TOKEN
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _hostile_bodies(depth: int) -> list[bytes]:
+    return [
+        b"[" * depth + b"]" * depth,
+        b'{"a":' * depth + b"1" + b"}" * depth,
+        b'{"client_id": 1, "amount": "1", "amount": "1000"}',
+        b'{"name": "a", "name": "b", "nested": {"k": 1, "k": 2}}',
+    ]
+
+
+@pytest.mark.parametrize(("service", "method", "path"), EVERY_ROUTE)
+@FUZZ
+@hypothesis.given(depth=hypothesis.strategies.integers(33, 20_000))
+def test_nested_and_duplicated_bodies_never_5xx(
+    service: str, method: str, path: str, depth: int, client_token: str
+) -> None:
+    """Every route of every service, with bodies nested beyond the limit (to 20,000 levels) and
+    with keys given twice: never a 5xx; a route that takes a body answers 422 problem+json."""
+    from fastapi.testclient import TestClient
+
+    headers = {**_auth(service, client_token), "Content-Type": "application/json"}
+    with TestClient(APPS[service], raise_server_exceptions=False) as client:  # type: ignore[arg-type]
+        for body in _hostile_bodies(depth):
+            r = client.request(method, path, content=body, headers=headers)
+            assert r.status_code < 500, (service, method, path, body[:60], r.text)
+            if method in ("POST", "PUT", "PATCH"):
+                assert r.status_code == 422, (service, method, path, body[:60], r.text)
+                assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def _asgi_call(
+    app: object, method: str, path: str, headers: list[tuple[bytes, bytes]]
+) -> tuple[int, int]:
+    """Call ``app`` with a body of 64 KiB chunks that never ends: (status, bytes it took)."""
+    import asyncio
+
+    taken = [0]
+    status: list[int] = []
+
+    async def receive() -> dict[str, object]:
+        taken[0] += 65536
+        return {"type": "http.request", "body": b"x" * 65536, "more_body": True}
+
+    async def send(message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(int(message["status"]))  # type: ignore[call-overload]
+
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(),
+             "headers": headers, "query_string": b"", "http_version": "1.1", "scheme": "http",
+             "root_path": "", "server": ("test", 80), "client": ("fuzz", 1)}  # fmt: skip
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 10))  # type: ignore[operator]
+    return status[0], taken[0]
+
+
+@pytest.mark.parametrize(("service", "method", "path"), EVERY_ROUTE)
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/octet-stream"]
+)
+def test_oversized_bodies_of_every_type_are_413_in_bounded_memory(
+    service: str, method: str, path: str, content_type: str, client_token: str
+) -> None:
+    """50 MB announced (Content-Length): 413 before a byte is read; a chunked body that never
+    ends (on the routes that take one): 413 once past the cap, the service having taken at most
+    the cap and one chunk, and its memory peak bounded (tracemalloc, under 8 MiB)."""
+    import tracemalloc
+
+    from mots.platform.problems import MAX_BODY_BYTES
+
+    auth = [(b"authorization", _auth(service, client_token)["Authorization"].encode())]
+    typed = [*auth, (b"content-type", content_type.encode())]
+    status, taken = _asgi_call(APPS[service], method, path, [*typed, (b"content-length", b"5e7")])
+    assert status < 500
+    status, taken = _asgi_call(
+        APPS[service], method, path, [*typed, (b"content-length", b"50000000")]
+    )
+    assert (status, taken) == (413, 0), (service, method, path)
+    if method not in ("POST", "PUT", "PATCH", "DELETE"):
+        return
+    tracemalloc.start()
+    try:
+        status, taken = _asgi_call(APPS[service], method, path, typed)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert status == 413, (service, method, path, status)
+    assert taken <= MAX_BODY_BYTES + 65536 and peak < 8 << 20, (taken, peak)

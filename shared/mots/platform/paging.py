@@ -4,7 +4,8 @@ A page holds at most ``limit`` items (1 to :data:`MAX_LIMIT`; beyond is a 422 na
 ``query.limit``). ``next`` is an opaque cursor for the page after this one, or ``null`` on the last
 page; a client passes it back unchanged as ``cursor``. Pages are keyset pages (the cursor holds the
 last id shown), so rows added while a client pages never make it skip or repeat one. A cursor that
-was not made here is a 422 naming ``query.cursor``.
+was not made here (one holding an id beyond a signed 64-bit integer among them) is a 422
+naming ``query.cursor``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 """Largest page a list route answers."""
 _PREFIX = "after:"
+MAX_CURSOR_ID = 2**63 - 1
+"""Largest id a cursor may hold: a signed 64-bit integer, the widest id column (both databases)."""
 
 Limit = Annotated[
     int,
@@ -52,9 +55,10 @@ def decode_cursor(cursor: str | None) -> int | None:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
         if not text.startswith(_PREFIX):
             raise ValueError(text)
-        last_id = int(text.removeprefix(_PREFIX))
-        if last_id < 0:
+        digits = text.removeprefix(_PREFIX)
+        if not (digits.isascii() and digits.isdigit()) or int(digits) > MAX_CURSOR_ID:
             raise ValueError(text)
+        last_id = int(digits)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,

@@ -15,10 +15,14 @@ lists each field's problem. The input is never echoed: an error body stays ASCII
 request held (FastAPI's default handler echoed the input and failed to encode ``NaN`` or a lone
 surrogate, answering 500).
 
-:class:`StrictJSONMiddleware` refuses, before any route runs, a JSON body that Python's parser
-would accept but no client may send: non-finite numbers (``NaN``, ``Infinity``, ``1e400``),
-integers of more than :data:`MAX_INT_DIGITS` digits, unpaired surrogates and NUL characters in
-strings (PostgreSQL cannot store them), and bodies over :data:`MAX_BODY_BYTES`.
+:class:`StrictJSONMiddleware` refuses, before any route runs (and before any token is checked),
+a body of any content type over :data:`MAX_BODY_BYTES` (413: at once from ``Content-Length``,
+else as soon as a chunked body streams past it), and a JSON body that Python's parser would
+accept but no client may send: nesting deeper than :data:`MAX_JSON_DEPTH` (found by a scan before
+parsing, so the parser never recurses), a key given twice in one object (the last would win: a
+deposit's ``amount``), non-finite numbers (``NaN``, ``Infinity``, ``1e400``), integers of more
+than :data:`MAX_INT_DIGITS` digits, unpaired surrogates and NUL characters in strings
+(PostgreSQL cannot store them).
 :func:`install_problem_handlers` answers ``HTTPException``, validation errors and anything
 unexpected in the shape above; :func:`mots.platform.web.service_app` installs both on every API.
 """
@@ -45,6 +49,8 @@ MAX_BODY_BYTES = 1 << 20
 """Largest request body an API reads (1 MiB; a scenario of the most types is a few KiB)."""
 MAX_INT_DIGITS = 40
 """Longest integer literal a body may hold (every integer field is bounded far below 10⁴⁰)."""
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of arrays and objects a JSON body may have (the deepest schema nests 4)."""
 
 
 class FieldProblem(BaseModel):
@@ -122,7 +128,7 @@ PROBLEM_STATUSES: dict[int, str] = {
     404: "the named resource does not exist",
     409: "the resource is not in a state that allows this",
     410: "the resource existed but is no longer available",
-    413: f"the body is larger than {MAX_BODY_BYTES} bytes",
+    413: f"the body (of any content type) is larger than {MAX_BODY_BYTES} bytes",
     422: "a field or parameter broke a rule; `errors` lists each field",
     429: "too many requests; retry after the Retry-After header's seconds",
     503: "a dependency is briefly unavailable; the request may be retried",
@@ -301,10 +307,39 @@ def _no_constant(name: str) -> Any:
     raise BodyRefused(f"{name} is not a JSON number (non-finite numbers are refused)")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                shown = key[:40].encode("ascii", "backslashreplace").decode()
+                raise BodyRefused(f"the key {shown!r} is given twice in one object")
+            seen.add(key)
+    return out
+
+
 _DECODER = json.JSONDecoder(
-    parse_float=_finite_float, parse_int=_bounded_int, parse_constant=_no_constant
+    parse_float=_finite_float,
+    parse_int=_bounded_int,
+    parse_constant=_no_constant,
+    object_pairs_hook=_unique_keys,
 )
 _ESCAPES = re.compile(rb"\\u(?:d[89a-f]|0000)", re.IGNORECASE)
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+def _check_depth(body: bytes) -> None:
+    """Refuse nesting deeper than :data:`MAX_JSON_DEPTH`, scanning the bytes (strings skipped)
+    before any parser recurses into them."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return
+    depth = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub(b'""', body)):
+        depth += 1 if match.group() in (b"[", b"{") else -1
+        if depth > MAX_JSON_DEPTH:
+            raise BodyRefused(f"arrays and objects nest deeper than {MAX_JSON_DEPTH} levels")
 
 
 def _check_strings(value: Any) -> None:
@@ -333,6 +368,7 @@ def strict_loads(body: bytes) -> Any:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise BodyRefused("the body is not UTF-8") from None
+    _check_depth(body)
     value = _DECODER.decode(text)
     if _ESCAPES.search(body):  # only a \u escape makes a surrogate or a NUL
         _check_strings(value)
@@ -342,27 +378,52 @@ def strict_loads(body: bytes) -> Any:
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+def _header(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
 def _is_json(headers: Sequence[tuple[bytes, bytes]]) -> bool:
-    for name, value in headers:
-        if name == b"content-type":
-            media = value.split(b";", 1)[0].strip().lower()
-            return media == b"application/json" or media.endswith(b"+json")
-    return True  # FastAPI parses a body without a content type as JSON
+    value = _header(headers, b"content-type")
+    if value is None:
+        return True  # FastAPI parses a body without a content type as JSON
+    media = value.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+def _announced_too_large(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    """Whether ``Content-Length`` announces more than :data:`MAX_BODY_BYTES`."""
+    value = _header(headers, b"content-length")
+    return value is not None and value.strip().isdigit() and int(value) > MAX_BODY_BYTES
+
+
+def _too_large() -> Response:
+    return problem_response(
+        413,
+        f"body: larger than {MAX_BODY_BYTES} bytes (of any content type)",
+        headers={"Connection": "close"},
+    )
 
 
 class StrictJSONMiddleware:
-    """Plain ASGI middleware: a JSON request body is read once, checked by :func:`strict_loads`
-    and passed on unchanged; a refused one is answered 422 (413 when too large) at once."""
+    """Plain ASGI middleware: any request body is refused 413 beyond :data:`MAX_BODY_BYTES`
+    (from its ``Content-Length`` before a byte is read, else while it streams); a JSON body is
+    read once, checked by :func:`strict_loads` and passed on unchanged (422 when refused)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if (
-            scope["type"] != "http"
-            or scope.get("method") not in _BODY_METHODS
-            or not _is_json(scope.get("headers", ()))
-        ):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope.get("headers", ())
+        if _announced_too_large(headers):
+            await _too_large()(scope, receive, send)
+            return
+        if scope.get("method") not in _BODY_METHODS:
             await self.app(scope, receive, send)
             return
         chunks = []
@@ -375,30 +436,32 @@ class StrictJSONMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > MAX_BODY_BYTES:
-                response = problem_response(
-                    413,
-                    f"body: larger than {MAX_BODY_BYTES} bytes",
-                    headers={"Connection": "close"},
-                )
-                await response(scope, receive, send)
+                await _too_large()(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        if body:
-            try:
-                strict_loads(body)
-            except BodyRefused as exc:
-                problem = FieldProblem(
-                    field="body", loc=["body"], msg=str(exc), type="json_invalid"
-                )
-                await validation_problem([problem])(scope, receive, send)
+        if body and _is_json(headers):
+            refused = _refusal(body)
+            if refused is not None:
+                await refused(scope, receive, send)
                 return
-            except ValueError:
-                pass  # plain bad JSON: FastAPI answers it (422, json_invalid) like any other
         replay = {"type": "http.request", "body": body, "more_body": False}
         await self.app(scope, _replay([replay], receive), send)
+
+
+def _refusal(body: bytes) -> Response | None:
+    """The 422 answer for a JSON body no client may send; None for one FastAPI may parse (plain
+    bad JSON included: FastAPI answers it, 422 json_invalid, like any other)."""
+    try:
+        strict_loads(body)
+    except BodyRefused as exc:
+        problem = FieldProblem(field="body", loc=["body"], msg=str(exc), type="json_invalid")
+        return validation_problem([problem])
+    except (ValueError, RecursionError):
+        pass
+    return None
 
 
 def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from mots.platform.problems import (
     MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
     BodyRefused,
     install_problem_handlers,
     strict_loads,
@@ -163,3 +165,81 @@ def test_a_database_that_cannot_be_reached_is_a_503_with_retry_after() -> None:
     assert r.headers["Retry-After"] == "1"
     assert r.headers["content-type"].startswith("application/problem+json")
     assert r.json()["detail"].startswith("database: briefly unavailable")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[" * 1000 + "]" * 1000,
+        '{"a":' * 1000 + "1" + "}" * 1000,
+        "[" * 100_000 + "]" * 100_000,
+        "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1),
+        '{"x": 1, "name": "a", "name": "b"}',
+        '{"x": 1, "nested": {"k": 1, "k": 2}}',
+        '{"x": 1, "x": 2}',
+    ],
+)
+def test_deep_and_duplicated_bodies_are_422_before_any_route(raw: str) -> None:
+    """Nesting beyond the limit (found before parsing: no recursion) and a key given twice."""
+    with _app() as client:
+        r = client.post("/v1/echo", content=raw, headers={"content-type": "application/json"})
+        body = _is_problem(r, 422)
+        assert "deeper" in body["detail"] or "twice" in body["detail"]
+
+
+def test_nesting_to_the_limit_and_brackets_inside_strings_are_admitted() -> None:
+    assert strict_loads(("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH).encode())
+    text = '{"x": "' + "[" * 100 + '\\"{{{{"}'
+    assert strict_loads(text.encode()) == {"x": "[" * 100 + '"{{{{'}
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "application/octet-stream", None],
+)
+def test_an_announced_oversized_body_of_any_type_is_413_before_it_is_read(
+    content_type: str | None,
+) -> None:
+    """Content-Length beyond the cap: 413 with no byte of the body taken from the server."""
+    app = _app().app
+    taken: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        taken.append(1)
+        return {"type": "http.request", "body": b"x" * 65536, "more_body": True}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"content-length", b"50000000")]
+    headers += [(b"content-type", content_type.encode())] if content_type else []
+    scope = {"type": "http", "method": "POST", "path": "/v1/echo", "headers": headers,
+             "query_string": b"", "http_version": "1.1", "scheme": "http", "root_path": "",
+             "server": ("t", 80), "client": ("c", 1)}  # fmt: skip
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 413 and not taken
+
+
+def test_a_streamed_body_of_any_type_stops_being_read_at_the_cap() -> None:
+    """A chunked body with no Content-Length: read no further than the cap, then 413."""
+    app = _app().app
+    taken: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        taken.append(65536)
+        return {"type": "http.request", "body": b"x" * 65536, "more_body": True}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/echo",
+             "headers": [(b"content-type", b"text/plain")], "query_string": b"",
+             "http_version": "1.1", "scheme": "http", "root_path": "", "server": ("t", 80),
+             "client": ("c", 1)}  # fmt: skip
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 413
+    assert sum(taken) <= MAX_BODY_BYTES + 65536

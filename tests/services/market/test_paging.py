@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
@@ -94,3 +95,12 @@ def test_purchases_page_newest_first(
     ]
     assert pages == 2
     assert market.get("/v1/me/purchases").status_code == 401
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64, 10**30])
+def test_a_cursor_beyond_64_bits_is_422(market: TestClient, value: int) -> None:
+    """An id a 64-bit column cannot hold is not a cursor this list returned (was a 500)."""
+    from mots.platform.paging import encode_cursor
+
+    r = market.get("/v1/clients", params={"cursor": encode_cursor(value)}, headers=OPERATOR)
+    assert r.status_code == 422 and "query.cursor" in r.json()["detail"]
