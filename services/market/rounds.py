@@ -44,6 +44,7 @@ from mots.platform.schemas import (
     SettleResult,
     Strategy,
 )
+from mots.platform.settings.market import SubsidyBudget
 from services.market import ledger
 from services.market.decisions import declared
 from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
@@ -53,12 +54,13 @@ _DECISION_CLIENT = Decision.metadata.tables[Decision.__tablename__].c.client_id
 _MEMBERS = RoundMember.metadata.tables[RoundMember.__tablename__]
 
 
+_DEFAULT_BUDGET: Decimal = SubsidyBudget.model_fields["round_subsidy_budget"].default
+"""MOTS_ROUND_SUBSIDY_BUDGET's default, as the registry declares it (the worker passes the
+setting; callers that pass none, tests, get the same value)."""
+
+
 class RoundError(ValueError):
     """A round operation that the round's state does not allow."""
-
-
-DEFAULT_SUBSIDY_BUDGET = Decimal(100)
-"""Subsidy cap of a round whose quote names none (``MOTS_ROUND_SUBSIDY_BUDGET``'s default)."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,7 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
 def settle_round(
     session: Session,
     payload: SettlePayload,
-    default_budget: Decimal = DEFAULT_SUBSIDY_BUDGET,
+    default_budget: Decimal = _DEFAULT_BUDGET,
     bulk: bool = True,
 ) -> SettleResult:
     """Book the round's rewards, charges, refunds, subsidy and surplus (once per round), with the

@@ -116,7 +116,7 @@ class Trainer:
             if not isinstance(self._federation, ExternalSuperLink):
                 self.stop()
                 self._federation = ExternalSuperLink(
-                    address, Path(self.settings.work_dir), policy=policy
+                    address, Path(self.settings.federation_dir), policy=policy
                 ).connect()
             return self._federation
         if self._federation is not None and self._node_types == node_types:
@@ -126,7 +126,7 @@ class Trainer:
             n_nodes=len(node_types),
             node_types=node_types,
             superlink_port=self.settings.superlink_port,
-            workdir=Path(self.settings.work_dir),
+            workdir=Path(self.settings.federation_dir),
             policy=policy,
         )
         fed.start()

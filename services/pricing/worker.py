@@ -32,7 +32,7 @@ def quote(request: PricingRequest) -> PricingResult:
     start = time.perf_counter()
     try:
         sc = engine.scenario_from(request.scenario, settings.max_types)
-        result = engine.price(sc, request.mechanism or settings.mechanism, request)
+        result = engine.price(sc, request.mechanism or settings.default_mechanism, request)
     except Exception:
         PRICING_REQUESTS.labels("quote", "error").inc()
         raise
@@ -47,7 +47,7 @@ def equilibrium(request: EquilibriumRequest) -> EquilibriumResult:
     start = time.perf_counter()
     sc = engine.scenario_from(request.scenario, settings.max_types)
     out = engine.equilibrium(
-        sc, request.mechanism or settings.mechanism, request.participants, request.buyers
+        sc, request.mechanism or settings.default_mechanism, request.participants, request.buyers
     )
     PRICING_REQUESTS.labels("equilibrium", "ok").inc()
     PRICING_DURATION.labels("equilibrium").observe(time.perf_counter() - start)

@@ -80,6 +80,7 @@ def _settings_classes() -> dict[str, list[type[BaseSettings]]]:
                 continue
             rel = path.relative_to(ROOT)
             parts = rel.with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
             module = ".".join(parts[1:] if parts[0] == "shared" else parts)
             mod = importlib.import_module(module)
             classes = [getattr(mod, n) for n in names]
@@ -119,9 +120,15 @@ def _is_environ(node: ast.expr) -> bool:
     )
 
 
+CLIENT_ONLY = ("shared/mots/platform/settings/client.py",)
+"""What only the CLI/SDK reads (a person's shell, not a container's environment)."""
+
+
 def _image_of_source(rel: str) -> set[str]:
     """Which images run the code in a source file (shared code: every image of ours)."""
     parts = Path(rel).parts
+    if rel in CLIENT_ONLY:
+        return set()
     if parts[0] == "services":
         return {parts[1]}
     if parts[:2] == ("edge", "agent"):

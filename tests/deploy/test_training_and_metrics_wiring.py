@@ -4,9 +4,9 @@ metrics to Prometheus (the integration the services and the deployment must agre
 Training: MOTS_SUPERLINK_ADDRESS names the SuperLink's Control API, which only the orchestration
 reaches (its own network in compose, its own Service and port in k8s), while the SuperNodes reach
 the Fleet API alone; nothing runs Flower with --insecure. The SuperLink, which runs the ServerApp,
-mounts the run directory (MOTS_WORK_DIR), the artifact directory (MOTS_ARTIFACT_DIR) and the test
+mounts the run directory (MOTS_FEDERATION_DIR), the artifact directory (MOTS_ARTIFACT_DIR) and the test
 set at the worker's paths, on the same volumes, and publishes its CA certificate where the worker
-(MOTS_WORK_DIR/tls/ca.crt) and the SuperNodes (MOTS_EDGE_ROOT_CERTIFICATES) read it. Metrics: every worker binds 0.0.0.0 on
+(MOTS_FEDERATION_DIR/tls/ca.crt) and the SuperNodes (MOTS_EDGE_ROOT_CERTIFICATES) read it. Metrics: every worker binds 0.0.0.0 on
 MOTS_METRICS_PORT, and Prometheus (with the k3s NetworkPolicies) may reach that port.
 """
 
@@ -92,10 +92,10 @@ def test_compose_orchestration_worker_trains_on_the_compose_superlink(
         published = {_compose_mounts(superlink).get(str(Path(p).parent)): Path(p).name
                      for p in _args(argv, "--publish-ca")}  # fmt: skip
         assert published.get(source) == ca.name, f"{name}: the CA is not published to {ca}"
-    assert f"{env['MOTS_WORK_DIR']}/tls/ca.crt" in _args(argv, "--publish-ca")
+    assert f"{env['MOTS_FEDERATION_DIR']}/tls/ca.crt" in _args(argv, "--publish-ca")
     assert worker["depends_on"]["superlink"] == {"condition": "service_healthy"}
     w, s = _compose_mounts(worker), _compose_mounts(superlink)
-    for path in (env["MOTS_WORK_DIR"], env["MOTS_ARTIFACT_DIR"]):
+    for path in (env["MOTS_FEDERATION_DIR"], env["MOTS_ARTIFACT_DIR"]):
         assert s.get(path) == w[path], f"superlink must mount {w[path]} at {path}"
         assert f"{s[path]}:{path}" in superlink["volumes"], f"{path} must be writable there"
     assert s.get(DATASET) == w[DATASET], "the ServerApp evaluates on the worker's test set"
@@ -170,9 +170,9 @@ def test_k8s_orchestration_worker_trains_on_the_superlink_service(
     assert "--insecure" not in argv and "--enable-supernode-auth" in argv
     assert _arg(argv, "--port") == port, "the address names the Control API's port"
     assert f"{host}" in _args(argv, "--tls-host"), "the certificate names the Service"
-    assert f"{env['MOTS_WORK_DIR']}/tls/ca.crt" in _args(argv, "--publish-ca")
+    assert f"{env['MOTS_FEDERATION_DIR']}/tls/ca.crt" in _args(argv, "--publish-ca")
     w, s = _mounts(worker_r, worker), _mounts(superlink_r, superlink)
-    for path in (env["MOTS_WORK_DIR"], env["MOTS_ARTIFACT_DIR"]):
+    for path in (env["MOTS_FEDERATION_DIR"], env["MOTS_ARTIFACT_DIR"]):
         assert w[path].startswith("pvc:"), f"{path} must be a claim both pods mount"
         assert s.get(path) == w[path], f"superlink must mount {w[path]} at {path}"
     assert s.get(DATASET) == w[DATASET]

@@ -86,7 +86,7 @@ def _apps(workdir: Path) -> dict[str, FastAPI]:
     return {
         "market": market_app(
             MarketSettings(
-                database_url=market_db, redis_key_prefix=prefix, artifact_root=str(workdir)
+                database_url=market_db, redis_key_prefix=prefix, artifact_dir=str(workdir)
             )
         ),
         "pricing": pricing_app(PricingSettings()),

@@ -34,7 +34,7 @@ market_upgrade(_MARKET_DB)
 orchestration_upgrade(_ORCH_DB)
 
 MARKET = market_app(
-    MarketSettings(database_url=_MARKET_DB, redis_key_prefix=_PREFIX, artifact_root=str(_DIR))
+    MarketSettings(database_url=_MARKET_DB, redis_key_prefix=_PREFIX, artifact_dir=str(_DIR))
 )
 PRICING = pricing_app(PricingSettings(max_types=8))
 ORCHESTRATION = orchestration_app(

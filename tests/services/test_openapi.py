@@ -30,7 +30,7 @@ PROBLEM = {"$ref": "#/components/schemas/Problem"}
 def _app(service: str, tmp: Path) -> FastAPI:
     if service == "market":
         db = f"sqlite:///{tmp / 'market.db'}"
-        return market_app(MarketSettings(database_url=db, artifact_root=str(tmp)))
+        return market_app(MarketSettings(database_url=db, artifact_dir=str(tmp)))
     if service == "orchestration":
         return orchestration_app(OrchestrationSettings(database_url=f"sqlite:///{tmp / 'o.db'}"))
     return pricing_app(PricingSettings())

@@ -55,8 +55,6 @@ from services.orchestration.trainer import Coalition, TrainingOutcome
 log = logging.getLogger(__name__)
 S = RoundState
 T = TypeVar("T")
-MIN_FIT_POINTS = 4
-"""Measured rounds the evaluation service's fit needs before it replaces the prior."""
 
 Handler = Callable[[RoundRecord, RoundPorts], Move | Wait]
 
@@ -86,7 +84,7 @@ def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
     if post is not None and post.points > 0:
         model = ErrorModel(eps0=post.eps0, d_gamma2=post.d_gamma2, sigma2=post.sigma2)
         return model, f"posterior of {post.points} measured rounds"
-    if fit is not None and fit.points >= MIN_FIT_POINTS and fit.d_gamma2 > 0:
+    if fit is not None and fit.points >= ports.settings.min_fit_points and fit.d_gamma2 > 0:
         return ErrorModel(eps0=fit.eps0, d_gamma2=fit.d_gamma2, sigma2=fit.sigma2), "measured"
     return ErrorModel.model_validate(ports.settings.prior_error_model), "prior"
 

@@ -155,9 +155,8 @@ class Stack:
             {
                 "MOTS_REDIS_URL": self.redis_url,
                 "MOTS_REDIS_KEY_PREFIX": self.key_prefix,
-                "MOTS_ARTIFACT_ROOT": str((self.workdir / "artifacts").resolve()),
                 "MOTS_ARTIFACT_DIR": str((self.workdir / "artifacts").resolve()),
-                "MOTS_WORK_DIR": str((self.workdir / "federation").resolve()),
+                "MOTS_FEDERATION_DIR": str((self.workdir / "federation").resolve()),
                 "PYTHONUNBUFFERED": "1",
             }
         )

@@ -96,7 +96,7 @@ def market(tmp_path: Path) -> Iterator[Market]:
         redis_url=REDIS_URL,
         redis_key_prefix=f"edge-agent-test-{os.getpid()}-{time.time_ns()}:",
         operator_token=OPERATOR_TOKEN,
-        artifact_root=str(tmp_path / "artifacts"),
+        artifact_dir=str(tmp_path / "artifacts"),
     )
     app = create_app(settings)
     port = _free_port()

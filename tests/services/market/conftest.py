@@ -49,7 +49,7 @@ def market(database_url: str, redis_url: str, tmp_path: Any) -> Iterator[TestCli
         database_url=database_url,
         redis_url=redis_url,
         redis_key_prefix=f"test-{id(tmp_path)}:",
-        artifact_root=str(tmp_path),
+        artifact_dir=str(tmp_path),
     )
     with TestClient(create_app(settings)) as client:
         yield client
@@ -120,7 +120,7 @@ def make_market(database_url: str, redis_url: str, tmp_path: Any) -> Iterator[Ca
             database_url=database_url,
             redis_url=redis_url,
             redis_key_prefix=prefix,
-            artifact_root=str(tmp_path),
+            artifact_dir=str(tmp_path),
             **overrides,
         )
         with TestClient(create_app(settings)) as client:

@@ -137,7 +137,7 @@ def test_settlement_books_rewards_charges_and_balances(
         rewards={"small": Decimal("-1.25"), "large": Decimal("4.0")},
         participants=[small["id"], large["id"], dropped["id"]],
         dropped=[dropped["id"]],
-        artifact_path=str(market.app.state.settings.artifact_root) + "/model.pt",
+        artifact_path=str(market.app.state.settings.artifact_dir) + "/model.pt",
         artifact_sha256="ab" * 32,
     )
     result = in_transaction(market.app.state.sessions, lambda s: rounds.settle_round(s, payload))
@@ -163,7 +163,7 @@ def test_model_download_only_for_participants_and_buyers(
     """After publication a buyer and a participant download; an abstainer and a dropout get 403."""
     from pathlib import Path
 
-    root = Path(market.app.state.settings.artifact_root)
+    root = Path(market.app.state.settings.artifact_dir)
     artifact = root / "round-1" / "model.pt"
     artifact.parent.mkdir(parents=True)
     artifact.write_bytes(b"weights")
@@ -202,7 +202,7 @@ def test_model_info_reads_the_sidecar_for_those_who_may_download(
     import json
     from pathlib import Path
 
-    artifact = Path(market.app.state.settings.artifact_root) / "round-0001.pt"
+    artifact = Path(market.app.state.settings.artifact_dir) / "round-0001.pt"
     artifact.parent.mkdir(parents=True, exist_ok=True)
     artifact.write_bytes(b"weights")
     meta = {"dataset": "fashion-mnist", "participants": [1, 0], "epsilon": 0.7, "round": 2}
@@ -270,7 +270,7 @@ def test_the_purchase_batch_settings_reach_the_batcher(tmp_path: Any) -> None:
     """MOTS_PURCHASE_MAX_BATCH and MOTS_PURCHASE_WRITERS shape the app's purchase batcher."""
     settings = Settings(
         database_url=f"sqlite:///{tmp_path / 'market.db'}",
-        artifact_root=str(tmp_path),
+        artifact_dir=str(tmp_path),
         purchase_max_batch=1,
         purchase_writers=3,
     )
@@ -284,9 +284,9 @@ def test_purchase_writers_default_to_one_on_sqlite_and_two_per_host_on_postgresq
     """SQLite writes one transaction at a time, so a second writer would only wait on its lock;
     on PostgreSQL two batches in flight over the host's API processes."""
     sqlite = Settings(
-        database_url=f"sqlite:///{tmp_path / 'market.db'}", artifact_root=str(tmp_path)
+        database_url=f"sqlite:///{tmp_path / 'market.db'}", artifact_dir=str(tmp_path)
     )
-    postgres = Settings(database_url="postgresql://mots@db/market", artifact_root=str(tmp_path))
+    postgres = Settings(database_url="postgresql://mots@db/market", artifact_dir=str(tmp_path))
     assert (sqlite.purchase_writer_count, postgres.purchase_writer_count) == (1, 2)
     # two processes on one host (mots.platform.serve --workers 2): one writer each, two in all
     for processes, each in ((2, 1), (3, 1), (8, 1)):

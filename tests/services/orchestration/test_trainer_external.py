@@ -37,7 +37,7 @@ def _settings(tmp_path: Path, **extra: object) -> Settings:
         "train_rounds": 1,
         "train_local_steps": 5,
         "train_test_subset": 500,
-        "work_dir": str(tmp_path / "orchestration"),
+        "federation_dir": str(tmp_path / "orchestration"),
         "artifact_dir": str(tmp_path / "artifacts"),
     }
     return Settings(**{**base, **extra})  # type: ignore[arg-type]

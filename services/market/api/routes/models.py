@@ -54,7 +54,7 @@ def _entitled_artifact(
                 f"round_id: client {client_id} neither trained nor bought round {round_id}'s model",
             )
         path = Path(rnd.artifact_path).resolve()
-        root = Path(settings.artifact_root).resolve()
+        root = Path(settings.artifact_dir).resolve()
         if not path.is_file() or not path.is_relative_to(root):
             raise HTTPException(status.HTTP_410_GONE, "the model artifact is no longer available")
         return path, rnd.artifact_sha256 or ""

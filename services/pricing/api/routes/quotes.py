@@ -30,7 +30,7 @@ def quote(body: PricingRequest, settings: SettingsDep, _: PrincipalDep) -> Prici
     start = time.perf_counter()
     try:
         sc = engine.scenario_from(body.scenario, settings.max_types)
-        result = engine.price(sc, body.mechanism or settings.mechanism, body)
+        result = engine.price(sc, body.mechanism or settings.default_mechanism, body)
     except engine.PricingInputError as exc:
         PRICING_REQUESTS.labels("quote", "invalid").inc()
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
@@ -46,7 +46,7 @@ def what_if(body: WhatIfRequest, settings: SettingsDep, _: PrincipalDep) -> Pric
     """The terms at K* under another ε_req or another cost of one type."""
     start = time.perf_counter()
     try:
-        result = engine.what_if(body, settings.mechanism, settings.max_types)
+        result = engine.what_if(body, settings.default_mechanism, settings.max_types)
     except engine.PricingInputError as exc:
         PRICING_REQUESTS.labels("what_if", "invalid").inc()
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc

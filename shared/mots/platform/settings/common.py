@@ -1,0 +1,106 @@
+"""What every service process reads: deployment, broker, tokens, metrics, its database."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from mots.platform.settings.registry import Group
+
+DEV_OPERATOR_TOKEN = "dev-operator-token"
+DEV_TOKEN_SECRET = "dev-token-secret"
+
+
+class Deployment(Group):
+    """Which kind of deployment this is."""
+
+    environment: Literal["development", "production"] = Field(
+        "development",
+        description="deployment environment; production refuses the development operator token",
+    )
+
+
+class Broker(Group):
+    """Redis (Celery's broker and result backend) and how long a task may take."""
+
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="Redis URL: Celery broker and result backend shared by the four services",
+    )
+    redis_key_prefix: str = Field(
+        "mots:",
+        description="prefix of every Redis key the platform's queues use (isolates deployments)",
+    )
+    task_timeout_s: float = Field(
+        120.0, gt=0, description="seconds a service waits for another service's Celery task"
+    )
+    broker_visibility_timeout_s: float = Field(
+        3600.0,
+        gt=0,
+        description="seconds before Redis hands an unacknowledged task to another worker; "
+        "longer than the longest task (the orchestration's training step, MOTS_TRAIN_TIMEOUT_S)",
+    )
+
+
+class Operator(Group):
+    """The operator's bearer token (read by the services and by the CLI/SDK)."""
+
+    operator_token: SecretStr = Field(
+        SecretStr(DEV_OPERATOR_TOKEN),
+        description="bearer token of the platform operator (deposits, rounds, admin reads)",
+    )
+
+
+class Tokens(Group):
+    """How client tokens are signed and how long they last."""
+
+    token_secret: SecretStr = Field(
+        SecretStr(DEV_TOKEN_SECRET),
+        description="key of the HMAC that signs client tokens (the same in every service: each"
+        " verifies a client's token without the market's database)",
+    )
+    token_ttl_s: int = Field(
+        7 * 86_400,
+        ge=60,
+        le=366 * 86_400,
+        description="seconds a client token is valid; clients renew it before (POST /v1/me/token)",
+    )
+
+
+class Observability(Group):
+    """Metrics endpoint and logging of a process."""
+
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="port of the process's Prometheus /metrics endpoint (a worker's, or an API's"
+        " apart from its API port); 0 = none (an API then serves /metrics on its API port)",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="interface a worker's /metrics endpoint binds: 127.0.0.1 (one machine) or "
+        "0.0.0.0 (scraped by Prometheus from another container or pod)",
+    )
+    log_level: str = Field("INFO", description="log level of the service process")
+
+
+class Database(Group):
+    """The service's own SQL database (each service has one; none shares another's)."""
+
+    database_name: ClassVar[str] = "platform"
+    """Name of the SQLite file a service uses when ``database_url`` is left empty."""
+
+    database_url: str = Field(
+        "",
+        description="SQLAlchemy URL of the service's own database (SQLite or PostgreSQL); empty:"
+        " sqlite:///out/platform/<service>.db",
+    )
+
+    @model_validator(mode="after")
+    def _default_database(self) -> Database:
+        """Empty means the service's SQLite file under out/platform."""
+        if not self.database_url:
+            self.database_url = f"sqlite:///out/platform/{self.database_name}.db"
+        return self
