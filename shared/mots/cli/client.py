@@ -27,6 +27,12 @@ from mots.client.rounds import RoundsClient
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class RoleError(click.ClickException):
+    """An operator command under a client profile: refused before any request (exit 2)."""
+
+    exit_code = 2
+
+
 @dataclass(frozen=True)
 class Session:
     """One command's resolved configuration and output mode."""
@@ -34,22 +40,36 @@ class Session:
     config: ClientConfig
     as_json: bool
 
+    def operator_token(self) -> str:
+        """The operator's token; under a client profile a :class:`RoleError` in one line."""
+        if self.config.role == "client":
+            command = click.get_current_context(silent=True)
+            name = command.command_path if command is not None else "this command"
+            raise RoleError(
+                f"`{name}` is an operator command and profile {self.config.profile!r} is a "
+                "client's: run it as the operator (without --profile / MOTS_PROFILE)"
+            )
+        return self.config.require("operator_token")
+
     def market(self, *, operator: bool = False) -> MarketClient:
         """A market client with this client's token (or the operator's)."""
         url = self.config.require("market_url")
-        return MarketClient(url, self.config.require("operator_token" if operator else "token"))
+        return MarketClient(
+            url, self.operator_token() if operator else self.config.require("token")
+        )
 
     def registrar(self, *, vouch: bool) -> MarketClient:
         """A market client for registration: with the operator's token when it must ``vouch``
-        for the type and one is configured, else without a token (an enrolment code)."""
-        token = self.config.operator_token if vouch else None
+        for the type (an operator's act), else without a token (an enrolment code)."""
+        token = self.operator_token() if vouch else None
         return MarketClient(self.config.require("market_url"), token)
 
     def rounds(self, *, operator: bool = False) -> RoundsClient:
-        """An orchestration client: the operator's token, else this client's."""
+        """An orchestration client: the operator's token, else this client's (a client
+        profile's own token only)."""
         url = self.config.require("orchestration_url")
         if operator:
-            return RoundsClient(url, self.config.require("operator_token"))
+            return RoundsClient(url, self.operator_token())
         return RoundsClient(url, self.config.operator_token or self.config.token)
 
     def emit(self, data: BaseModel | Sequence[BaseModel] | dict[str, Any], human: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from mots.cli.client import Session, connection, decimal_amount, money, table
-from mots.client.config import ENDPOINTS_FILE, ConfigError, check_profile_name, save_profile
+from mots.client.config import ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.schemas import ClientRegistration, EnrolmentIn, QuoteOut, Strategy
@@ -55,8 +55,11 @@ def show_config(session: Session) -> None:
         "operator_token": None if c.operator_token is None else c.operator_token[:4] + "…",
     }
     rows = [(k, v, c.sources.get(k, "-")) for k, v in values.items()]
+    role = c.role or "not set (no profile)"
+    rows.append(("role", role, f"profile {c.profile}" if c.profile else "-"))
     session.emit(
-        {"settings": values, "sources": dict(c.sources)}, table(rows, ("setting", "value", "from"))
+        {"settings": values, "sources": dict(c.sources), "role": c.role, "profile": c.profile},
+        table(rows, ("setting", "value", "from")),
     )
 
 
@@ -147,18 +150,17 @@ def register(
 
 
 def _save(session: Session, profile: str, token: str, *, locate: bool = True) -> str:
-    """Save ``token`` (and, with ``locate``, where the market is) as ``profile``; say what
-    happened (a failure is reported, not raised: the token must still be shown)."""
+    """Save ``token`` (and, with ``locate``, the market's and the rounds' URLs) as the client
+    profile ``profile``: never a work folder or the operator's token (roles stay apart). A
+    failure is reported, not raised: the token must still be shown."""
     c = session.config
     where = (
-        {}
-        if not locate
-        else {"workdir": str(c.workdir)}
-        if c.workdir is not None and c.sources.get("market_url", "").endswith(ENDPOINTS_FILE)
-        else {k: v for k in ("market_url", "orchestration_url") if (v := getattr(c, k))}
+        {k: v for k in ("market_url", "orchestration_url") if (v := getattr(c, k))}
+        if locate
+        else {}
     )
     try:
-        path = save_profile(profile, {**where, "token": token})
+        path = save_profile(profile, {**where, "role": "client", "token": token})
     except ConfigError as exc:
         return f"NOT saved as a profile ({exc}); keep the token"
     return f"saved as profile {profile} in {path}"

@@ -7,14 +7,21 @@ is a named table of a TOML file)::
     # ~/.config/mots/profiles.toml   (or $MOTS_PROFILES)
     default = "local"
 
-    [profiles.local]
-    workdir = "~/mots"                       # read <workdir>/endpoints.json for the rest
-    token = "…"                              # this client's bearer token
+    [profiles.alice]                         # a client: `mots market register --save-as`
+    role = "client"
+    market_url = "http://127.0.0.1:8101"
+    orchestration_url = "http://127.0.0.1:8103"
+    token = "…"                              # this client's own bearer token
 
-    [profiles.lab]
-    market_url = "https://market.lab:8000"
-    orchestration_url = "https://rounds.lab:8003"
+    [profiles.lab]                           # the operator
+    role = "operator"
+    workdir = "~/mots"                       # read <workdir>/endpoints.json for the rest
     operator_token = "…"
+
+Roles stay apart (issue 26): under a client profile (``role = "client"``, or a profile with a
+``token`` and no ``operator_token``) the operator's token is never read, from no source (flag,
+environment, profile or ``endpoints.json``), so the operator's commands are refused before any
+request is made.
 
 Environment: ``MOTS_MARKET_URL``, ``MOTS_ORCHESTRATION_URL``, ``MOTS_TOKEN`` (a client's token),
 ``MOTS_OPERATOR_TOKEN``, ``MOTS_PROFILE`` (the profile's name), ``MOTS_PROFILES`` (the file),
@@ -37,6 +44,8 @@ ENDPOINTS_FILE = "endpoints.json"
 "orchestration", "prometheus" (or null), "operator_token"}``."""
 DEFAULT_WORKDIR = Path("out/platform")
 SETTINGS = ("market_url", "orchestration_url", "token", "operator_token")
+PROFILE_KEYS = frozenset({*SETTINGS, "workdir", "role"})
+ROLES = ("client", "operator")
 ENV = {
     "market_url": "MOTS_MARKET_URL",
     "orchestration_url": "MOTS_ORCHESTRATION_URL",
@@ -65,6 +74,11 @@ class ClientConfig:
     sources: Mapping[str, str]
     workdir: Path | None = None
     """The folder whose ``endpoints.json`` was read (None when none was found)."""
+    role: str | None = None
+    """``"client"`` under a client profile (never the operator's token), ``"operator"`` under an
+    operator profile, None without a profile."""
+    profile: str | None = None
+    """The profile's name, when one was read."""
 
     def require(self, name: str) -> str:
         """The setting ``name``, or a :class:`ConfigError` naming the ways to give it."""
@@ -109,10 +123,22 @@ def _profile(env: Mapping[str, str], name: str | None) -> tuple[str | None, dict
     table = profiles.get(chosen) if isinstance(profiles, dict) else None
     if not isinstance(table, dict):
         raise ConfigError(f"profile {chosen!r}: no [profiles.{chosen}] table in {path}")
-    unknown = sorted(set(table) - {*SETTINGS, "workdir"})
+    unknown = sorted(set(table) - PROFILE_KEYS)
     if unknown:
         raise ConfigError(f"profiles.{chosen}.{unknown[0]}: unknown setting in {path}")
+    if "role" in table and table["role"] not in ROLES:
+        raise ConfigError(f"profiles.{chosen}.role: must be one of {', '.join(ROLES)} in {path}")
     return str(chosen), table
+
+
+def profile_role(table: Mapping[str, Any]) -> str | None:
+    """A profile's role: its ``role``, else ``client`` when it holds a client's token and no
+    operator token, else ``operator`` when it holds an operator token; None for an empty one."""
+    if "role" in table:
+        return str(table["role"])
+    if table.get("token") and not table.get("operator_token"):
+        return "client"
+    return "operator" if table.get("operator_token") else None
 
 
 def read_endpoints(workdir: Path) -> dict[str, Any]:
@@ -148,9 +174,14 @@ def resolve(
         or DEFAULT_WORKDIR
     )
     endpoints = read_endpoints(folder)
+    role = profile_role(table) if name else None
     values: dict[str, str | None] = {}
     sources: dict[str, str] = {}
     for key in SETTINGS:
+        if key == "operator_token" and role == "client":  # never the operator's, from nowhere
+            values[key] = None
+            sources[key] = f"none: profile {name} is a client's"
+            continue
         candidates = [
             ("flag", flags.get(key)),
             (f"env {ENV[key]}", env.get(ENV[key])),
@@ -168,7 +199,7 @@ def resolve(
         else:
             values[key] = None
     found = folder.expanduser().resolve() if endpoints else None
-    return ClientConfig(sources=sources, workdir=found, **values)
+    return ClientConfig(sources=sources, workdir=found, role=role, profile=name, **values)
 
 
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -187,7 +218,7 @@ def save_profile(
     profile file (created private: it holds tokens); returns the file's path."""
     env = os.environ if env is None else env
     check_profile_name(name)
-    unknown = sorted(set(settings) - {*SETTINGS, "workdir"})
+    unknown = sorted(set(settings) - PROFILE_KEYS)
     if unknown:
         raise ConfigError(f"profiles.{name}.{unknown[0]}: unknown setting")
     path = profiles_path(env)

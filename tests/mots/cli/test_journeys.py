@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -206,3 +207,56 @@ def test_refusals_are_one_line_and_usage_errors_exit_2(workdir: Path, tmp_path: 
     assert missing.exit_code == 1 and "round 999 does not exist" in missing.output
     unset = _mots("market", "balance", MOTS_WORKDIR=str(tmp_path))
     assert unset.exit_code == 2 and "market_url: not configured" in unset.output
+
+
+OPERATOR_COMMANDS = [
+    ("market", "enrol", "--type", "type-1", "--data-size", "50", "--cost", "0.5"),
+    ("market", "register", "--name", "x", "--type", "type-1", "--data-size", "50", "--cost", "0.5"),
+    ("market", "deposit", "1", "1000"),
+    ("market", "clients"),
+    ("market", "enrolments"),
+    ("market", "approve", "1"),
+    ("market", "revoke", "1"),
+    ("market", "ledger-check"),
+    ("rounds", "open"),
+]
+
+
+def test_a_client_profile_never_acts_as_the_operator(workdir: Path, tmp_path: Path) -> None:
+    """Issue 26: `register --save-as` keeps the URLs and the client's own token only; with that
+    profile active (and the platform's workdir still exported) every operator command is refused
+    in one line before any request, and nothing moves; the client's own commands act as it."""
+    w = {"MOTS_WORKDIR": str(workdir)}
+    profiles = tmp_path / "profiles.toml"
+    issued = _json("market", "enrol", "--type", "type-1", "--data-size", "50", "--cost", "0.5", **w)
+    assert isinstance(issued, dict)
+    me = _json(
+        "market", "register", "--name", "alice", "--code", issued["code"], "--save-as", "alice",
+        **w, MOTS_PROFILES=str(profiles),
+    )  # fmt: skip
+    assert isinstance(me, dict)
+    table = tomllib.loads(profiles.read_text())["profiles"]["alice"]
+    assert set(table) == {"role", "market_url", "orchestration_url", "token"}, table
+    assert table["role"] == "client" and table["token"] == me["token"]
+    assert "dev-operator-token" not in profiles.read_text()
+    alice = {**w, "MOTS_PROFILES": str(profiles), "MOTS_PROFILE": "alice"}
+    before = _json("market", "balance", **alice)
+    for args in OPERATOR_COMMANDS:
+        for how in (alice, {**w, "MOTS_PROFILES": str(profiles)}):
+            extra = () if "MOTS_PROFILE" in how else ("--profile", "alice")
+            out = _mots(*args, *extra, **how)
+            assert out.exit_code == 2, (args, out.output)
+            lines = out.output.strip().splitlines()
+            assert len(lines) == 1 and "is an operator command" in lines[0], out.output
+            assert "profile 'alice' is a client's" in lines[0]
+    assert _json("market", "balance", **alice) == before  # the deposit never happened
+    mine = _json("market", "me", **alice)
+    assert isinstance(mine, dict) and mine["id"] == me["id"]
+    shown = _json("market", "config", **alice)
+    assert isinstance(shown, dict) and shown["settings"]["operator_token"] is None
+    assert shown["role"] == "client"
+    rounds = _json("rounds", "ls", **alice)  # the client's view: no round it was not priced in
+    assert rounds == []
+    # the operator, from the workdir, is no client: a client command asks for a token
+    as_operator = _mots("market", "me", **w)
+    assert as_operator.exit_code == 2 and "token: not configured" in as_operator.output

@@ -44,7 +44,7 @@ def test_each_setting_comes_from_the_first_source_that_has_it(tmp_path: Path) ->
         "http://ep-market",
         "http://env-rounds",
         "flag-tok",
-        "ep-op",
+        None,  # a client's profile: never the operator's token from endpoints.json
     )
     assert c.sources["token"] == "flag"
     assert c.sources["orchestration_url"] == "env MOTS_ORCHESTRATION_URL"
@@ -107,3 +107,27 @@ def test_saved_profiles_are_read_back_and_private(tmp_path: Path) -> None:
     bad = _profiles(tmp_path, 'colour = "blue"\n')
     with pytest.raises(ConfigError, match="would drop"):
         save_profile("c", {"token": "x"}, env=bad)
+
+
+def test_a_client_profile_never_reads_the_operator_token(tmp_path: Path) -> None:
+    """Issue 26: under a client profile (explicit role, or a token and no operator token) the
+    operator token is read from no source: not endpoints.json, not the environment, not a flag;
+    an operator profile and no profile still read it."""
+    work = _endpoints(tmp_path / "work")
+    env = _profiles(
+        tmp_path,
+        f'[profiles.alice]\nworkdir = "{work}"\ntoken = "alice-tok"\n'
+        f'[profiles.bob]\nrole = "client"\nmarket_url = "http://m"\ntoken = "bob-tok"\n'
+        f'[profiles.op]\nrole = "operator"\nworkdir = "{work}"\n',
+    )
+    env.update(MOTS_WORKDIR=str(work), MOTS_OPERATOR_TOKEN="env-op")
+    for name in ("alice", "bob"):
+        c = resolve({"operator_token": "flag-op"}, profile=name, env=env)
+        assert (c.role, c.operator_token, c.profile) == ("client", None, name)
+        assert c.sources["operator_token"] == f"none: profile {name} is a client's"
+    c = resolve({}, profile="op", env={**env, "MOTS_OPERATOR_TOKEN": ""})
+    assert (c.role, c.operator_token) == ("operator", "ep-op")
+    assert resolve({}, env=env).operator_token == "env-op"
+    bad = _profiles(tmp_path, '[profiles.x]\nrole = "admin"\n')
+    with pytest.raises(ConfigError, match=r"profiles\.x\.role: must be one of client, operator"):
+        resolve({}, profile="x", env=bad)
