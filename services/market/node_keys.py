@@ -41,13 +41,16 @@ def register(session: Session, client: Client, pem: bytes) -> NodeKeyOut:
 
 
 def keys_of(session: Session, client_ids: list[int]) -> NodeKeys:
-    """The registered keys of ``client_ids`` (clients without one are left out)."""
+    """The registered keys of the active ones of ``client_ids`` (clients without one, and revoked
+    or departed clients, are left out: the SuperLink sync then unregisters their keys)."""
     if not client_ids:
         return NodeKeys(keys={})
     conn = session.connection()
     ids = sorted(set(client_ids))
     stmt = select(Client.id, Client.node_public_key).where(
-        one_of(_CLIENT_ID, "ids", conn.dialect.name), Client.node_public_key.is_not(None)
+        one_of(_CLIENT_ID, "ids", conn.dialect.name),
+        Client.node_public_key.is_not(None),
+        Client.status == "active",
     )
     # One array parameter on PostgreSQL (a list of 100,000 ids exceeds its 65,535 parameters),
     # chunks on SQLite.

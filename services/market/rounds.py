@@ -6,7 +6,10 @@ count as abstaining) → settled (rewards booked, pool emptied) → published (m
 Settlement rule (also the drop-out rule): each participant that completed training receives
 r_i of its type (a negative r_i is charged to its wallet, which may then go below zero as a debt
 to the platform); a participant that dropped out mid-round forfeits its reward and is not
-charged, and gets no model. A failed round refunds every buyer. Whatever remains in the round's
+charged, and gets no model. A participant revoked by the operator or departed (``DELETE /v1/me``)
+while its round collects or trains is removed by the same rule: left out of K at the close (and
+its SuperNode key out of the keys handed to the SuperLink, :func:`node_keys.keys_of`), and at
+settlement treated as a drop-out whatever the trainer reported. A failed round refunds every buyer. Whatever remains in the round's
 pool afterwards goes to ``platform:surplus``; a shortfall is drawn from ``platform:subsidy``
 (the platform's incentive cost, Problem 1's [Σ K_i r_i − Σ B_i p]⁺).
 
@@ -23,6 +26,7 @@ to the quoted price and the budget fund it, before any surplus goes to the platf
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -52,6 +56,7 @@ from services.market.models import Client, Decision, MarketRound, Purchase, Roun
 _CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
 _DECISION_CLIENT = Decision.metadata.tables[Decision.__tablename__].c.client_id
 _MEMBERS = RoundMember.metadata.tables[RoundMember.__tablename__]
+log = logging.getLogger(__name__)
 
 
 _DEFAULT_BUDGET: Decimal = SubsidyBudget.model_fields["round_subsidy_budget"].default
@@ -198,7 +203,14 @@ def decisions(session: Session, round_id: int) -> RoundDecisions:
     rnd = session.get(MarketRound, round_id)
     if rnd is None:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
-    type_of = dict(session.execute(select(Client.id, Client.type_name)).all())
+    type_of: dict[int, str] = {}
+    removed: set[int] = set()  # revoked or departed: out of K (issue 24)
+    for cid, type_name, state in session.execute(
+        select(Client.id, Client.type_name, Client.status)
+    ):
+        type_of[cid] = type_name
+        if state != "active":
+            removed.add(cid)
     paid = set(
         session.scalars(
             select(Purchase.client_id).where(
@@ -213,7 +225,7 @@ def decisions(session: Session, round_id: int) -> RoundDecisions:
     ):
         declared += 1
         t = type_of[d.client_id]
-        if d.strategy == Strategy.JOIN:
+        if d.strategy == Strategy.JOIN and d.client_id not in removed:
             out["join"].setdefault(t, []).append(d.client_id)
         elif d.strategy == Strategy.BUY:
             out["buy"].setdefault(t, []).append(d.client_id)
@@ -256,6 +268,16 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
         ):
             if d.client_id not in paid:
                 d.strategy = Strategy.ABSTAIN.value
+        gone = select(Client.id).where(Client.status != "active")
+        session.execute(  # removed participants: no reward, no charge, no model
+            update(Decision)
+            .where(
+                Decision.round_id == round_id,
+                Decision.strategy == Strategy.JOIN.value,
+                Decision.client_id.in_(gone),
+            )
+            .values(dropped=True)
+        )
         session.flush()
     return decisions(session, round_id)
 
@@ -286,8 +308,8 @@ def settle_round(
     surplus = ledger.ensure_account(session, ledger.SURPLUS)
     shards = [ledger.ensure_account(session, n) for n in ledger.pool_shard_names(rid)]
     held = ledger.lock_accounts(session, [pool, subsidy, surplus, *shards])
-    type_of = _types_of(session, payload.participants)
-    dropped = set(payload.dropped)
+    type_of, removed = _types_of(session, payload.participants)
+    dropped = set(payload.dropped) | removed
     purchases = session.execute(
         select(Purchase.client_id, Purchase.price_micros)
         .where(Purchase.round_id == rid, Purchase.refunded.is_(False))
@@ -332,6 +354,8 @@ def settle_round(
         for move in moves:
             ledger.transfer(session, *move)
     _mark(session, payload.round_id, sorted(dropped), payload.refund_buyers)
+    if removed:
+        log.warning("round %s: removed participants %s are not paid", rid, sorted(removed))
     result = SettleResult(
         round_id=rid,
         payments=from_micros(sum(p[1] for p in purchases)),
@@ -344,6 +368,7 @@ def settle_round(
         captured_price=None if payload.refund_buyers else from_micros(terms.price),
         captured_rewards={n: from_micros(r) for n, r in terms.rewards.items()},
         capture_rule=terms.rule,
+        removed=sorted(removed),
     )
     rnd.state = "refunded" if payload.refund_buyers else "settled"
     rnd.settlement_json = result.model_dump_json()
@@ -362,15 +387,16 @@ def _count_types(client_ids: Sequence[int], type_of: dict[int, str]) -> dict[str
     return counts
 
 
-def _types_of(session: Session, client_ids: Sequence[int]) -> dict[int, str]:
-    """client id → declared type of those of ``client_ids`` that are clients (one statement on
-    PostgreSQL, chunks on SQLite)."""
+def _types_of(session: Session, client_ids: Sequence[int]) -> tuple[dict[int, str], set[int]]:
+    """(client id → declared type of those of ``client_ids`` that are clients, those of them no
+    longer active: revoked or departed). One statement on PostgreSQL, chunks on SQLite."""
     conn = session.connection()
-    stmt = select(Client.id, Client.type_name).where(one_of(_CLIENT_ID, "ids", conn.dialect.name))
+    stmt = select(Client.id, Client.type_name, Client.status).where(
+        one_of(_CLIENT_ID, "ids", conn.dialect.name)
+    )
     ids = sorted(set(client_ids))
-    return {
-        r[0]: r[1] for part in ledger.chunks(conn, ids) for r in conn.execute(stmt, {"ids": part})
-    }
+    rows = [r for part in ledger.chunks(conn, ids) for r in conn.execute(stmt, {"ids": part})]
+    return {r[0]: r[1] for r in rows}, {r[0] for r in rows if r[2] != "active"}
 
 
 def _mark(session: Session, round_id: int, dropped: list[int], refunded: bool) -> None:

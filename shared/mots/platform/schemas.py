@@ -855,6 +855,10 @@ class SettleResult(_Schema):
         default_factory=dict, description="r_i per type as booked: within the quote and budget"
     )
     capture_rule: str | None = Field(None, description="the stated capture rule that applied")
+    removed: list[int] = Field(
+        default_factory=list,
+        description="participants revoked or departed before settlement: not paid, not charged",
+    )
 
 
 class EvaluationRequest(_Schema):
