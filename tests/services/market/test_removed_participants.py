@@ -60,7 +60,9 @@ def _joined_round(
         r = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=c["auth"])
         assert r.status_code == 200, r.text
     r = market.post(
-        "/v1/purchases", json={"round_id": 1}, headers={**buyer["auth"], "Idempotency-Key": "buyer-0001"}
+        "/v1/purchases",
+        json={"round_id": 1},
+        headers={**buyer["auth"], "Idempotency-Key": "buyer-0001"},
     )
     assert r.status_code == 201, r.text
     return stay, go
