@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers images deploy-test
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -27,6 +27,14 @@ system: ## install and start the machine services the tests use (Redis, PostgreS
 containers: ## install podman, runc, debootstrap, qemu-user-static and build the local base images
 	bash scripts/ensure_containers.sh $(BASE_ARCHES)
 
+images: install containers ## every image of docker/docker-bake.hcl for amd64 (podman, local base) and the edge for arm64: out/deploy/report.json
+	bash scripts/ensure_containers.sh arm64
+	$(PY) -m tests.containers.run --parts images
+
+deploy-test: install containers ## the images, the compose round on podman and the other container checks; cleans up: out/deploy/report.json
+	bash scripts/ensure_containers.sh arm64
+	$(PY) -m tests.containers.run
+
 lint: install ## ruff: lint rules and formatting
 	$(BIN)/ruff check shared services edge tests benchmarks
 	$(BIN)/ruff format --check shared services edge tests benchmarks
@@ -34,7 +42,7 @@ lint: install ## ruff: lint rules and formatting
 typecheck: install ## mypy (strict on the economics core)
 	$(BIN)/mypy shared/mots services edge
 
-test: install system lint typecheck ## ruff, mypy and the whole pytest suite
+test: install system containers lint typecheck ## ruff, mypy and the whole pytest suite (the compose round on podman included)
 	$(BIN)/pytest
 
 test-fast: install ## pytest without the slow and integration tests

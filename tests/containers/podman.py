@@ -23,7 +23,7 @@ KINDS = ("containers", "pods", "volumes", "networks")
 
 
 class PodmanError(RuntimeError):
-    """A podman command failed; the message carries its command line and stderr's tail."""
+    """A podman command failed; the message carries its command line and its output's tail."""
 
 
 def env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -53,7 +53,9 @@ def podman(
         cmd, env=env(), capture_output=True, text=True, timeout=timeout, input=input_text
     )
     if check and proc.returncode != 0:
-        raise PodmanError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+        raise PodmanError(
+            f"{' '.join(cmd)} exited {proc.returncode}: {proc.stdout[-1500:]}{proc.stderr[-2000:]}"
+        )
     return proc
 
 

@@ -217,3 +217,15 @@ def test_writable_volumes_of_our_images_are_owned_by_the_image_user(compose: dic
             source, target, *mode = volume.split(":")
             if source in declared and mode != ["ro"]:
                 assert target in created_dirs, f"{name}: {target} is not created for uid 10001"
+
+
+def test_the_apis_the_operator_cli_uses_are_published_on_loopback(compose: dict) -> None:
+    """`mots market` needs the market API and `mots rounds open|watch` the orchestration's: both
+    published on 127.0.0.1 (the compose round of tests/containers found the round API unreachable
+    from the host, so no operator could open a round)."""
+    published = {
+        name: [p for p in svc.get("ports", []) if str(p).startswith("127.0.0.1:")]
+        for name, svc in compose["services"].items()
+    }
+    assert published["market"] == ["127.0.0.1:8000:8000"]
+    assert published["orchestration"] == ["127.0.0.1:8001:8000"]

@@ -72,3 +72,29 @@ def test_torch_images_install_the_whole_train_extra() -> None:
             continue
         named = {canonicalize_name(n) for n in re.findall(r'"([a-z0-9\-]+)==', text)}
         assert train - {"torch"} <= named, (dockerfile.parent.name, train - named)
+
+
+def test_pins_are_a_consistent_set_as_installed_here() -> None:
+    """Every pin's own requirements (its installed metadata: the pins are the project venv's
+    versions) are met by the other pins. A stale pin (celery 5.4.0 wanted redis<6 while redis was
+    pinned 8.1.0) made pip refuse every service image build."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    pins = _pins()
+    problems = []
+    for name, version in pins.items():
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        if Version(dist.version) != version:
+            problems.append(f"{name}: pinned {version}, installed {dist.version}")
+            continue
+        for raw in dist.requires or []:
+            req = Requirement(raw)
+            if req.marker and not req.marker.evaluate({"extra": "redis"}):
+                continue
+            dep = canonicalize_name(req.name)
+            if dep in pins and dep != "torch" and pins[dep] not in req.specifier:
+                problems.append(f"{name} {version} needs {req}, pinned {pins[dep]}")
+    assert not problems, problems

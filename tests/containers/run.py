@@ -1,0 +1,68 @@
+"""`make deploy-test` (python -m tests.containers.run): the parts of issue 23's container check in
+order, each writing its key of out/deploy/report.json; then everything the run created is removed
+and what is left is the report's `leftovers` (zero, or the run fails). A part is a function
+returning its report entry; add one by appending to PARTS (and its object names to PREFIXES).
+
+  python -m tests.containers.run                  # every part
+  python -m tests.containers.run --parts images   # `make images`
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+
+from tests.containers import images, podman, report
+
+Part = Callable[[], object]
+
+
+def _images() -> object:
+    """Every bake image for amd64 and the edge for arm64 (size, arch, build seconds)."""
+    return images.build_all()
+
+
+def _compose() -> object:
+    """The compose stack on podman and a full market round through it."""
+    from tests.containers import compose
+
+    return compose.run_round()
+
+
+PARTS: list[tuple[str, Part]] = [("images", _images), ("compose", _compose)]
+# Names of the containers, pods, volumes and networks the parts create: what cleanup removes and
+# `leftovers` counts.
+PREFIXES: list[str] = ["mots-ct"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen parts, clean up, write and print the report; 1 if anything failed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", nargs="*", help="part names (default: all)")
+    args = parser.parse_args(argv)
+    chosen = [(n, f) for n, f in PARTS if not args.parts or n in args.parts]
+    failed = []
+    try:
+        for name, part in chosen:
+            print(f"== {name}", flush=True)
+            try:
+                report.write_part(name, part())
+            except Exception as exc:  # every part runs; its failure goes into the report
+                traceback.print_exc()
+                report.write_part(name, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+                failed.append(name)
+    finally:
+        left = podman.remove(PREFIXES)
+        counts = {kind: len(names) for kind, names in left.items()}
+        whole = report.write_part("leftovers", counts | {"names": left})
+    print(report.table(whole))
+    if any(counts.values()):
+        failed.append("leftovers")
+    print("FAILED: " + ", ".join(failed) if failed else "all parts passed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
