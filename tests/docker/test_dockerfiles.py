@@ -210,3 +210,21 @@ def test_torch_version_is_the_same_everywhere() -> None:
         for m in re.finditer(r"ARG TORCH_VERSION=(\S+)", p.read_text())
     }
     assert len(versions) == 1
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_deps_stage_copies_no_source(dockerfile: Path) -> None:
+    """The deps stage (torch and pip's resolution, minutes) copies only what pip reads, so a
+    source change reuses its cached layers (the podman builds of tests/containers re-ran pip at
+    every commit while it copied shared/mots and services/)."""
+    stage, copies = None, []
+    for word, args in instructions(dockerfile):
+        if word == "FROM":
+            stage = args.split()[-1] if " AS " in args.upper() else None
+        elif word == "COPY" and stage == "deps":
+            copies += args.split()[:-1]
+    assert copies and set(copies) <= {
+        "docker/constraints.txt",
+        "pyproject.toml",
+        "docker/requirements.py",
+    }, copies
