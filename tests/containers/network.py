@@ -116,7 +116,8 @@ def shape(container: str, link: Netem = PI_WIFI) -> dict[str, object]:
     if has_netem(container):
         _qdisc(container, ["netem", *link.args()])
         _rules(container, [])
-        how = {"rate": "netem", "delay": "netem", "jitter": "netem", "loss": "netem"}
+        how: dict[str, str | None] = {"rate": "netem", "delay": "netem", "jitter": "netem"}
+        how["loss"] = "netem"
     else:
         burst = max(16, int(link.rate_mbit * 1000 / 8 / 100))  # ~10 ms of traffic, in kB
         _qdisc(container, ["tbf", "rate", f"{link.rate_mbit}mbit", "burst", f"{burst}kb",
