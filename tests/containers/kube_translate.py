@@ -193,10 +193,12 @@ def playbook(
     nodes: dict[str, list[str]],
     node_root: str,
     subnet: str,
+    skip: frozenset[str] = frozenset(),
 ) -> Playbook:
     """Translate the rendered overlay; ``nodes`` maps a DaemonSet to the emulated nodes it runs on.
 
     Control-plane pods get the node ``server`` (root ``node_root/server``), edge pods their node.
+    Workloads named in ``skip`` (no image here) are left out, and so are their Services' names.
     """
     net = ipaddress.ip_network(subnet)
     addresses = (str(a) for a in list(net.hosts())[9:])  # .10 onwards; the gateway is .1
@@ -213,6 +215,8 @@ def playbook(
     )  # PostgreSQL and the SuperLink first, the edge pods last
     for r in order:
         wname = r["metadata"]["name"]
+        if wname in skip:
+            continue
         if r["kind"] == "DaemonSet":
             for node in nodes.get(wname, []):
                 pod = _as_pod(r, f"{wname}-{node}")
@@ -232,6 +236,8 @@ def playbook(
         ip_of[wname] = next(addresses)
         book.pods.append((name, doc, ip_of[wname]))
     for svc, wname in targets.items():
+        if wname in skip:
+            continue
         for host in service_hostnames(svc):
             book.hosts[host] = ip_of[wname]
     aliases: dict[str, list[str]] = {}

@@ -140,3 +140,11 @@ def test_not_expressible_names_each_kind_kube_play_refuses(overlay) -> None:  # 
     for kind in {r["kind"] for r in overlay} - played:
         assert kind in listed or kind in ("ServiceAccount", "Role", "RoleBinding"), kind
     assert all(n["nearest_check"] for n in NOT_EXPRESSIBLE)
+
+
+def test_a_skipped_workload_leaves_no_pod_and_no_service_name(overlay) -> None:  # type: ignore[no-untyped-def]
+    book = playbook(
+        overlay, _images(overlay), NODES, "/srv/nodes", "10.90.0.0/24", frozenset({"grafana"})
+    )
+    assert not any(n.startswith("grafana") for n, _, _ in book.pods)
+    assert "grafana" not in book.hosts and "market" in book.hosts
