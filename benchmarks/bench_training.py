@@ -1,4 +1,4 @@
-"""Training benchmark (issue 3, item 8): Flower rounds with 20 nodes, overhead, client throughput.
+"""Training benchmark (issues 3 and 27): Flower rounds on 20 nodes in both edge layouts, client throughput.
 
 Run with ``make bench-training`` (``.venv/bin/python -m benchmarks.bench_training``). Measures, in
 one run on this machine:
@@ -8,18 +8,23 @@ one run on this machine:
    ``step``) on the same client data, mini-batches and model; interleaved repeats, medians;
 2. one FedAvg round of the same 20 clients in process (per-client ``train_local`` + aggregation +
    evaluation: the deployment's arithmetic without Flower) and batched (vectorised logistic);
-3. on Flower's deployment engine, a local federation of 20 SuperNodes (10/5/5 by type) with their
-   resident trainers: the memory of an idle edge node; Flower's floor (the same rounds with a
-   ClientApp that does no work, ``noop``, run before and after the real rounds); the real rounds, the slowest participant's training time
-   in each, and the target: round ≤ 1.1 × (floor + slowest training). Ratios come from this run.
+3. on Flower's deployment engine, the same 20 SuperNodes (10/5/5 by type) in each edge layout
+   (``subprocess``: today's SuperNode + SuperExec + a ``flwr-clientapp`` process per message + a
+   resident trainer; ``warm``: one process per node, :mod:`mots.training.warm_node`), one after the
+   other in this run: the idle edge node's RSS; Flower's floor (rounds of a ClientApp that does no
+   work, ``noop``, before and after the real rounds); the real rounds and the slowest participant's
+   training in each; medians of the rounds after the first; issue 27's targets (warm round
+   ≤ max(10 s, subprocess round / 4), warm floor ≤ subprocess floor / 3, idle RSS ≤ 300 MiB).
 
-Writes ``out/bench/training.json``.
+Writes ``out/bench/training.json``: ``rows`` (one per layout: layout, nodes, round_s,
+slowest_training_s, floor_s, idle_edge_rss_mib), ``verdict``, and every figure behind them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -89,21 +94,37 @@ def inprocess_round(cfg: TrainConfig, participants: list[int], rounds: int) -> d
     return {"loop_round_s": statistics.median(loop), "vectorised_round_s": statistics.median(vec)}
 
 
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and "Z" not in stat.read_text().split()[2]
+
+
+def _steady(values: list[float]) -> float:
+    """Median of the rounds after the first (all of them when there is one)."""
+    return float(statistics.median(values[1:] if len(values) > 1 else values))
+
+
 def deployment(
     cfg: TrainConfig,
     participants: list[int],
     rounds: int,
     nodes: list[int],
     workdir: Path,
+    layout: str,
     no_trainer: bool = False,
 ) -> dict[str, Any]:
-    """Idle node memory, Flower floor (noop) and real rounds on a 20-node local federation."""
+    """One layout on a local federation of ``nodes``: idle node memory, Flower's floor (noop
+    rounds before and after the real ones) and the real rounds with their slowest training."""
     port = free_port_block(ports_needed(len(nodes)), start=9700)
     c = cfg.model_copy(update={"rounds": rounds})
-    out: dict[str, Any] = {"nodes": len(nodes)}
+    out: dict[str, Any] = {"layout": layout, "nodes": len(nodes), "load_before": os.getloadavg()}
     t0 = time.perf_counter()
     with LocalFederation(
-        n_nodes=len(nodes), node_types=nodes, superlink_port=port, workdir=workdir
+        n_nodes=len(nodes),
+        node_types=nodes,
+        superlink_port=port,
+        workdir=workdir / layout,
+        layout=layout,
     ) as fed:
         out["start_s"] = time.perf_counter() - t0
         time.sleep(5.0)
@@ -112,7 +133,8 @@ def deployment(
         out["idle_supernode_mb"] = statistics.mean(
             p["rss_mb"] for p in st if p["role"] == "supernode"
         )
-        out["idle_trainer_mb"] = statistics.mean(p["rss_mb"] for p in st if p["role"] == "trainer")
+        trainers = [p["rss_mb"] for p in st if p["role"] == "trainer"]
+        out["idle_trainer_mb"] = statistics.mean(trainers) if trainers else 0.0
         out["superlink_mb"] = sum(p["rss_mb"] for p in st if p["role"] == "superlink")
         # floor, real, floor again: the floor brackets the real run (load drifts on a shared host)
         floor = run_app(fed, tuple(participants), c, noop=True)
@@ -124,38 +146,89 @@ def deployment(
         out["train_max_s"] = real["train_seconds_max"]
         out["discover_s"] = [floor["discover_seconds"], real["discover_seconds"]]
         out["epsilon"] = real["epsilon"]
+        out["after_rounds_node_mb"] = fed.idle_node_memory_mb()
         pids = fed.all_pids()
-    if no_trainer:
+    if no_trainer and layout == "subprocess":
         with LocalFederation(
             n_nodes=len(nodes),
             node_types=nodes,
             superlink_port=port,
             workdir=workdir / "no-trainer",
             trainer=False,
+            layout="subprocess",
         ) as fed:
             plain = run_app(fed, tuple(participants), c)
             out["no_trainer_round_s"] = plain["round_seconds"]
             out["no_trainer_train_max_s"] = plain["train_seconds_max"]
             pids |= fed.all_pids()
-    out["left_running"] = len(
-        [
-            p
-            for p in pids
-            if Path(f"/proc/{p}").exists()
-            and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]
-        ]
-    )
+    out["load_after"] = os.getloadavg()
+    out["left_running"] = len([p for p in pids if _alive(p)])
+    floor_s = [*out["floor_round_s"][1:], *out["floor_after_round_s"][1:]]
+    out["row"] = {
+        "layout": layout,
+        "nodes": len(nodes),
+        "round_s": _steady(out["real_round_s"]),
+        "slowest_training_s": _steady(out["train_max_s"]),
+        "floor_s": float(statistics.median(floor_s or out["floor_round_s"])),
+        "idle_edge_rss_mib": out["idle_node_mb"],
+    }
     return out
 
 
+def verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Issue 27's targets, from the two layouts measured in this run."""
+    old, new = rows["subprocess"], rows["warm"]
+    round_limit = max(10.0, old["round_s"] / 4.0)
+    return {
+        "round_limit_s": round_limit,
+        "round_met": new["round_s"] <= round_limit,
+        "floor_limit_s": old["floor_s"] / 3.0,
+        "floor_met": new["floor_s"] <= old["floor_s"] / 3.0,
+        "rss_limit_mib": 300.0,
+        "rss_met": new["idle_edge_rss_mib"] <= 300.0,
+        "round_speedup": old["round_s"] / new["round_s"],
+        "floor_speedup": old["floor_s"] / new["floor_s"],
+    }
+
+
+def print_layouts(console: Console, runs: list[dict[str, Any]], participants: list[int]) -> None:
+    """One column per layout."""
+    t = Table(title=f"Flower deployment engine, K={participants}: median of rounds 2..R")
+    t.add_column("measure")
+    for d in runs:
+        t.add_column(d["layout"])
+    rows = [
+        ("real round (s)", lambda d: f"{d['row']['round_s']:.2f}"),
+        ("slowest participant's training (s)", lambda d: f"{d['row']['slowest_training_s']:.3f}"),
+        ("Flower floor, no-work ClientApp (s)", lambda d: f"{d['row']['floor_s']:.2f}"),
+        ("idle edge node RSS (MiB)", lambda d: f"{d['row']['idle_edge_rss_mib']:.0f}"),
+        (
+            "  SuperNode (+ children) / trainer (MiB)",
+            lambda d: f"{d['idle_supernode_mb']:.0f} / {d['idle_trainer_mb']:.0f}",
+        ),
+        ("edge node RSS after the rounds (MiB)", lambda d: f"{d['after_rounds_node_mb']:.0f}"),
+        ("SuperLink + its SuperExec (MiB)", lambda d: f"{d['superlink_mb']:.0f}"),
+        (
+            "first round: floor / real (s)",
+            lambda d: f"{d['floor_round_s'][0]:.2f} / {d['real_round_s'][0]:.2f}",
+        ),
+        ("federation start (s)", lambda d: f"{d['start_s']:.1f}"),
+        (
+            "load average before / after",
+            lambda d: f"{d['load_before'][0]:.1f} / {d['load_after'][0]:.1f}",
+        ),
+        ("processes left after stop", lambda d: str(d["left_running"])),
+    ]
+    for name, cell in rows:
+        t.add_row(name, *[cell(d) for d in runs])
+    console.print(t)
+
+
 def main() -> None:
-    """Run the three measurements and print them."""
+    """Run the measurements and print them."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--rounds",
-        type=int,
-        default=4,
-        help="Flower rounds per measurement (first one reported apart)",
+        "--rounds", type=int, default=5, help="FedAvg rounds per run (medians of rounds 2..R)"
     )
     ap.add_argument("--nodes", default="10,5,5", help="SuperNodes per type")
     ap.add_argument(
@@ -164,9 +237,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--skip-deployment", action="store_true")
     ap.add_argument(
+        "--layouts",
+        default="subprocess,warm",
+        help="edge layouts to compare (mots.training.federation.LAYOUTS), in this order",
+    )
+    ap.add_argument(
         "--compare-no-trainer",
         action="store_true",
-        help="also run the rounds with torch imported in every ClientApp process (no resident trainer)",
+        help="also run the subprocess layout without resident trainers (torch per ClientApp)",
     )
     ap.add_argument("--out", type=Path, default=Path("out/bench/training.json"))
     args = ap.parse_args()
@@ -190,75 +268,32 @@ def main() -> None:
     report["inprocess"] = inprocess_round(cfg, participants, max(3, args.rounds))
     console.print(
         f"In-process FedAvg round, K={participants}: per-client loop "
-        f"{report['inprocess']['loop_round_s']:.3f} s, batched {report['inprocess']['vectorised_round_s']:.3f} s"
+        f"{report['inprocess']['loop_round_s']:.3f} s, "
+        f"batched {report['inprocess']['vectorised_round_s']:.3f} s"
     )
     if not args.skip_deployment:
         wd = Path("out/bench/federation")
-        d = deployment(cfg, participants, args.rounds, nodes, wd, args.compare_no_trainer)
-        steady = slice(1, None) if args.rounds > 1 else slice(0, None)
-        floor = statistics.mean(d["floor_round_s"][steady] + d["floor_after_round_s"][steady])
-        real = statistics.mean(d["real_round_s"][steady])
-        train = statistics.mean(d["train_max_s"][steady])
-        d["summary"] = {
-            "floor_round_s": floor,
-            "real_round_s": real,
-            "slowest_train_s": train,
-            "target_s": 1.1 * (floor + train),
-            "overhead_vs_floor_plus_train": real / (floor + train) - 1.0,
-            "meets_target": real <= 1.1 * (floor + train),
-            "deployment_over_inprocess": real / report["inprocess"]["loop_round_s"],
-            "first_real_round_s": d["real_round_s"][0],
-            "first_floor_round_s": d["floor_round_s"][0],
-        }
-        report["deployment"] = d
-        s = d["summary"]
-        t = Table(
-            title=f"Flower deployment engine, {len(nodes)} SuperNodes, K={participants} (rounds 2..{args.rounds})"
-        )
-        t.add_column("measure")
-        t.add_column("value")
-        rows = [
-            (
-                "idle edge node memory (SuperNode + SuperExec + trainer)",
-                f"{d['idle_node_mb']:.0f} MiB",
-            ),
-            (
-                "  of which SuperNode + SuperExec / trainer",
-                f"{d['idle_supernode_mb']:.0f} / {d['idle_trainer_mb']:.0f} MiB",
-            ),
-            ("SuperLink (+ SuperExec)", f"{d['superlink_mb']:.0f} MiB"),
-            ("Flower floor: round with a no-work ClientApp (before and after)", f"{floor:.2f} s"),
-            (
-                "  floor before / after the real rounds",
-                f"{statistics.mean(d['floor_round_s'][steady]):.2f} / "
-                f"{statistics.mean(d['floor_after_round_s'][steady]):.2f} s",
-            ),
-            ("slowest participant's training", f"{train:.3f} s"),
-            ("real round", f"{real:.2f} s"),
-            (
-                "target 1.1 × (floor + slowest training)",
-                f"{s['target_s']:.2f} s → {'met' if s['meets_target'] else 'MISSED'}",
-            ),
-            (
-                "overhead beyond floor + training",
-                f"{100 * s['overhead_vs_floor_plus_train']:+.1f} %",
-            ),
-            ("deployment / in-process loop round", f"{s['deployment_over_inprocess']:.0f} ×"),
-            (
-                "first round: floor / real",
-                f"{s['first_floor_round_s']:.2f} s / {s['first_real_round_s']:.2f} s",
-            ),
-            ("processes left after stop", str(d["left_running"])),
+        runs = [
+            deployment(cfg, participants, args.rounds, nodes, wd, layout, args.compare_no_trainer)
+            for layout in args.layouts.split(",")
         ]
-        if "no_trainer_round_s" in d:
-            nt = statistics.mean(d["no_trainer_round_s"][steady])
-            s["no_trainer_round_s"] = nt
-            rows.append(
-                ("real round without resident trainers (torch per ClientApp)", f"{nt:.2f} s")
+        report["layouts"] = runs
+        report["rows"] = [d["row"] for d in runs]
+        by_layout = {d["layout"]: d["row"] for d in runs}
+        for d in runs:
+            d["row"]["over_inprocess"] = d["row"]["round_s"] / report["inprocess"]["loop_round_s"]
+        print_layouts(console, runs, participants)
+        if {"subprocess", "warm"} <= set(by_layout):
+            v = verdict(by_layout)
+            report["verdict"] = v
+            console.print(
+                f"warm vs subprocess: round {v['round_speedup']:.1f}× faster "
+                f"(target ≤ {v['round_limit_s']:.2f} s: {'met' if v['round_met'] else 'MISSED'}), "
+                f"floor {v['floor_speedup']:.1f}× lower (target ≤ {v['floor_limit_s']:.2f} s: "
+                f"{'met' if v['floor_met'] else 'MISSED'}), idle RSS "
+                f"{by_layout['warm']['idle_edge_rss_mib']:.0f} MiB (target ≤ 300: "
+                f"{'met' if v['rss_met'] else 'MISSED'})"
             )
-        for a, b in rows:
-            t.add_row(a, b)
-        console.print(t)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     console.print(f"wrote {args.out}")

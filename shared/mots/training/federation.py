@@ -51,6 +51,13 @@ SUPERNODE_START_ATTEMPTS = 3
 under load Flower 1.42's SuperNode gives up activation after a refused attempt (exit code 305)."""
 
 
+LAYOUTS = ("warm", "subprocess")
+"""How an edge node runs its ClientApps: ``warm`` (one process per node, :mod:`mots.training.
+warm_node`: the SuperNode with an in-process SuperExec that keeps torch and the ClientApp loaded)
+or ``subprocess`` (Flower's own: SuperNode, SuperExec, one ``flwr-clientapp`` process per message,
+and a resident trainer per node)."""
+
+
 class FederationError(RuntimeError):
     """The federation could not start, or its state file is missing or unreadable."""
 
@@ -338,7 +345,10 @@ class LocalFederation:
         secure: bool = True,
         policy: VerificationPolicy | None = None,
         trainer_argv: Mapping[int, Sequence[str]] | None = None,
+        layout: str = "warm",
     ) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
         if node_types is None:
             node_types = [0] * 10 + [1] * 5 + [2] * 5 if n_nodes == 20 else [0] * n_nodes
         node_types = [int(t) for t in node_types]
@@ -368,6 +378,9 @@ class LocalFederation:
             else Path(tempfile.mkdtemp(prefix="mots-fed-"))
         )
         self.trainer = trainer
+        self.layout = layout
+        self.warm_options: list[str] = []
+        """Extra options of :mod:`mots.training.warm_node` (e.g. ``--fleet-pull-interval``)."""
         self.start_timeout = start_timeout
         self.secure = secure
         self.policy = policy or VerificationPolicy()
@@ -446,9 +459,15 @@ class LocalFederation:
             f"type-index={node['type_index']}",
             f"client-index={node['client_index']}",
         ]
-        if self.trainer:
+        if self.has_trainer(n):
             pairs.append(f'trainer-socket="{self._socket_path(n)}"')
         return " ".join(pairs)
+
+    def has_trainer(self, n: int) -> bool:
+        """Whether node ``n`` trains through a trainer process of its own: every node in the
+        ``subprocess`` layout (with ``trainer``), only nodes given a ``trainer_argv`` (the
+        attacking trainers of tests) in the ``warm`` layout, whose SuperNode process trains."""
+        return self.trainer and (self.layout == "subprocess" or n in self.trainer_argv)
 
     def node_map(self) -> dict[int, tuple[int, int]]:
         """Flower node id → (type index, client index) of every node, from its registered key
@@ -508,6 +527,7 @@ class LocalFederation:
             "node_types": self.node_types,
             "type_names": self.type_names,
             "trainer": self.trainer,
+            "layout": self.layout,
             "secure": self.secure,
             "policy": self.policy.model_dump(mode="json"),
             "nodes": self.nodes,
@@ -538,16 +558,20 @@ class LocalFederation:
             self._start_superlink()
             if self.secure:
                 self._register_nodes()
-            if self.trainer:
-                for n in range(self.n_nodes):
+            for n in range(self.n_nodes):
+                if self.has_trainer(n):
                     self._start_trainer(n)
             for n in range(self.n_nodes):
                 key = self.node_key_path(n) if self.secure else None
                 self.spawn_supernode(f"supernode-{n:02d}", n, self.node_config(n), key)
             self._wait(self._all_registered, f"{self.n_nodes} SuperNodes to register")
-            if self.trainer:
+            if any(self.has_trainer(n) for n in range(self.n_nodes)):
                 self._wait(
-                    lambda: all(self._socket_path(n).exists() for n in range(self.n_nodes)),
+                    lambda: all(
+                        self._socket_path(n).exists()
+                        for n in range(self.n_nodes)
+                        if self.has_trainer(n)
+                    ),
                     "the resident trainers to listen",
                 )
             self._save()
@@ -606,8 +630,13 @@ class LocalFederation:
     ) -> ProcessInfo:
         """Start a SuperNode against this SuperLink's Fleet API (TLS verified by the CA and,
         with ``private_key``, signing as that key). Tests start extra (attacking) nodes with it."""
+        command = (
+            [sys.executable, "-m", "mots.training.warm_node", *self.warm_options]
+            if self.layout == "warm"
+            else [str(_bin_dir() / "flower-supernode")]
+        )
         argv = [
-            str(_bin_dir() / "flower-supernode"),
+            *command,
             "--superlink",
             self.fleet_address,
             "--port",
@@ -648,14 +677,14 @@ class LocalFederation:
 
             with ControlClient(self.address, self.ca_cert) as control:
                 self.nodes[n]["node_id"] = control.register(key.public_pem, name=f"node-{n:02d}")
+        if trainer_argv is not None and self.trainer:
+            self.trainer_argv[n] = list(trainer_argv)
         config = self.node_config(n)
         if node_config is not None:
-            sock = f' trainer-socket="{self._socket_path(n)}"' if self.trainer else ""
+            sock = f' trainer-socket="{self._socket_path(n)}"' if self.has_trainer(n) else ""
             config = node_config + sock
-        trains = self.trainer and (register or not self.secure)
+        trains = self.has_trainer(n) and (register or not self.secure)
         if trains:
-            if trainer_argv is not None:
-                self.trainer_argv[n] = list(trainer_argv)
             self._start_trainer(n)
         info = self.spawn_supernode(
             f"supernode-{n:02d}", n, config, None if key is None else key.private_key
@@ -847,6 +876,7 @@ class LocalFederation:
             trainer=bool(state["trainer"]),
             secure=bool(state.get("secure", True)),
             policy=VerificationPolicy(**state.get("policy", {})),
+            layout=str(state.get("layout", "subprocess")),
         )
         fed.nodes = list(state["nodes"])
         fed.processes = [ProcessInfo(**p) for p in state["processes"]]
