@@ -1,5 +1,9 @@
 """Starting the Flower SuperNode: TLS to the SuperLink and this device's own key.
 
+The SuperNode runs in the warm node (:mod:`mots.training.warm_node`): one process that is the
+SuperNode and its SuperExec, whose executor runs every ClientApp task on a thread that has Flower,
+torch and the ClientApp's code loaded since the start (no process, import or FAB load per round).
+
 The device's key pair (``MOTS_EDGE_NODE_KEY``) is made on the device on its first start and the
 private key never leaves it; the SuperLink admits the node only once the platform registered the
 public key (``python -m edge.agent node-key`` prints it), and the ServerApp knows the node as the
@@ -17,6 +21,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import sys
 
 from edge.agent.settings import AgentSettings
 
@@ -58,10 +63,13 @@ def client_index(settings: AgentSettings) -> int:
 
 
 def supernode_argv(settings: AgentSettings) -> list[str]:
-    """The ``flower-supernode`` command line: TLS verified by the CA, requests signed by the
-    device's key."""
+    """The edge node's command line: Flower's SuperNode in the warm node (one process: the
+    SuperNode and a warm executor that keeps torch and the ClientApp loaded between rounds,
+    :mod:`mots.training.warm_node`), TLS verified by the CA, requests signed by the device's key."""
     return [
-        "flower-supernode",
+        sys.executable,
+        "-m",
+        "mots.training.warm_node",
         "--superlink",
         settings.superlink_address,
         "--root-certificates",
@@ -91,11 +99,10 @@ def exec_supernode(settings: AgentSettings) -> None:
             "SuperLink's CA certificate; see the README)"
         )
     node_public_key(settings)
-    argv = supernode_argv(settings)
-    exe = shutil.which(argv[0])
-    if exe is None:
+    if shutil.which("flower-supernode") is None:
         raise FileNotFoundError("flower-supernode is not on PATH; install flwr==1.42.0")
-    os.execv(exe, argv)
+    argv = supernode_argv(settings)
+    os.execv(argv[0], argv)
 
 
 def _quote(value: str) -> str:

@@ -271,9 +271,17 @@ def federation() -> None:
     "--trainer/--no-trainer",
     default=True,
     show_default=True,
-    help="a resident trainer per node (torch loaded once)",
+    help="subprocess layout: a resident trainer per node (torch loaded once)",
 )
-def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool) -> None:
+@click.option(
+    "--layout",
+    type=click.Choice(["warm", "subprocess"]),
+    default="warm",
+    show_default=True,
+    help="warm: one process per node (SuperNode + warm executor, torch loaded once); "
+    "subprocess: Flower's SuperExec, a ClientApp process per message (docs/training.md)",
+)
+def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool, layout: str) -> None:
     """Start the SuperLink and the SuperNodes as background processes; `down` stops them all.
 
     \b
@@ -289,15 +297,20 @@ def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool) -> None
         )
     node_types = [i for i, c in enumerate(per_type) for _ in range(c)]
     fed = LocalFederation(
-        n_nodes=nodes, node_types=node_types, superlink_port=port, workdir=workdir, trainer=trainer
+        n_nodes=nodes,
+        node_types=node_types,
+        superlink_port=port,
+        workdir=workdir,
+        trainer=trainer,
+        layout=layout,
     )
     try:
         fed.start()
     except FederationError as err:
         raise click.ClickException(str(err)) from err
     click.echo(
-        f"federation up (TLS, SuperNode authentication): Control API {fed.address}, Fleet API "
-        f"{fed.fleet_address}, {nodes} SuperNodes; state and keys in {workdir}\n"
+        f"federation up (TLS, SuperNode authentication, {layout} layout): Control API "
+        f"{fed.address}, Fleet API {fed.fleet_address}, {nodes} SuperNodes; state and keys in {workdir}\n"
         f"they run in the background: `mots federation down --workdir {workdir}` stops them"
     )
 

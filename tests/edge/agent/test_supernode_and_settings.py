@@ -66,10 +66,12 @@ def test_bad_settings_name_the_variable(
 
 
 def test_supernode_command_carries_the_facts(env: pytest.MonkeyPatch) -> None:
-    """flower-supernode gets the SuperLink, the node config (quoted strings) and the health port."""
+    """The warm node (Flower's SuperNode in one process) gets the SuperLink, the node config
+    (quoted strings) and the health port."""
     env.setenv("MOTS_EDGE_CLIENT_INDEX", "3")
     argv = supernode_argv(AgentSettings())
-    assert argv[:3] == ["flower-supernode", "--superlink", "superlink.mots.svc.cluster.local:9092"]
+    assert argv[1:3] == ["-m", "mots.training.warm_node"]
+    assert argv[3:5] == ["--superlink", "superlink.mots.svc.cluster.local:9092"]
     assert "--insecure" not in argv
     assert argv[argv.index("--root-certificates") + 1] == "/var/lib/mots/ca/ca.crt"
     assert (
