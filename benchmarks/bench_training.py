@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import time
@@ -37,7 +38,7 @@ from rich.table import Table
 from torch.nn import functional as F
 
 from mots.training.config import TrainConfig
-from mots.training.deployment import run_app
+from mots.training.deployment import DeploymentError, run_app
 from mots.training.federation import LocalFederation, free_port_block, ports_needed
 from mots.training.inprocess import _loop_rounds, prepare, run_inprocess
 from mots.training.local import batch_indices, torch_threads, train_local
@@ -100,7 +101,9 @@ def _alive(pid: int) -> bool:
 
 
 def _steady(values: list[float]) -> float:
-    """Median of the rounds after the first (all of them when there is one)."""
+    """Median of the rounds after the first (all of them when there is one; NaN for none)."""
+    if not values:
+        return math.nan
     return float(statistics.median(values[1:] if len(values) > 1 else values))
 
 
@@ -137,15 +140,15 @@ def deployment(
         out["idle_trainer_mb"] = statistics.mean(trainers) if trainers else 0.0
         out["superlink_mb"] = sum(p["rss_mb"] for p in st if p["role"] == "superlink")
         # floor, real, floor again: the floor brackets the real run (load drifts on a shared host)
-        floor = run_app(fed, tuple(participants), c, noop=True)
-        real = run_app(fed, tuple(participants), c)
-        floor_after = run_app(fed, tuple(participants), c, noop=True)
-        out["floor_round_s"] = floor["round_seconds"]
-        out["floor_after_round_s"] = floor_after["round_seconds"]
-        out["real_round_s"] = real["round_seconds"]
-        out["train_max_s"] = real["train_seconds_max"]
-        out["discover_s"] = [floor["discover_seconds"], real["discover_seconds"]]
-        out["epsilon"] = real["epsilon"]
+        out["errors"] = []
+        floor = _run(fed, participants, c, True, out["errors"])
+        real = _run(fed, participants, c, False, out["errors"])
+        floor_after = _run(fed, participants, c, True, out["errors"])
+        out["floor_round_s"] = floor.get("round_seconds", [])
+        out["floor_after_round_s"] = floor_after.get("round_seconds", [])
+        out["real_round_s"] = real.get("round_seconds", [])
+        out["train_max_s"] = real.get("train_seconds_max", [])
+        out["epsilon"] = real.get("epsilon", math.nan)
         out["after_rounds_node_mb"] = fed.idle_node_memory_mb()
         pids = fed.all_pids()
     if no_trainer and layout == "subprocess":
@@ -169,10 +172,24 @@ def deployment(
         "nodes": len(nodes),
         "round_s": _steady(out["real_round_s"]),
         "slowest_training_s": _steady(out["train_max_s"]),
-        "floor_s": float(statistics.median(floor_s or out["floor_round_s"])),
+        "floor_s": float(statistics.median(floor_s)) if floor_s else math.nan,
         "idle_edge_rss_mib": out["idle_node_mb"],
     }
+    if out["errors"]:
+        out["row"]["error"] = "; ".join(e[:300] for e in out["errors"])
     return out
+
+
+def _run(
+    fed: LocalFederation, participants: list[int], c: TrainConfig, noop: bool, errors: list[str]
+) -> dict[str, Any]:
+    """One run's result; a failed run (e.g. every ClientApp too slow to start on an overloaded
+    host) is recorded in ``errors`` and measured as nothing, so the other layout still runs."""
+    try:
+        return run_app(fed, tuple(participants), c, noop=noop)
+    except DeploymentError as err:
+        errors.append(f"{'floor' if noop else 'real'} run: {err}")
+        return {}
 
 
 def verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -189,6 +206,10 @@ def verdict(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "round_speedup": old["round_s"] / new["round_s"],
         "floor_speedup": old["floor_s"] / new["floor_s"],
     }
+
+
+def _first(values: list[float]) -> float:
+    return values[0] if values else math.nan
 
 
 def print_layouts(console: Console, runs: list[dict[str, Any]], participants: list[int]) -> None:
@@ -218,6 +239,7 @@ def print_layouts(console: Console, runs: list[dict[str, Any]], participants: li
             lambda d: f"{d['load_before'][0]:.1f} / {d['load_after'][0]:.1f}",
         ),
         ("processes left after stop", lambda d: str(d["left_running"])),
+        ("errors", lambda d: "; ".join(e[:60] for e in d["errors"]) or "none"),
     ]
     for name, cell in rows:
         t.add_row(name, *[cell(d) for d in runs])

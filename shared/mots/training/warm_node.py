@@ -132,7 +132,6 @@ def run_clientapp_task(spec: Any, apps: ClientAppCache) -> str:
         RuntimeTokenHttpInterceptor,
         RuntimeVersionHttpInterceptor,
     )
-    from flwr.supercore.retry import make_simple_http_retry_invoker
     from flwr.supercore.runtime import RuntimeHttpClient
     from flwr.supernode.runtime.run_clientapp import (
         pull_task_input,
@@ -140,7 +139,7 @@ def run_clientapp_task(spec: Any, apps: ClientAppCache) -> str:
         push_task_output,
     )
 
-    retry = make_simple_http_retry_invoker()
+    retry = task_retry_invoker()
     client = RuntimeHttpClient.from_server_address(
         server_address=spec.runtime_api_address,
         insecure=spec.insecure,
@@ -180,6 +179,25 @@ def run_clientapp_task(spec: Any, apps: ClientAppCache) -> str:
             heartbeat.stop()
         client.close()
     return str(status)
+
+
+def task_retry_invoker() -> Any:
+    """Flower's Runtime API retry policy, except that a refused token (401) fails the task:
+    Flower's policy SIGINTs its own process then, which ends a one-task ``flwr-clientapp`` but would
+    end the whole node here."""
+    import httpx
+    from flwr.supercore.retry import make_simple_http_retry_invoker
+
+    retry = make_simple_http_retry_invoker()
+    flower_giveup = retry.should_giveup
+
+    def should_giveup(exc: Exception) -> bool:
+        if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 401:
+            return True
+        return bool(flower_giveup(exc)) if flower_giveup is not None else False
+
+    retry.should_giveup = should_giveup
+    return retry
 
 
 def _read(path: str | None) -> bytes | None:
