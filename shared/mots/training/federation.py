@@ -770,10 +770,14 @@ class LocalFederation:
             time.sleep(0.3)
 
     def _all_registered(self) -> bool:
+        """Every SuperNode registered (and, warm, has torch and the ClientApp loaded)."""
+        from mots.training.warm_node import READY_LINE
+
         for p in self.processes:
-            if p.role == "supernode" and "SuperNode ID" not in Path(p.log).read_text(
-                errors="replace"
-            ):
+            if p.role != "supernode":
+                continue
+            text = Path(p.log).read_text(errors="replace")
+            if "SuperNode ID" not in text or (self.layout == "warm" and READY_LINE not in text):
                 return False
         return True
 

@@ -48,6 +48,8 @@ a task waits at most this long for the executor; each poll is one loopback HTTP 
 DEFAULT_RUNTIME_PORT = 9094
 FLEET_PULL_SLEEP_S = 3.0
 """What Flower 1.42's SuperNode sleeps after a Fleet pull that found no message (fixed in code)."""
+READY_LINE = "warm node: preloaded"
+"""Logged once torch and the ClientApp's imports are loaded (the node's first task waits for it)."""
 _AUTH_METHODS = frozenset({"/flwr.proto.Runtime/AcquireTask"})
 
 
@@ -441,17 +443,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     log.addHandler(handler)  # Flower logs through its own handler; the root stays unconfigured
     log.setLevel(logging.INFO)
     log.propagate = False
-    started = time.perf_counter()
-    preload()
-    log.info("warm node: preloaded in %.1f s", time.perf_counter() - started)
     host = _option(flower_args, "--host", "127.0.0.1") or "127.0.0.1"
     port = int(_option(flower_args, "--port", str(DEFAULT_RUNTIME_PORT)) or DEFAULT_RUNTIME_PORT)
     apps = ClientAppCache()
     executor = WarmExecutor(lambda spec: run_clientapp_task(spec, apps))
     stop = threading.Event()
 
-    def _superexec() -> None:
+    def _superexec() -> None:  # preloads while the SuperNode connects, then takes tasks
         try:
+            started = time.perf_counter()
+            preload()
+            log.info("%s in %.1f s", READY_LINE, time.perf_counter() - started)
             superexec_loop(f"{host}:{port}", secret, executor, poll_s, stop)
         finally:
             secret_path.unlink(missing_ok=True)

@@ -174,7 +174,9 @@ def _fake_supernode(tmp_path: Path, failures: int) -> list[str]:
 
 def test_supernode_that_fails_to_activate_is_started_again(tmp_path: Path) -> None:
     """A SuperNode exiting before it registers is restarted (up to SUPERNODE_START_ATTEMPTS)."""
-    fed = LocalFederation(n_nodes=1, workdir=tmp_path / "fed", start_timeout=30)
+    fed = LocalFederation(
+        n_nodes=1, workdir=tmp_path / "fed", start_timeout=30, layout="subprocess"
+    )
     (tmp_path / "fed" / "logs").mkdir(parents=True)
     try:
         fed._spawn("supernode", "supernode-00", _fake_supernode(tmp_path, 1), tmp_path / "home")
@@ -187,7 +189,9 @@ def test_supernode_that_fails_to_activate_is_started_again(tmp_path: Path) -> No
 
 def test_supernode_that_keeps_failing_is_reported(tmp_path: Path) -> None:
     """After SUPERNODE_START_ATTEMPTS failures the start fails, naming the node and its log."""
-    fed = LocalFederation(n_nodes=1, workdir=tmp_path / "fed", start_timeout=30)
+    fed = LocalFederation(
+        n_nodes=1, workdir=tmp_path / "fed", start_timeout=30, layout="subprocess"
+    )
     (tmp_path / "fed" / "logs").mkdir(parents=True)
     try:
         fed._spawn("supernode", "supernode-00", _fake_supernode(tmp_path, 99), tmp_path / "home")
