@@ -34,6 +34,7 @@ import httpx
 import uvloop
 
 from benchmarks.raw_http import exchange
+from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.money import to_micros
@@ -46,7 +47,8 @@ from services.market.models import Client
 
 PRICE = Decimal("1.250000")
 WARMUP = 200
-OPERATOR = {"Authorization": "Bearer dev-operator-token"}
+OPERATOR = {"Authorization": f"Bearer {process_secrets().operator_token}"}
+"""This process's operator token (set in its environment: the market and Settings read it)."""
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 
 

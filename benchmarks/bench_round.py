@@ -23,10 +23,11 @@ import httpx
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
+from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
-from mots.platform.settings import DEV_OPERATOR_TOKEN
 
-OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+OPERATOR_TOKEN = process_secrets().operator_token
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
 def main() -> None:
@@ -59,7 +60,7 @@ def main() -> None:
         stack.start(timeout_s=180)
         market = httpx.Client(base_url=stack.url("market"), timeout=60)
         orch = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
-        agents = register_population(market, DEMO_TYPES, DEV_OPERATOR_TOKEN, deposit="1000")
+        agents = register_population(market, DEMO_TYPES, OPERATOR_TOKEN, deposit="1000")
         utility = PowerUtility.model_validate(DEMO_UTILITY)
         for _ in range(args.rounds):
             round_id = orch.post("/v1/rounds", headers=OPERATOR).json()["round_id"]

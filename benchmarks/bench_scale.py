@@ -34,11 +34,12 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.raw_http import exchange
+from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
-from mots.platform.settings import DEV_OPERATOR_TOKEN
 
-OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
-OPERATOR_LINE = f"Authorization: Bearer {DEV_OPERATOR_TOKEN}\r\n"
+OPERATOR_TOKEN = process_secrets().operator_token
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+OPERATOR_LINE = f"Authorization: Bearer {OPERATOR_TOKEN}\r\n"
 PG_ADMIN = os.environ.get("MOTS_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 TYPES = [  # name, share of N, D_i (small per-client data), C_i
     ("small", 2, 8, "0.08"),

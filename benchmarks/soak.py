@@ -40,10 +40,11 @@ from mots.client import MarketError
 from mots.economics.utility import PowerUtility
 from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY
+from mots.local.keys import process_secrets
 from mots.local.launcher import RedisServer, Stack, exit_on_sigterm
-from mots.platform.settings import DEV_OPERATOR_TOKEN
 
-OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+OPERATOR_TOKEN = process_secrets().operator_token
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 WRONG_PRIOR = {"eps0": 0.45, "d_gamma2": 60.0, "sigma2": 0.05}
 """The old prior the issue asks the soak to start from (the calibrated one is (0.65, 39.4, 0))."""
 PHASES = ("collecting", "training", "evaluating", "settling")
@@ -357,7 +358,7 @@ def churn(soak: Soak, round_id: int, members: list[Agent]) -> None:
             soak.agents.extend(
                 retrying(
                     "registration",
-                    lambda: register_population(http, [t], DEV_OPERATOR_TOKEN, "1000"),
+                    lambda: register_population(http, [t], OPERATOR_TOKEN, "1000"),
                 )
             )
     elif round_id % 3 == 1 and round_id > 1:
@@ -571,7 +572,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         redis.start()
         stack.start(timeout_s=180, services=("market",))
         with soak.http("market") as http:  # the population first: the schedule opens at once
-            soak.agents = register_population(http, DEMO_TYPES, DEV_OPERATOR_TOKEN, "1000")
+            soak.agents = register_population(http, DEMO_TYPES, OPERATOR_TOKEN, "1000")
         stack.start(timeout_s=180, services=("pricing", "evaluation", "orchestration"))
         soak.note_processes()
         with Progress(console=console) as progress:

@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 
 from benchmarks.integrity.money import OPERATOR, Attack, MoneyPlatform, attack
+from mots.local.keys import process_secrets
 from mots.platform import tokens
-from mots.platform.settings import DEV_TOKEN_SECRET
 
 GREEDY = {"name": "greedy", "type_name": "type-1", "data_size": 50, "cost": "1000000000"}
 MAX_TYPES = 32
@@ -73,7 +73,7 @@ def anonymous_registration(p: MoneyPlatform) -> Attack:
         (
             "expired token",
             GREEDY,
-            {"Authorization": f"Bearer {tokens.sign(1, now - 1, DEV_TOKEN_SECRET)}"},
+            {"Authorization": f"Bearer {tokens.sign(1, now - 1, process_secrets().token_secret)}"},
         ),
     ]
     for what, body, headers in tries:

@@ -36,11 +36,12 @@ import httpx
 
 from benchmarks.integrity.suite import SuiteResult
 from mots.local.agents import Agent, register_population
+from mots.local.keys import process_secrets
 from mots.local.launcher import SERVICES_WITH_API, Stack
 from mots.platform.schemas import TERMINAL_STATES, QuoteOut, Strategy
-from mots.platform.settings import DEV_OPERATOR_TOKEN
 
-OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+OPERATOR_TOKEN = process_secrets().operator_token
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
 """JSON literals Python's parser accepts that no client may send (1e400 overflows to inf)."""
 HONEST_TYPES = [
@@ -423,7 +424,7 @@ def start(workdir: Path, database_urls: dict[str, str] | None = None, **env: str
     clients = {s: httpx.Client(base_url=stack.url(s), timeout=60) for s in ("market", "pricing")}
     orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
     try:
-        honest = register_population(clients["market"], HONEST_TYPES, DEV_OPERATOR_TOKEN, "10")
+        honest = register_population(clients["market"], HONEST_TYPES, OPERATOR_TOKEN, "10")
     except BaseException:
         stop(MoneyPlatform(stack, clients["market"], clients["pricing"], orchestration, []))
         raise

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
-from mots.platform import tokens
+from mots.platform import revocation, tokens
 from mots.platform.batching import MicroBatcher
 from mots.platform.settings import PlatformSettings
 from services.market.models import Client
@@ -35,6 +35,14 @@ def issue_token(client_id: int, settings: PlatformSettings) -> tuple[str, int]:
     """A fresh signed token for ``client_id`` and its expiry (Unix seconds)."""
     expires_at = int(time.time()) + settings.token_ttl_s
     return tokens.sign(client_id, expires_at, settings.token_secret.get_secret_value()), expires_at
+
+
+def publish_dead(settings: PlatformSettings, token_verifier: str, reason: str) -> None:
+    """Put a token the market is replacing on the revocation list every service reads, until
+    the latest it could expire (inside the replacing transaction: if Redis fails, nothing is
+    replaced and the request fails)."""
+    until = time.time() + settings.token_ttl_s
+    revocation.publish(settings.redis_url, settings.redis_key_prefix, token_verifier, reason, until)
 
 
 def hash_token(token: str) -> str:

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Path, Request, status
 
-from mots.platform import tokens
 from mots.platform.batching import MicroBatcher
 from mots.platform.deps import (
     CeleryDep,
@@ -22,7 +21,7 @@ from mots.platform.deps import (
     SessionFactoryDep,
     app_settings,
     bearer,
-    client_claim,
+    live_claim,
     unauthorized,
 )
 from mots.platform.schemas import MAX_ID
@@ -69,11 +68,10 @@ def forget_client(request: Request, client_id: int) -> None:
         known.pop(verifier, None)
 
 
-def _verified(request: Request, token: str) -> None:
-    """401 unless the token's signature verifies and it has not expired (no database needed)."""
-    claim = client_claim(token, request.app.state.settings)
-    if isinstance(claim, tokens.Invalid):
-        raise unauthorized(f"Authorization: {claim.value}")
+async def _verified(request: Request, token: str) -> None:
+    """401 unless the token's signature verifies, it has not expired and it is not on the
+    revocation list (no database needed; a remembered token is refused within seconds)."""
+    await live_claim(request, token)
 
 
 async def any_client(request: Request, credentials: Credentials) -> Client:
@@ -83,7 +81,7 @@ async def any_client(request: Request, credentials: Credentials) -> Client:
     """
     if credentials is None:
         raise unauthorized("Authorization: a bearer token is required")
-    _verified(request, credentials.credentials)
+    await _verified(request, credentials.credentials)
     verifier = hash_token(credentials.credentials)
     known = _remembered(request)
     client = known.get(verifier)
@@ -140,7 +138,7 @@ async def caller(request: Request) -> Caller:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise unauthorized("Authorization: a bearer token is required")
-    _verified(request, token)
+    await _verified(request, token)
     verifier = hash_token(token)
     client = _remembered(request).get(verifier)
     if client is not None:

@@ -107,8 +107,11 @@ WORKDIR_OPTION = click.option(
 def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
     """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all.
 
-    Prints every service's URL, Prometheus's and the operator token, and writes them to
-    WORKDIR/endpoints.json, which `mots market` and `mots rounds` read by default.
+    Prints every service's URL and Prometheus's, and writes them with the operator token to
+    WORKDIR/endpoints.json (mode 600), which `mots market` and `mots rounds` read by default.
+    The operator token and the key that signs client tokens are generated at the workdir's
+    first start into WORKDIR/secrets.env (mode 600; the token is shown that once) and reused
+    after: no platform runs with a built-in secret.
 
     \b
     Example:
@@ -116,8 +119,8 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
       mots market --workdir /tmp/mots quote
     """
     from mots.local.demo import start_redis
+    from mots.local.keys import SECRETS_FILE, workdir_secrets
     from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm
-    from mots.platform.settings import PlatformSettings
 
     exit_on_sigterm()
     workdir = workdir.resolve()
@@ -126,11 +129,14 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
             f"{workdir / PIDS_FILE}: a platform is already running there "
             f"(`mots platform down --workdir {workdir}` stops it)"
         )
-    token = PlatformSettings().operator_token.get_secret_value()
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    keys, created = workdir_secrets(workdir)
     redis_url, redis_proc = start_redis(workdir)
     stack = Stack(
-        workdir=workdir, redis_url=redis_url, ports={} if free_ports else dict(FIXED_PORTS)
+        workdir=workdir,
+        redis_url=redis_url,
+        ports={} if free_ports else dict(FIXED_PORTS),
+        extra_env=keys.env,
     )
     died: list[str] = []
     try:
@@ -142,11 +148,15 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
             else None
         )
         pids = [p.popen.pid for p in stack.processes] + ([redis_proc.pid] if redis_proc else [])
-        endpoints = {**urls, "operator_token": token}
+        endpoints = {**urls, "operator_token": keys.operator_token}
         _write_json(workdir / PIDS_FILE, {"pid": os.getpid(), "pids": pids, "urls": urls})
         _write_json(workdir / ENDPOINTS_FILE, endpoints)
-        for name, url in endpoints.items():
+        for name, url in urls.items():
             click.echo(f"{name:<15} {url if url is not None else '-'}")
+        shown = keys.operator_token if created else f"in {workdir / SECRETS_FILE}"
+        click.echo(f"{'operator_token':<15} {shown}")
+        if created:
+            click.echo(f"{'':<15} (shown once; kept in {workdir / SECRETS_FILE}, mode 600)")
         click.echo(f"endpoints       {workdir / ENDPOINTS_FILE}")
         click.echo(f"Ctrl-C (or `mots platform down --workdir {workdir}`) stops everything.")
         while all(p.popen.poll() is None for p in stack.processes):
@@ -231,10 +241,11 @@ def _alive(workdir: Path) -> bool:
 
 
 def _write_json(path: Path, data: Mapping[str, object]) -> None:
-    """Write ``data`` atomically (readers never see half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
+    """Write ``data`` atomically (readers never see half a file), readable by its owner only
+    (endpoints.json holds the operator token)."""
+    from mots.local.keys import write_private
+
+    write_private(path, json.dumps(data, indent=1) + "\n")
 
 
 commands: list[click.Command] = [demo, platform]

@@ -23,6 +23,7 @@ from mots.cli.progress import round_bar
 from mots.client import MarketClient, ModelIntegrityError
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
+from mots.local.keys import process_secrets
 from mots.local.launcher import (
     PROMETHEUS_BINARY,
     RedisServer,
@@ -31,7 +32,6 @@ from mots.local.launcher import (
     listening,
 )
 from mots.platform.schemas import Strategy
-from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.training.progress import RoundProgress
 
 DEMO_TYPES: list[dict[str, Any]] = [
@@ -199,11 +199,12 @@ def run_demo(
             prometheus = stack.start_prometheus(interval="1s")
             print(f"Prometheus scraping every service at {prometheus}", flush=True)
         market = MarketClient(stack.url("market"), timeout_s=60)
-        operator = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+        operator_token = process_secrets().operator_token
+        operator = {"Authorization": f"Bearer {operator_token}"}
         orchestration = httpx.Client(
             base_url=stack.url("orchestration"), timeout=60, headers=operator
         )
-        agents = register_population(market, DEMO_TYPES, DEV_OPERATOR_TOKEN)
+        agents = register_population(market, DEMO_TYPES, operator_token)
         print(f"registered {len(agents)} clients and funded their wallets", flush=True)
         r = orchestration.post("/v1/rounds", headers=operator)
         r.raise_for_status()
@@ -231,7 +232,7 @@ def run_demo(
                 ok, size = False, 0
             summary["buyer_download_verified"] = ok
             print(f"a buyer downloaded the model ({size} bytes), sha256 verified: {ok}")
-        check = market.with_token(DEV_OPERATOR_TOKEN).ledger_check()
+        check = market.with_token(operator_token).ledger_check()
         summary["ledger"] = check.model_dump(mode="json")
         print(
             f"ledger: {check.transactions} transactions, total {check.total}, "

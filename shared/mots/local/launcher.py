@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from mots.local.keys import process_secrets
+
 SERVICES_WITH_API = ("market", "pricing", "orchestration")
 PROMETHEUS_BINARY = "/usr/bin/prometheus"
 WORKERS = ("market", "pricing", "orchestration", "evaluation")
@@ -140,6 +142,11 @@ class Stack:
     processes: list[Process] = field(default_factory=list)
     python: str = sys.executable
 
+    @property
+    def operator_token(self) -> str:
+        """The operator token its services run with."""
+        return self.env("market")["MOTS_OPERATOR_TOKEN"]
+
     def url(self, service: str) -> str:
         """Base URL of a service's API (``market``, ``pricing``, ``orchestration``)."""
         return f"http://127.0.0.1:{self.ports[service]}"
@@ -151,6 +158,7 @@ class Stack:
     def env(self, service: str) -> dict[str, str]:
         """The environment a service's processes get."""
         env = dict(os.environ)
+        env.update(process_secrets().env)
         env.update(
             {
                 "MOTS_REDIS_URL": self.redis_url,

@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform import tokens
+from mots.platform.revocation import RevocationList
 from mots.platform.settings import PlatformSettings
 
 bearer = HTTPBearer(
@@ -68,7 +69,26 @@ def client_claim(token: str, settings: PlatformSettings) -> tokens.Claim | token
     return tokens.verify(token, settings.token_secret.get_secret_value(), time.time())
 
 
-async def operator(credentials: Credentials, settings: SettingsDep) -> None:
+_DEAD = {
+    "rotated": "the token was replaced by a newer one (rotated or reissued); use that",
+    "revoked": "the token was revoked",
+}
+
+
+async def live_claim(request: Request, token: str) -> tokens.Claim:
+    """A client token's claim if it verifies, has not expired and is not on the revocation
+    list (:mod:`mots.platform.revocation`, read by every service); 401 otherwise."""
+    claim = client_claim(token, request.app.state.settings)
+    if isinstance(claim, tokens.Invalid):
+        raise unauthorized(f"Authorization: {claim.value}")
+    revocations: RevocationList = request.app.state.revocations
+    why = await revocations.why_dead(token)
+    if why is not None:
+        raise unauthorized(f"Authorization: {_DEAD.get(why, 'the token is no longer valid')}")
+    return claim
+
+
+async def operator(request: Request, credentials: Credentials, settings: SettingsDep) -> None:
     """Admit only the platform operator, whose token is ``MOTS_OPERATOR_TOKEN``: 401 without a
     valid token, 403 for a valid client token (it has no right here)."""
     if credentials is not None and is_operator(
@@ -78,6 +98,7 @@ async def operator(credentials: Credentials, settings: SettingsDep) -> None:
     if credentials is not None and isinstance(
         client_claim(credentials.credentials, settings), tokens.Claim
     ):
+        await live_claim(request, credentials.credentials)  # a dead token: 401, not 403
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, "Authorization: this call needs the operator token"
         )
@@ -96,20 +117,18 @@ class Principal:
         return self.client_id is None
 
 
-async def client_or_operator(credentials: Credentials, settings: SettingsDep) -> Principal:
-    """The operator or a client whose signed token verifies and has not expired (401 otherwise).
-
-    Stateless (for services without the market's database): a token the market has rotated or
-    revoked is still admitted here until it expires (``MOTS_TOKEN_TTL_S``).
-    """
+async def client_or_operator(
+    request: Request, credentials: Credentials, settings: SettingsDep
+) -> Principal:
+    """The operator or a client whose signed token verifies, has not expired and is not on the
+    revocation list (401 otherwise): without the market's database, a token the market rotated
+    or revoked is refused within seconds (:mod:`mots.platform.revocation`)."""
     if credentials is None:
         raise unauthorized("Authorization: a bearer token is required")
     token = credentials.credentials
     if is_operator(token, settings.operator_token.get_secret_value()):
         return Principal(None)
-    claim = client_claim(token, settings)
-    if isinstance(claim, tokens.Invalid):
-        raise unauthorized(f"Authorization: {claim.value}")
+    claim = await live_claim(request, token)
     return Principal(claim.client_id)
 
 

@@ -4,7 +4,8 @@ A token is ``mots.<client id>.<expiry, Unix s>.<nonce>.<HMAC-SHA256>``, the MAC 
 four parts under ``MOTS_TOKEN_SECRET`` (shared by the services). Pricing and orchestration check
 the MAC and the expiry (stateless, microseconds); the market also checks that the token is the
 client's current one (its SHA-256 is stored, so a rotated or revoked token is refused there at
-once, and elsewhere at its expiry, ``MOTS_TOKEN_TTL_S``).
+once, and every service within seconds through the revocation list,
+:mod:`mots.platform.revocation`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from mots.platform.problems import (
     complete_problem_docs,
     install_problem_handlers,
 )
+from mots.platform.revocation import RevocationList
 from mots.platform.settings import PlatformSettings
 
 API_VERSION = "1"
@@ -112,6 +113,7 @@ def service_app(
         responses=PROBLEM_RESPONSES,
     )
     app.state.settings = settings
+    app.state.revocations = RevocationList(settings.redis_url, settings.redis_key_prefix)
     for name, value in (state or {}).items():
         setattr(app.state, name, value)
     for router in routers:

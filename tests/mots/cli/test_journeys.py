@@ -88,12 +88,19 @@ def _json(*args: str, **env: str | None) -> object:
 
 
 def test_endpoints_file_names_every_service_and_the_operator_token(workdir: Path) -> None:
-    """endpoints.json: the three APIs, Prometheus (off here: null) and the dev operator token;
+    """endpoints.json: the three APIs, Prometheus (off here: null) and the workdir's own operator
+    token (generated, never a built-in one; endpoints.json and secrets.env are mode 600);
     `mots market config` reads it by default."""
     endpoints = json.loads((workdir / "endpoints.json").read_text())
     assert set(endpoints) == {"market", "pricing", "orchestration", "prometheus", "operator_token"}
     assert endpoints["prometheus"] is None
-    assert endpoints["operator_token"] == "dev-operator-token"
+    assert endpoints["operator_token"] != "dev-operator-token"
+    assert len(endpoints["operator_token"]) >= 32
+    secrets_env = (workdir / "secrets.env").read_text()
+    assert f"MOTS_OPERATOR_TOKEN={endpoints['operator_token']}\n" in secrets_env
+    assert "dev-token-secret" not in secrets_env
+    for name in ("endpoints.json", "secrets.env"):
+        assert (workdir / name).stat().st_mode & 0o777 == 0o600
     shown = _json("market", "config", MOTS_WORKDIR=str(workdir))
     assert isinstance(shown, dict)
     assert shown["settings"]["market_url"] == endpoints["market"]

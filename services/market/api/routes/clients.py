@@ -37,7 +37,7 @@ from services.market.api.deps import (
     SettingsDep,
     forget_client,
 )
-from services.market.auth import hash_token, issue_token, new_token
+from services.market.auth import hash_token, issue_token, new_token, publish_dead
 from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
 from services.market.errors import Conflict, NotFound
@@ -287,7 +287,9 @@ def list_clients(
     return page_of(rows, limit, key=lambda c: c.id)
 
 
-def _set_status(factory: SessionFactoryDep, client_id: int, to: str, revoke: bool) -> ClientOut:
+def _set_status(
+    factory: SessionFactoryDep, settings: Settings, client_id: int, to: str, revoke: bool
+) -> ClientOut:
     def work(session: Session) -> ClientOut:
         row = session.get(Client, client_id, with_for_update=True)
         if row is None:
@@ -298,6 +300,7 @@ def _set_status(factory: SessionFactoryDep, client_id: int, to: str, revoke: boo
             raise Conflict("client_id", f"client {client_id} is {row.status}, not pending")
         row.status = to
         if revoke:  # no token matches a hash of fresh randomness
+            publish_dead(settings, row.token_hash, "revoked")
             row.token_hash = hash_token(new_token())
         return _out(row)
 
@@ -306,20 +309,28 @@ def _set_status(factory: SessionFactoryDep, client_id: int, to: str, revoke: boo
 
 @router.post("/v1/clients/{client_id}/approve", response_model=ClientOut)
 def approve(
-    client_id: ClientId, request: Request, _: OperatorDep, factory: SessionFactoryDep
+    client_id: ClientId,
+    request: Request,
+    _: OperatorDep,
+    factory: SessionFactoryDep,
+    settings: SettingsDep,
 ) -> ClientOut:
     """Admit a pending (self-registered) client: from now on it is priced and may act."""
-    out = _set_status(factory, client_id, "active", revoke=False)
+    out = _set_status(factory, settings, client_id, "active", revoke=False)
     forget_client(request, client_id)
     return out
 
 
 @router.delete("/v1/clients/{client_id}", response_model=ClientOut)
 def revoke(
-    client_id: ClientId, request: Request, _: OperatorDep, factory: SessionFactoryDep
+    client_id: ClientId,
+    request: Request,
+    _: OperatorDep,
+    factory: SessionFactoryDep,
+    settings: SettingsDep,
 ) -> ClientOut:
     """Revoke a client: its token stops working and it leaves the priced population (its
     ledger history stays)."""
-    out = _set_status(factory, client_id, "revoked", revoke=True)
+    out = _set_status(factory, settings, client_id, "revoked", revoke=True)
     forget_client(request, client_id)
     return out

@@ -2,7 +2,8 @@
 
 A client has one current token (its SHA-256 stored); rotating or revoking replaces it, so the
 previous token is refused by the market at once (by every API process within
-``MOTS_TOKEN_CACHE_S``) and by the stateless services at its expiry.
+``MOTS_TOKEN_CACHE_S``), and, through the revocation list the market publishes in the same step
+(:mod:`mots.platform.revocation`), by every service within seconds.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from services.market.api.deps import (
     SettingsDep,
     forget_client,
 )
-from services.market.auth import hash_token, issue_token, new_token
+from services.market.auth import hash_token, issue_token, new_token, publish_dead
 from services.market.core.config import Settings
 from services.market.errors import Conflict, NotFound, Unauthorized
 from services.market.models import Client
@@ -49,6 +50,7 @@ def _replace(
             raise Unauthorized("Authorization", "the token is no longer this client's")
         if row.status == "revoked":
             raise Conflict("client_id", f"client {client_id} is revoked")
+        publish_dead(settings, row.token_hash, "rotated" if reissue else "revoked")
         if not reissue:
             row.token_hash = hash_token(new_token())
             return None

@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from mots.platform.settings.common import (
     DEV_OPERATOR_TOKEN,
     DEV_TOKEN_SECRET,
+    MIN_SECRET_CHARS,
+    PUBLIC_SECRETS,
     Broker,
     Deployment,
     Observability,
@@ -33,18 +35,24 @@ class PlatformSettings(BaseSettings, Deployment, Broker, Operator, Tokens, Obser
     model_config = SettingsConfigDict(env_prefix="MOTS_", extra="ignore")
 
     @model_validator(mode="after")
-    def _refuse_dev_secret_in_production(self) -> PlatformSettings:
-        """A production deployment must set its own operator token and token key."""
-        if self.environment != "production":
-            return self
-        if self.operator_token.get_secret_value() == DEV_OPERATOR_TOKEN:
-            raise ValueError(
-                "MOTS_OPERATOR_TOKEN: the development default is refused when "
-                "MOTS_ENVIRONMENT=production; set a secret token"
-            )
-        if self.token_secret.get_secret_value() == DEV_TOKEN_SECRET:
-            raise ValueError(
-                "MOTS_TOKEN_SECRET: the development default is refused when "
-                "MOTS_ENVIRONMENT=production; set a secret key"
-            )
+    def _refuse_missing_or_public_secrets(self) -> PlatformSettings:
+        """No built-in secret: each must be set, long enough, and not a public test value."""
+        for name, secret in (
+            ("MOTS_OPERATOR_TOKEN", self.operator_token),
+            ("MOTS_TOKEN_SECRET", self.token_secret),
+        ):
+            value = secret.get_secret_value()
+            if not value:
+                raise ValueError(
+                    f"{name}: not set; every service needs the deployment's own secret "
+                    "(`mots platform up` generates one per workdir in WORKDIR/secrets.env; "
+                    "compose reads docker/.env, k8s the mots-secrets Secret)"
+                )
+            if value in PUBLIC_SECRETS and self.environment != "test":
+                raise ValueError(
+                    f"{name}: the tests' public value is refused outside the test suite "
+                    "(MOTS_ENVIRONMENT=test); set a secret of your own"
+                )
+            if len(value) < MIN_SECRET_CHARS:
+                raise ValueError(f"{name}: shorter than {MIN_SECRET_CHARS} characters")
         return self

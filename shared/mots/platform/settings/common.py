@@ -10,14 +10,19 @@ from mots.platform.settings.registry import Group
 
 DEV_OPERATOR_TOKEN = "dev-operator-token"
 DEV_TOKEN_SECRET = "dev-token-secret"
+"""The tests' secrets: public, so refused unless ``MOTS_ENVIRONMENT=test`` (no default is
+accepted anywhere: `mots platform up` generates a workdir's own, a deployment sets its own)."""
+PUBLIC_SECRETS = frozenset({DEV_OPERATOR_TOKEN, DEV_TOKEN_SECRET})
+MIN_SECRET_CHARS = 16
 
 
 class Deployment(Group):
     """Which kind of deployment this is."""
 
-    environment: Literal["development", "production"] = Field(
+    environment: Literal["development", "production", "test"] = Field(
         "development",
-        description="deployment environment; production refuses the development operator token",
+        description="deployment environment; only `test` (the test suite) admits the tests' public"
+        " secrets",
     )
 
 
@@ -47,8 +52,9 @@ class Operator(Group):
     """The operator's bearer token (read by the services and by the CLI/SDK)."""
 
     operator_token: SecretStr = Field(
-        SecretStr(DEV_OPERATOR_TOKEN),
-        description="bearer token of the platform operator (deposits, rounds, admin reads)",
+        SecretStr(""),
+        description="bearer token of the platform operator (deposits, rounds, admin reads);"
+        " required, at least 16 characters (`mots platform up` generates one per workdir)",
     )
 
 
@@ -56,9 +62,10 @@ class Tokens(Group):
     """How client tokens are signed and how long they last."""
 
     token_secret: SecretStr = Field(
-        SecretStr(DEV_TOKEN_SECRET),
+        SecretStr(""),
         description="key of the HMAC that signs client tokens (the same in every service: each"
-        " verifies a client's token without the market's database)",
+        " verifies a client's token without the market's database); required, at least 16"
+        " characters (`mots platform up` generates one per workdir)",
     )
     token_ttl_s: int = Field(
         7 * 86_400,

@@ -1,0 +1,91 @@
+"""No built-in secret (issue 24): the services refuse a missing, short or public secret outside the
+tests; `mots platform up`'s workdir secrets are generated once, private and reused; the
+revocation list every service reads (real Redis) names dead tokens within its refresh."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from mots.local.keys import SECRETS_FILE, workdir_secrets
+from mots.platform import revocation
+from mots.platform.settings import DEV_OPERATOR_TOKEN, DEV_TOKEN_SECRET, PlatformSettings
+
+GOOD = {"operator_token": "o" * 32, "token_secret": "k" * 32}
+
+
+@pytest.fixture
+def bare_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MOTS_OPERATOR_TOKEN", "MOTS_TOKEN_SECRET", "MOTS_ENVIRONMENT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_no_secret_is_built_in() -> None:
+    """Without MOTS_OPERATOR_TOKEN/MOTS_TOKEN_SECRET a service does not start: the rule named."""
+    with pytest.raises(ValidationError, match="MOTS_OPERATOR_TOKEN: not set"):
+        PlatformSettings()
+    with pytest.raises(ValidationError, match="MOTS_TOKEN_SECRET: not set"):
+        PlatformSettings(operator_token=GOOD["operator_token"])  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("bare_env")
+@pytest.mark.parametrize("environment", ["development", "production"])
+@pytest.mark.parametrize(
+    ("field", "public"),
+    [("operator_token", DEV_OPERATOR_TOKEN), ("token_secret", DEV_TOKEN_SECRET)],
+)
+def test_the_public_test_secrets_are_refused_outside_the_tests(
+    environment: str, field: str, public: str
+) -> None:
+    with pytest.raises(ValidationError, match="public value is refused"):
+        PlatformSettings(environment=environment, **{**GOOD, field: public})  # type: ignore[arg-type]
+    admitted = PlatformSettings(environment="test", **{**GOOD, field: public})  # type: ignore[arg-type]
+    assert getattr(admitted, field).get_secret_value() == public
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_a_short_secret_is_refused() -> None:
+    with pytest.raises(ValidationError, match="shorter than 16"):
+        PlatformSettings(**{**GOOD, "token_secret": "short"})  # type: ignore[arg-type]
+    assert PlatformSettings(**GOOD).environment == "development"  # type: ignore[arg-type]
+
+
+def test_workdir_secrets_are_generated_once_private_and_reused(tmp_path: Path) -> None:
+    first, created = workdir_secrets(tmp_path)
+    assert created and (tmp_path / SECRETS_FILE).stat().st_mode & 0o777 == 0o600
+    assert len(first.operator_token) >= 32 and len(first.token_secret) >= 48
+    assert first.operator_token != DEV_OPERATOR_TOKEN and first.token_secret != DEV_TOKEN_SECRET
+    again, created = workdir_secrets(tmp_path)
+    assert again == first and not created
+    other, _ = workdir_secrets(tmp_path / "other")
+    assert other.operator_token != first.operator_token
+    assert other.token_secret != first.token_secret
+
+
+def test_a_published_token_is_dead_for_a_reader_within_its_refresh() -> None:
+    """The market publishes; another process's list names it (and why) within REFRESH_S."""
+    redis_url = "redis://127.0.0.1:6379/0"
+    prefix = f"mots-test-{uuid.uuid4().hex[:8]}:"
+    reader = revocation.RevocationList(redis_url, prefix)
+    token, other = "mots.1.2.n.mac", "mots.2.2.n.mac"
+
+    async def scenario() -> float:
+        assert await reader.why_dead(token) is None
+        revocation.publish(
+            redis_url, prefix, revocation.verifier(token), "rotated", time.time() + 60
+        )
+        start = time.monotonic()
+        while await reader.why_dead(token) is None:
+            await asyncio.sleep(0.05)
+        assert await reader.why_dead(other) is None
+        return time.monotonic() - start
+
+    took = asyncio.run(scenario())
+    assert took <= revocation.REFRESH_S + 0.5
+    assert asyncio.run(reader.why_dead(token)) == "rotated"
