@@ -97,7 +97,7 @@ def remove(prefixes: Sequence[str]) -> dict[str, list[str]]:
     if found["pods"]:
         podman("pod", "rm", "--force", "--time", "2", *found["pods"], check=False)
     if found["containers"]:
-        podman("rm", "--force", "--time", "2", *found["containers"], check=False)
+        podman("rm", "--force", "--volumes", "--time", "2", *found["containers"], check=False)
     if found["volumes"]:
         podman("volume", "rm", "--force", *found["volumes"], check=False)
     if found["networks"]:
