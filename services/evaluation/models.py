@@ -32,18 +32,3 @@ class Measurement(Base):
     seconds: Mapped[float] = mapped_column(Float)
     published: Mapped[bool] = mapped_column(Boolean, default=False, server_default=true())
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-
-
-class PosteriorSnapshot(Base):
-    """The error model's posterior (``mots.economics.error_online``) after a published round's
-    measurement counted: the Gaussian over (ε0, dγ², σ²) that priced the rounds after it."""
-
-    __tablename__ = "error_posteriors"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    round_id: Mapped[int] = mapped_column(Integer, unique=True)
-    points: Mapped[int] = mapped_column(Integer)
-    mean_json: Mapped[str] = mapped_column(Text)
-    cov_json: Mapped[str] = mapped_column(Text)
-    noise_var: Mapped[float] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

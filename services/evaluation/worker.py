@@ -38,7 +38,7 @@ from mots.platform.worker import service_worker
 from services.evaluation.core.config import get_settings
 from services.evaluation.measure import test_loss
 from services.evaluation.migrations import upgrade
-from services.evaluation.models import Measurement, PosteriorSnapshot
+from services.evaluation.models import Measurement
 from services.evaluation.refit import refit
 
 settings = get_settings()
@@ -138,27 +138,14 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
 
 @EVALUATION_PUBLISHED.handler(app)
 def published(ref: RoundRef) -> PublishedRound:
-    """The round published its model: its measurement now counts in the error model, and the
-    posterior it leaves is stored (idempotent: a second call changes nothing)."""
+    """The round published its model: its measurement now counts in the error model (which is
+    recomputed from the published measurements when read; idempotent)."""
 
     def mark(session: Session) -> bool:
         found = session.scalar(select(Measurement).where(Measurement.round_id == ref.round_id))
         if found is None:
             return False
         found.published = True
-        session.flush()
-        done = select(PosteriorSnapshot).where(PosteriorSnapshot.round_id == ref.round_id)
-        if session.scalar(done) is None:
-            post = posterior(session)
-            session.add(
-                PosteriorSnapshot(
-                    round_id=ref.round_id,
-                    points=post.points,
-                    mean_json=json.dumps(post.mean.tolist()),
-                    cov_json=json.dumps(post.cov.tolist()),
-                    noise_var=post.noise_var,
-                )
-            )
         return True
 
     counted = in_transaction(sessions, mark)

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
 from mots.platform.bulk import BatchWrite, Tally, one_of
-from mots.platform.schemas import DecisionIn, DecisionOut, Strategy
+from mots.platform.schemas import DecisionIn, DecisionOut, MarketRoundState, Strategy
 from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
 from services.market.models import (
     Base,
@@ -136,7 +136,7 @@ def decide_declaration(
     client paid for the round's model and whether it is in the round's population (pure)."""
     if state is None:
         return NotFound("round_id", f"round {d.round_id} does not exist")
-    if state != "collecting":
+    if state != MarketRoundState.COLLECTING:
         return Conflict(
             "round_id", f"round {d.round_id} is {state}; decisions are taken while it is collecting"
         )

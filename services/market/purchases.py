@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.bulk import BatchWrite, one_of, reserve_ids
 from mots.platform.money import from_micros
-from mots.platform.schemas import Strategy
+from mots.platform.schemas import MarketRoundState, Strategy
 from services.market import ledger
 from services.market.decisions import declared_tally, not_a_member
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
@@ -39,7 +39,7 @@ from services.market.models import (
     RoundMember,
 )
 
-OPEN_FOR_PURCHASE = {"collecting"}
+OPEN_FOR_PURCHASE = {MarketRoundState.COLLECTING}
 PATH = "/v1/purchases"
 
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]

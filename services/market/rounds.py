@@ -40,6 +40,7 @@ from mots.platform.bulk import BatchWrite, one_of
 from mots.platform.money import from_micros, to_micros
 from mots.platform.schemas import (
     DeclarationProgress,
+    MarketRoundState,
     OpenRoundPayload,
     Population,
     PopulationType,
@@ -149,13 +150,15 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     if rnd is not None:
         return rnd
     still_open = session.scalar(
-        select(func.count()).select_from(MarketRound).where(MarketRound.state == "collecting")
+        select(func.count())
+        .select_from(MarketRound)
+        .where(MarketRound.state == MarketRoundState.COLLECTING)
     )
     if still_open:
         raise RoundError("round_id: another round is still collecting decisions")
     rnd = MarketRound(
         id=quote.round_id,
-        state="collecting",
+        state=MarketRoundState.COLLECTING,
         population=0,
         mechanism=quote.mechanism,
         price_micros=to_micros(quote.price),
@@ -259,8 +262,8 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
     rnd = session.get(MarketRound, round_id, with_for_update=True)
     if rnd is None:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
-    if rnd.state == "collecting":
-        rnd.state = "closed"
+    if rnd.state == MarketRoundState.COLLECTING:
+        rnd.state = MarketRoundState.CLOSED
         session.execute(delete(RoundMember).where(RoundMember.round_id == round_id))
         paid = set(session.scalars(select(Purchase.client_id).where(Purchase.round_id == round_id)))
         for d in session.scalars(
@@ -300,7 +303,7 @@ def settle_round(
         raise RoundError(f"round_id: round {payload.round_id} is not open at the market")
     if rnd.settlement_json is not None:
         return SettleResult.model_validate_json(rnd.settlement_json)
-    if rnd.state == "collecting":
+    if rnd.state == MarketRoundState.COLLECTING:
         close_round(session, payload.round_id)
     rid = payload.round_id
     pool = ledger.ensure_account(session, ledger.pool_name(rid))
@@ -370,7 +373,7 @@ def settle_round(
         capture_rule=terms.rule,
         removed=sorted(removed),
     )
-    rnd.state = "refunded" if payload.refund_buyers else "settled"
+    rnd.state = MarketRoundState.REFUNDED if payload.refund_buyers else MarketRoundState.SETTLED
     rnd.settlement_json = result.model_dump_json()
     if payload.artifact_path and not payload.refund_buyers:
         rnd.artifact_path = payload.artifact_path
@@ -425,11 +428,11 @@ def publish(session: Session, round_id: int) -> MarketRound:
     rnd = session.get(MarketRound, round_id, with_for_update=True)
     if rnd is None:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
-    if rnd.state == "settled":
+    if rnd.state == MarketRoundState.SETTLED:
         if not rnd.artifact_path:
             raise RoundError(f"round_id: round {round_id} has no model artifact to publish")
-        rnd.state = "published"
-    elif rnd.state != "published":
+        rnd.state = MarketRoundState.PUBLISHED
+    elif rnd.state != MarketRoundState.PUBLISHED:
         raise RoundError(
             f"round_id: round {round_id} is {rnd.state}; only a settled round publishes"
         )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from mots.platform.contracts import (
     MARKET_CLOSE_ROUND,
-    MARKET_DECISIONS,
     MARKET_DECLARATION_PROGRESS,
     MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
@@ -61,13 +60,6 @@ def open_round(quote: OpenRoundPayload) -> MarketRoundStatus:
     """Publish a round's quote; the market starts collecting decisions."""
     rnd = in_transaction(_sessions, lambda s: rounds.open_round(s, quote))
     return MarketRoundStatus(round_id=rnd.id, state=rnd.state)
-
-
-@MARKET_DECISIONS.handler(app)
-def decisions(ref: RoundRef) -> RoundDecisions:
-    """The decisions declared so far in a round."""
-    with _reads() as session:
-        return rounds.decisions(session, ref.round_id)
 
 
 @MARKET_DECLARATION_PROGRESS.handler(app)

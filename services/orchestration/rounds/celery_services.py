@@ -18,7 +18,6 @@ from mots.platform.contracts import (
     EVALUATION_EVALUATE,
     EVALUATION_PUBLISHED,
     MARKET_CLOSE_ROUND,
-    MARKET_DECISIONS,
     MARKET_DECLARATION_PROGRESS,
     MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
@@ -97,10 +96,6 @@ class CeleryRoundServices:
     def open(self, quote: OpenRoundPayload) -> None:
         """The :data:`~mots.platform.contracts.MARKET_OPEN_ROUND` task."""
         self._call(MARKET_OPEN_ROUND, quote)
-
-    def decisions(self, round_id: int) -> RoundDecisions:
-        """The :data:`~mots.platform.contracts.MARKET_DECISIONS` task."""
-        return self._call(MARKET_DECISIONS, RoundRef(round_id=round_id))
 
     def progress(self, round_id: int) -> DeclarationProgress:
         """The :data:`~mots.platform.contracts.MARKET_DECLARATION_PROGRESS` task."""

@@ -145,9 +145,6 @@ class RoundServices(Protocol):
     def open(self, quote: OpenRoundPayload) -> None:
         """The market publishes the quote and collects decisions."""
 
-    def decisions(self, round_id: int) -> RoundDecisions:
-        """The decisions declared so far."""
-
     def progress(self, round_id: int) -> DeclarationProgress:
         """How many clients have declared against the population (counters, O(1))."""
 

@@ -131,8 +131,6 @@ MARKET_POPULATION = TaskSpec("market.population", "market", NoInput, Population)
 """The registered clients grouped by type, in non-decreasing data size."""
 MARKET_OPEN_ROUND = TaskSpec("market.open_round", "market", OpenRoundPayload, MarketRoundStatus)
 """Publish a round's quote; the market starts collecting decisions and purchases."""
-MARKET_DECISIONS = TaskSpec("market.decisions", "market", RoundRef, RoundDecisions)
-"""The decisions declared so far in a round."""
 MARKET_DECLARATION_PROGRESS = TaskSpec(
     "market.declaration_progress", "market", RoundRef, DeclarationProgress
 )
@@ -183,7 +181,6 @@ ORCHESTRATION_DECISIONS_COMPLETE = TaskSpec(
 ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     MARKET_POPULATION,
     MARKET_OPEN_ROUND,
-    MARKET_DECISIONS,
     MARKET_DECLARATION_PROGRESS,
     MARKET_CLOSE_ROUND,
     MARKET_SETTLE_ROUND,

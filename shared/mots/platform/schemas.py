@@ -125,6 +125,32 @@ class RoundState(enum.StrEnum):
 TERMINAL_STATES = frozenset({RoundState.PUBLISHED, RoundState.SETTLED_BY_RULE})
 
 
+class MarketRoundState(enum.StrEnum):
+    """States of a round at the market (its ledger's view): it takes decisions and purchases
+    while ``collecting``; then it is closed, settled (or refunded, when the round failed), and
+    its model published. Stored as these strings."""
+
+    COLLECTING = "collecting"
+    CLOSED = "closed"
+    SETTLED = "settled"
+    REFUNDED = "refunded"
+    PUBLISHED = "published"
+
+    @property
+    def round_state(self) -> RoundState:
+        """The round's state as the platform shows it (``GET /v1/quote``)."""
+        return _ROUND_STATE_OF_MARKET[self]
+
+
+_ROUND_STATE_OF_MARKET = {
+    MarketRoundState.COLLECTING: RoundState.COLLECTING,
+    MarketRoundState.CLOSED: RoundState.TRAINING,
+    MarketRoundState.SETTLED: RoundState.SETTLING,
+    MarketRoundState.REFUNDED: RoundState.SETTLED_BY_RULE,
+    MarketRoundState.PUBLISHED: RoundState.PUBLISHED,
+}
+
+
 # ---------------------------------------------------------------- market REST
 
 
@@ -736,7 +762,7 @@ class MarketRoundStatus(_Schema):
     """A market round's state after the market acted on it (``collecting``, ``published``, …)."""
 
     round_id: int
-    state: str
+    state: MarketRoundState
 
 
 class AdvanceRequest(_Schema):
@@ -812,7 +838,7 @@ class DeclarationProgress(_Schema):
     """How far a round's collection has got: O(1) to read at the market (its tally counters)."""
 
     round_id: int
-    state: str = Field(..., description="the market's state of the round (collecting, closed, ...)")
+    state: MarketRoundState = Field(..., description="the market's state of the round")
     registered: int = Field(..., description="clients registered when the round opened")
     declared: int = Field(..., description="clients that have declared (or bought) so far")
 

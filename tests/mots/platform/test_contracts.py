@@ -86,4 +86,4 @@ def test_a_handler_takes_and_gives_json_validated_by_its_models() -> None:
 def test_a_sender_must_send_the_declared_model() -> None:
     assert MARKET_PUBLISH.body(RoundRef(round_id=3)) == {"round_id": 3}
     with pytest.raises(TypeError, match="takes RoundRef, not MarketRoundStatus"):
-        MARKET_PUBLISH.body(MarketRoundStatus(round_id=3, state="x"))  # type: ignore[arg-type]
+        MARKET_PUBLISH.body(MarketRoundStatus(round_id=3, state="published"))  # type: ignore[arg-type]

@@ -6,9 +6,9 @@ import json
 import time
 from pathlib import Path
 
+from mots.reproduce.analysis import analyse, fig5_peaks, framework_checks, mechanism_table
 from mots.reproduce.measure import Measurement
 from mots.reproduce.pipeline import ReproduceOptions, analyse_setting, publish
-from mots.reproduce.report import analyse, fig5_peaks, framework_checks, mechanism_table
 from mots.reproduce.settings import MNIST_LIKE
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

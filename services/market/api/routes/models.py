@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, status
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
-from mots.platform.schemas import ModelInfo
+from mots.platform.schemas import MarketRoundState, ModelInfo
 from services.market.api.deps import ReadingClient, RoundId, SessionFactoryDep, SettingsDep
 from services.market.models import Decision, MarketRound, Purchase
 
@@ -28,7 +28,7 @@ def _entitled_artifact(
             raise HTTPException(
                 status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist"
             )
-        if rnd.state != "published" or not rnd.artifact_path:
+        if rnd.state != MarketRoundState.PUBLISHED or not rnd.artifact_path:
             raise HTTPException(
                 status.HTTP_409_CONFLICT,
                 f"round_id: round {round_id} is {rnd.state}, not published",

@@ -6,27 +6,19 @@ from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
 from mots.platform.problems import problem, problems
-from mots.platform.schemas import QuoteOut, RoundState, TypeQuote
+from mots.platform.schemas import MarketRoundState, QuoteOut, TypeQuote
 from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
 from services.market.models import MarketRound
 from services.market.rounds import stored_quote
 
 router = APIRouter(tags=["quotes"])
 
-_STATE = {
-    "collecting": RoundState.COLLECTING,
-    "closed": RoundState.TRAINING,
-    "settled": RoundState.SETTLING,
-    "refunded": RoundState.SETTLED_BY_RULE,
-    "published": RoundState.PUBLISHED,
-}
-
 
 def _quote(rnd: MarketRound) -> QuoteOut:
     q = stored_quote(rnd)
     return QuoteOut(
         round_id=rnd.id,
-        state=_STATE.get(rnd.state, RoundState.OPEN),
+        state=MarketRoundState(rnd.state).round_state,
         mechanism=q.mechanism,
         price=q.price,
         types=[

@@ -164,10 +164,6 @@ class FakeServices:
             paid_buyers=self.paid,
         )
 
-    def decisions(self, round_id: int) -> RoundDecisions:
-        self._enter("decisions")
-        return self._decisions(round_id)
-
     def progress(self, round_id: int) -> DeclarationProgress:
         self._enter("progress")
         seen = self._decisions(round_id)
