@@ -1,5 +1,6 @@
-"""No function in shared/, services/ or edge/ is longer than 100 lines, from its ``def`` to its last
-line (docstring, comments and blank lines inside it included; decorators not)."""
+"""No function in shared/, services/ or edge/ is longer than 80 lines, from its ``def`` to its last
+line (docstring, comments and blank lines inside it included; decorators not). The economics core
+(shared/mots/economics) may have functions up to 100 lines."""
 
 from __future__ import annotations
 
@@ -8,9 +9,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TREES = ("shared", "services", "edge")
-MAX_LINES = 100
+MAX_LINES = 80
+ECONOMICS = "shared/mots/economics/"
+ECONOMICS_MAX_LINES = 100
 
-EXCEPTIONS: dict[str, str] = {}
+_BUSY = "in a file another engineer changed in the same session (issue 25); split next"
+EXCEPTIONS: dict[str, str] = {
+    "services/market/main.py::create_app": _BUSY,
+    "shared/mots/local/demo.py::run_demo": _BUSY,
+    "services/market/purchases.py::queue_bookings": "the write path's idempotency, made one"
+    " mechanism in issue 25 item 3",
+    "services/market/rounds.py::settle_round": _BUSY,
+    "shared/mots/reproduce/measure.py::measure_setting": _BUSY,
+    "services/market/alembic/versions/0001_market_tables.py::_create_tables_with_references": (
+        "an applied migration: its text stays as deployed databases ran it"
+    ),
+    "edge/flower_app/server_app.py::run": "the ServerApp becomes wiring on a Flower Strategy in"
+    " issue 25 item 4",
+    "services/market/registration.py::register_clients": _BUSY,
+}
 """Functions over the limit for now, each with the reason; an entry that is no longer over fails."""
 
 
@@ -44,11 +61,17 @@ def _all_lengths() -> dict[str, int]:
     return out
 
 
-def test_no_function_is_over_100_lines() -> None:
-    """Every function in shared/, services/ and edge/ fits in 100 lines (but the listed ones)."""
+def limit(name: str) -> int:
+    """The most lines the function ``path::name`` may have."""
+    return ECONOMICS_MAX_LINES if name.startswith(ECONOMICS) else MAX_LINES
+
+
+def test_no_function_is_over_80_lines() -> None:
+    """Every function in shared/, services/ and edge/ fits in 80 lines (100 in the economics
+    core), but the listed ones."""
     lengths = _all_lengths()
     assert len(lengths) > 500  # the walk sees the code
-    over = {name: n for name, n in lengths.items() if n > MAX_LINES and name not in EXCEPTIONS}
+    over = {n: k for n, k in lengths.items() if k > limit(n) and n not in EXCEPTIONS}
     assert not over, "split these (lines from `def` to the last line): " + ", ".join(
         f"{name} ({n})" for name, n in sorted(over.items())
     )
@@ -57,13 +80,13 @@ def test_no_function_is_over_100_lines() -> None:
 def test_every_exception_is_still_needed() -> None:
     """An exception whose function got shorter (or went) is removed from the list."""
     lengths = _all_lengths()
-    stale = [name for name in EXCEPTIONS if lengths.get(name, 0) <= MAX_LINES]
+    stale = [name for name in EXCEPTIONS if lengths.get(name, 0) <= limit(name)]
     assert not stale, f"no longer over {MAX_LINES} lines: remove from EXCEPTIONS: {stale}"
 
 
 def test_the_count_runs_from_def_to_the_last_line_and_can_fail() -> None:
-    """A 101-line method is caught by name; decorators do not count, nested functions do."""
-    body = "\n".join(f"        x{i} = {i}" for i in range(99))
+    """An 81-line method is caught by name; decorators do not count, nested functions do."""
+    body = "\n".join(f"        x{i} = {i}" for i in range(79))
     source = (
         "import functools\n\n\n"
         "class Book:\n"
@@ -77,5 +100,5 @@ def test_the_count_runs_from_def_to_the_last_line_and_can_fail() -> None:
         "    return inner\n"
     )
     lengths = function_lengths(source)
-    assert lengths == {"Book.long": 101, "outer": 4, "outer.inner": 2}
+    assert lengths == {"Book.long": 81, "outer": 4, "outer.inner": 2}
     assert {n for n, lines in lengths.items() if lines > MAX_LINES} == {"Book.long"}
