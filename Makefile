@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers images deploy-test
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers trace-paths images deploy-test
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ test-fast: install ## pytest without the slow and integration tests
 
 bench-solver: install ## optimum solver against exhaustive enumeration, and the largest N solved in 1 s
 	$(PY) -m benchmarks.bench_solver
+
+trace-paths: install system ## the files a purchase and a round run, counted from a trace (docs/architecture.md)
+	$(PY) -m benchmarks.trace_paths
 
 bench-market: install system ## market API: purchases/s and p99 at 32 concurrent clients, ledger checked after
 	$(PY) -m benchmarks.bench_market
