@@ -20,7 +20,6 @@ Used by the edge agent (:mod:`edge.agent`), the platform's simulated clients
 from mots.client.decision import ClientFacts, draw_place, respond, targets_for, terms_for, tie_draw
 from mots.client.market import (
     DownloadedModel,
-    LoadedModel,
     MarketClient,
     MarketError,
     ModelIntegrityError,
@@ -32,7 +31,6 @@ __all__ = [
     "ClientFacts",
     "DownloadedModel",
     "FedAvgProgress",
-    "LoadedModel",
     "MarketClient",
     "MarketError",
     "ModelIntegrityError",

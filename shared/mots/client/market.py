@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from mots.client.model_file import load_payload, write_sidecar
+from mots.client.model_file import load_model, write_sidecar
 from mots.platform import tokens
 from mots.platform.schemas import (
     BalanceOut,
@@ -99,15 +99,6 @@ class DownloadedModel:
     metadata_path: Path | None = None
     """``mots-round-N.json`` beside the file: the market's :class:`ModelInfo` (None when the
     market did not answer it)."""
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A downloaded, verified model loaded with torch: its weights and the trainer's metadata."""
-
-    file: DownloadedModel
-    state_dict: dict[str, Any]
-    metadata: dict[str, Any]
 
 
 def new_idempotency_key() -> str:
@@ -462,15 +453,13 @@ class MarketClient:
         metadata, without downloading it (None from a market that does not serve it)."""
         return self._maybe(ModelInfo, "GET", f"/v1/rounds/{round_id}/model/info")
 
-    def load_model(self, round_id: int, dest: str | os.PathLike[str]) -> LoadedModel:
-        """Download round ``round_id``'s model into ``dest`` (SHA-256 checked, metadata beside it)
-        and load it with torch (``weights_only``): one call from the market to the weights.
-
-        ``mots.training.artifacts.load_model(path)`` builds the ``torch.nn.Module`` from the file.
-        """
+    def load_model(self, round_id: int, dest: str | os.PathLike[str]) -> Any:
+        """Download round ``round_id``'s model into ``dest`` (SHA-256 checked, metadata beside
+        it) and return its network as a ``torch.nn.Module`` in eval mode: the same meaning as
+        :func:`mots.client.model_file.load_model` (plain PyTorch, from the file's own
+        description)."""
         got = self.download_model(round_id, dest)
-        payload = load_payload(got.path)
-        return LoadedModel(got, dict(payload["state_dict"]), dict(payload["metadata"]))
+        return load_model(got.path, got.sha256)
 
     # ------------------------------------------------------------------ the operator's calls
 

@@ -5,8 +5,12 @@ The ``.pt`` is a plain ``torch.save`` dict (format ``mots-model/1``, loads with
 
     {"format": "mots-model/1",
      "metadata": {"dataset", "model", "participants" (K per type), "round" (FedAvg rounds),
-                  "epsilon", "input_shape", "num_classes", …},
+                  "epsilon", "input_shape", "num_classes", "network" (the layers as plain
+                  data), "preprocessing", "class_names", "test_metric", …},
      "state_dict": {layer name: float32 tensor}}
+
+:func:`load_model` rebuilds the network from the file's own ``network`` with ``torch.nn``
+alone, as ``examples/buyer/classify.py`` does without this project.
 
 The ``.json`` beside it is the market's :class:`~mots.platform.schemas.ModelInfo` (round, file,
 SHA-256, size, coalition, ε, the same metadata): readable without torch, and the file's digest
@@ -81,3 +85,42 @@ def load_payload(path: str | Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ModelFileError(f"{path}: not a {FORMAT} file")
     return payload
+
+
+LAYERS = frozenset({"Sequential", "Flatten", "Linear", "Conv2d", "ReLU", "MaxPool2d"})
+"""The ``torch.nn`` classes a model file's ``network`` may name (nothing else is built)."""
+
+
+def build_network(spec: dict[str, Any]) -> Any:
+    """A ``torch.nn.Module`` from a model file's ``network`` description (plain PyTorch)."""
+    from collections import OrderedDict
+
+    from torch import nn
+
+    kind = spec.get("type")
+    if kind not in LAYERS:
+        raise ModelFileError(f"network: layer type {kind!r} is not one of {sorted(LAYERS)}")
+    if kind == "Sequential":
+        return nn.Sequential(
+            OrderedDict((str(layer["name"]), build_network(layer)) for layer in spec["layers"])
+        )
+    return getattr(nn, str(kind))(**dict(spec.get("args", {})))
+
+
+def load_model(path: str | Path, sha256: str | None = None) -> Any:
+    """The model file's network, with its weights, in eval mode (a ``torch.nn.Module``): the
+    one meaning of ``load_model`` here. ``sha256`` (or the sidecar's digest, when there is one)
+    is checked first; the network is rebuilt from the file's own description."""
+    p = Path(path)
+    if sha256 is None and sidecar_path(p).is_file():
+        read_model_info(p)  # refuses a file that differs from its metadata
+    elif sha256 is not None and sha256_file(p) != sha256.strip().lower():
+        raise ModelFileError(f"{p}: SHA-256 does not match {sha256}")
+    payload = load_payload(p)
+    spec = payload["metadata"].get("network")
+    if not isinstance(spec, dict):
+        raise ModelFileError(f"{p}: no network description (written before issue 26)")
+    model = build_network(spec)
+    model.load_state_dict(payload["state_dict"])
+    model.eval()
+    return model

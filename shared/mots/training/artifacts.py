@@ -90,19 +90,40 @@ def load_artifact(
 
 
 def load_model(path: str | Path, sha256: str | None = None) -> Any:
-    """The artifact's model as a ``torch.nn.Module`` ready for inference."""
+    """The artifact's model as a ``torch.nn.Module`` in eval mode: the one meaning of
+    ``load_model`` (:func:`mots.client.model_file.load_model`, plain PyTorch)."""
+    from mots.client.model_file import load_model as load
+
+    return load(path, sha256)
+
+
+def measure_test_metric(
+    metadata: dict[str, Any], names: list[str], weights: list[FloatArray]
+) -> dict[str, Any]:
+    """The model's accuracy (and loss) on its data set's whole test split, as the model file
+    records it for a buyer to check (``examples/buyer/classify.py`` measures the same)."""
     import torch
 
+    from mots.training.datasets import load_dataset, to_float
+    from mots.training.local import evaluate as evaluate_model
     from mots.training.models import build_model
 
-    state, meta = load_artifact(path, sha256)
-    shape = tuple(int(x) for x in meta.get("input_shape", (1, 28, 28)))
-    model = build_model(
-        str(meta["model"]), (shape[0], shape[1], shape[2]), int(meta.get("num_classes", 10))
+    ds = load_dataset(str(metadata["dataset"]), metadata.get("data_dir"))
+    c, h, w = (int(x) for x in metadata["input_shape"])
+    model = build_model(str(metadata["model"]), (c, h, w), int(metadata.get("num_classes", 10)))
+    model.load_state_dict(
+        {n: torch.from_numpy(np.ascontiguousarray(a)) for n, a in zip(names, weights, strict=True)}
     )
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-    model.eval()
-    return model
+    loss, accuracy = evaluate_model(
+        model, torch.from_numpy(to_float(ds.x_test)), torch.from_numpy(ds.y_test)
+    )
+    return {
+        "name": "accuracy",
+        "value": float(accuracy),
+        "loss": float(loss),
+        "split": "test",
+        "samples": len(ds.y_test),
+    }
 
 
 def evaluate(

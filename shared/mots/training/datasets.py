@@ -46,6 +46,29 @@ UInt8Array = npt.NDArray[np.uint8]
 IntArray = npt.NDArray[np.int64]
 
 
+CLASS_NAMES: dict[str, list[str]] = {
+    "fashion-mnist": [
+        "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+        "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+    ],
+    "mnist": [str(d) for d in range(10)],
+    "cifar10": [
+        "airplane", "automobile", "bird", "cat", "deer",
+        "dog", "frog", "horse", "ship", "truck",
+    ],
+    "svhn": [str(d) for d in range(10)],
+}  # fmt: skip
+"""Each data set's label names, by label index (what a buyer's classifier prints)."""
+
+PREPROCESSING: dict[str, object] = {
+    "input": "uint8 pixels 0-255, channels first: (N, C, H, W)",
+    "dtype": "float32",
+    "divide_by": 255.0,
+    "formula": "x = pixels.float() / 255.0",
+}
+"""What :func:`to_float` does, as plain data for the model file (no mean or std is subtracted)."""
+
+
 class DatasetNotFoundError(FileNotFoundError):
     """A data set's files are missing; the message lists them and says how to get them."""
 

@@ -7,6 +7,8 @@ identical (zero gradients below the last layer), so it is offered but not the CN
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 import torch
@@ -56,6 +58,53 @@ class CNN(nn.Module):
         """Logits (N, classes)."""
         out: torch.Tensor = self.classifier(self.features(x).flatten(1))
         return out
+
+
+def describe_network(
+    name: str, input_shape: tuple[int, int, int], num_classes: int = 10
+) -> dict[str, Any]:
+    """The network as plain data that PyTorch alone rebuilds (issue 26: a buyer needs no code of
+    this project): nested ``Sequential`` layers named so that the rebuilt module's
+    ``state_dict`` keys equal the artifact's (``linear.weight``, ``features.0.weight``, …).
+
+    Each layer is ``{"name", "type", "args"}`` with ``type`` a ``torch.nn`` class, or
+    ``{"name", "type": "Sequential", "layers": [...]}``; the top level is a ``Sequential``.
+    """
+    c, h, w = input_shape
+
+    def layer(n: str, kind: str, **args: int) -> dict[str, Any]:
+        return {"name": n, "type": kind, "args": args}
+
+    if name == "logistic":
+        layers = [
+            layer("flatten", "Flatten"),
+            layer("linear", "Linear", in_features=c * h * w, out_features=num_classes),
+        ]
+    elif name == "cnn":
+        fh, fw = ((h - 4) // 2 - 4) // 2, ((w - 4) // 2 - 4) // 2
+        features = [
+            layer("0", "Conv2d", in_channels=c, out_channels=6, kernel_size=5),
+            layer("1", "ReLU"),
+            layer("2", "MaxPool2d", kernel_size=2),
+            layer("3", "Conv2d", in_channels=6, out_channels=16, kernel_size=5),
+            layer("4", "ReLU"),
+            layer("5", "MaxPool2d", kernel_size=2),
+        ]
+        classifier = [
+            layer("0", "Linear", in_features=16 * fh * fw, out_features=120),
+            layer("1", "ReLU"),
+            layer("2", "Linear", in_features=120, out_features=84),
+            layer("3", "ReLU"),
+            layer("4", "Linear", in_features=84, out_features=num_classes),
+        ]
+        layers = [
+            {"name": "features", "type": "Sequential", "layers": features},
+            layer("flatten", "Flatten"),
+            {"name": "classifier", "type": "Sequential", "layers": classifier},
+        ]
+    else:
+        raise ValueError(f"model must be 'logistic' or 'cnn', got {name!r}")
+    return {"type": "Sequential", "layers": layers}
 
 
 def build_model(

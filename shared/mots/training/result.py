@@ -43,8 +43,17 @@ def round_metadata(
     input_shape: Sequence[int],
     engine: str,
 ) -> dict[str, Any]:
-    """What an artifact records: data set, coalition, round (1-based), ε and the full config."""
+    """What an artifact records: data set, coalition, round (1-based), ε and the full config,
+    and what a buyer with PyTorch alone needs (issue 26): the network as plain data, the
+    preprocessing, the input shape and the class names."""
+    from mots.training.datasets import CLASS_NAMES, PREPROCESSING
+    from mots.training.models import describe_network
+
+    shape = (int(input_shape[0]), int(input_shape[1]), int(input_shape[2]))
     return {
+        "network": describe_network(config.model, shape, 10),
+        "preprocessing": dict(PREPROCESSING),
+        "class_names": list(CLASS_NAMES[config.dataset]),
         "dataset": config.dataset,
         "data_dir": None if config.data_dir is None else str(config.data_dir),
         "model": config.model,
@@ -74,9 +83,10 @@ class ArtifactWriter:
         self, names: list[str], weights: list[FloatArray], metadata: dict[str, Any]
     ) -> tuple[Path, str]:
         """Save one round's artifact; return (path, sha256)."""
-        from mots.training.artifacts import save_artifact
+        from mots.training.artifacts import measure_test_metric, save_artifact
 
         path = self.directory / f"round-{int(metadata['round']):04d}.pt"
+        metadata = {**metadata, "test_metric": measure_test_metric(metadata, names, weights)}
         digest = save_artifact(path, names, weights, metadata)
         self.entries.append(
             {

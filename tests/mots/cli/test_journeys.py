@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 
 from mots.cli.main import cli
 from mots.client.model_file import sha256_file
+from tests.examples.torch_only import run_classify, torch_only_python
 from tests.services.orchestration.conftest import TYPES, stack_env
 
 pytestmark = pytest.mark.integration
@@ -184,6 +185,9 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
         assert isinstance(info, dict)
         assert (info["round_id"], info["participants"]) == (int(round_id), [0, 2])
         assert info["sha256"] == got["sha256"] and info["epsilon"] > 0
+    # the buyer with PyTorch alone: the downloaded model classifies the test set as recorded
+    classified = run_classify(torch_only_python(), tmp_path / buyer / f"mots-round-{round_id}.pt")
+    assert abs(classified["accuracy"] - classified["metadata_accuracy"]) <= 0.001, classified
     assert "balanced" in _ok("market", "ledger-check", **w)
 
     renewed = _ok("market", "token", "renew", **as_late)  # the profile gets the new token

@@ -54,3 +54,46 @@ def test_metadata_required(tmp_path: Path) -> None:
             [],
             {"dataset": "x", "model": "logistic", "participants": [1], "round": 1},
         )
+
+
+@pytest.mark.parametrize("name", ["logistic", "cnn"])
+def test_the_network_description_rebuilds_the_model_with_torch_alone(name: str) -> None:
+    """describe_network → torch.nn: the same state_dict keys and shapes, and the same logits."""
+    import torch
+
+    from mots.client.model_file import build_network
+    from mots.training.models import build_model, describe_network
+
+    ours = build_model(name, (1, 28, 28), 10, seed=3)
+    rebuilt = build_network(describe_network(name, (1, 28, 28), 10))
+    assert {k: v.shape for k, v in rebuilt.state_dict().items()} == {
+        k: v.shape for k, v in ours.state_dict().items()
+    }
+    rebuilt.load_state_dict(ours.state_dict())
+    x = torch.rand(7, 1, 28, 28)
+    assert torch.equal(rebuilt.eval()(x), ours.eval()(x))
+
+
+def test_the_model_file_carries_what_a_buyer_needs(tiny: TrainConfig, tmp_path: Path) -> None:
+    """network, preprocessing, input shape, class names and the whole test split's accuracy;
+    both load_model functions mean one thing: the network in eval mode, digest checked."""
+    import torch
+
+    from mots.client import model_file
+
+    res = train_coalition([0, 0, 1], tiny.model_copy(update={"rounds": 1}), artifact_dir=tmp_path)
+    assert res.artifact_path is not None and res.artifact_sha256 is not None
+    _, meta = artifacts.load_artifact(res.artifact_path)
+    assert meta["input_shape"] == [1, 28, 28] and meta["class_names"][9] == "Ankle boot"
+    assert meta["preprocessing"]["divide_by"] == 255.0
+    metric = meta["test_metric"]
+    assert (metric["name"], metric["split"], metric["samples"]) == ("accuracy", "test", 10000)
+    _, acc = artifacts.evaluate(res.artifact_path)  # the platform's own evaluation, all 10,000
+    assert metric["value"] == pytest.approx(acc, abs=1e-9)
+    a = artifacts.load_model(res.artifact_path, res.artifact_sha256)
+    b = model_file.load_model(res.artifact_path, res.artifact_sha256)
+    assert isinstance(a, torch.nn.Module) and not a.training and not b.training
+    x = torch.rand(3, 1, 28, 28)
+    assert torch.equal(a(x), b(x))
+    with pytest.raises(model_file.ModelFileError, match="SHA-256"):
+        model_file.load_model(res.artifact_path, "0" * 64)
