@@ -32,6 +32,7 @@ from services.market.api.routes import (
     enrolments,
     ledger,
     models,
+    operator_ledger,
     purchases,
     quotes,
     tokens,
@@ -133,7 +134,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The busiest first: routes match in order (matching was 11% of a declaration's time).
         [
             m.router
-            for m in (purchases, decisions, clients, tokens, enrolments, quotes, ledger, models)
+            for m in (
+                purchases,
+                decisions,
+                clients,
+                tokens,
+                enrolments,
+                quotes,
+                ledger,
+                operator_ledger,
+                models,
+            )
         ],
         state={
             "sessions": sessions,

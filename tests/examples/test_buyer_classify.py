@@ -36,8 +36,12 @@ def test_a_torch_only_environment_reproduces_the_recorded_accuracy(
     """Train a coalition on the platform's trainer, then classify the whole test set in a
     virtual environment with only torch: the accuracy matches the file's own record to 0.1%."""
     config = TrainConfig(data_dir=fashion_dir, model=model, rounds=2, local_steps=5)
-    res = train_coalition([1, 0, 2], config.model_copy(update={"test_subset": 500}), tmp_path)
+    res = train_coalition(
+        [1, 0, 2], config.model_copy(update={"test_subset": 500}), artifact_dir=tmp_path
+    )
     assert res.artifact_path is not None
     got = run_classify(torch_only_python(), res.artifact_path)
     assert abs(got["accuracy"] - got["metadata_accuracy"]) <= 0.001, got
-    assert 0.1 < got["accuracy"] <= 1.0
+    assert 0.0 < got["accuracy"] <= 1.0
+    if model == "logistic":  # two short rounds leave the CNN near chance; logistic learns
+        assert got["accuracy"] > 0.5, got

@@ -12,7 +12,7 @@ import click
 
 from mots import __version__
 
-AREAS = ("economics", "training", "platform", "reproduce", "market", "rounds")
+AREAS = ("economics", "training", "platform", "reproduce", "market", "ledger", "rounds")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -145,6 +145,12 @@ def register(
         me,
         f"client {me.id} ({me.name}, type {me.type_name}, D {me.data_size}, C {money(me.cost)})\n"
         f"token {me.token}\n"
+        + (
+            "status pending: the operator must approve it (`mots market approve "
+            f"{me.id}`) before it is priced, declares or buys\n"
+            if me.status.value == "pending"
+            else ""
+        )
         + (saved or "(shown once; pass it as --token or MOTS_TOKEN, or register with --save-as)"),
     )
 
@@ -547,21 +553,6 @@ def revoke(session: Session, client_id: int) -> None:
     with session.market(operator=True) as m:
         out = m.revoke_client(client_id)
     session.emit(out, f"client {out.id} ({out.name}): {out.status.value}")
-
-
-@market.command("clients")
-@connection
-def clients(session: Session) -> None:
-    """(operator) The registered clients.
-
-    \b
-    Example:
-      mots market clients --json
-    """
-    with session.market(operator=True) as m:
-        out = m.clients()
-    rows = [(c.id, c.name, c.type_name, c.data_size, money(c.cost)) for c in out]
-    session.emit(out, table(rows, ("id", "name", "type", "D", "C")))
 
 
 @market.command("ledger-check")

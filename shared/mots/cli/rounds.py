@@ -135,12 +135,12 @@ def _follow(updates: Any, as_json: bool) -> RoundView:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} FedAvg rounds"),
+        TextColumn("{task.fields[fedavg]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
     with Progress(*columns, transient=False) as bar:
-        task = bar.add_task("open", total=None)
+        task = bar.add_task("open", total=None, fedavg="")
         for last in updates:
             p = last.training_progress
             done = 0 if p is None else p.fedavg_round - (1 if p.in_progress else 0)
@@ -150,6 +150,7 @@ def _follow(updates: Any, as_json: bool) -> RoundView:
                 description=f"round {last.id}: {last.state.value}{eps}",
                 total=None if p is None else p.fedavg_rounds,
                 completed=done,
+                fedavg="" if p is None else f"{done}/{p.fedavg_rounds} FedAvg rounds",
             )
     assert last is not None
     return last
@@ -188,9 +189,9 @@ def describe(v: RoundView) -> str:
         rewards = s.get("rewards") or {}
         if rewards:
             lines.append("rewards " + ", ".join(f"{t} {money(r)}" for t, r in rewards.items()))
-    if v.transitions:
-        moves = [f"{t.get('to')} (+{_float(t.get('seconds_in_from'), 1)} s)" for t in v.transitions]
-        lines.append("states: " + " → ".join(moves))
+    if v.transitions:  # each state with the time the round spent in it (issue 26)
+        spent = [f"{t.get('from')} {_float(t.get('seconds_in_from'), 1)} s" for t in v.transitions]
+        lines.append("states: " + " → ".join([*spent, str(v.transitions[-1].get("to"))]))
     return "\n".join(lines)
 
 

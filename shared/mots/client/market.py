@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from mots.client.model_file import load_model, write_sidecar
 from mots.platform import tokens
 from mots.platform.schemas import (
+    AccountOut,
     BalanceOut,
     ClientOut,
     ClientRegistration,
@@ -53,6 +54,7 @@ from mots.platform.schemas import (
     RoundState,
     Strategy,
     TokenOut,
+    TransactionOut,
 )
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -63,6 +65,8 @@ MODEL_DIGEST_HEADER = "X-Model-SHA256"
 
 M = TypeVar("M", bound=BaseModel)
 _ClientPage = Page[ClientOut]
+_TransactionPage = Page[TransactionOut]
+_AccountPage = Page[AccountOut]
 _EntryPage = Page[EntryOut]
 _EnrolmentPage = Page[EnrolmentOut]
 
@@ -512,13 +516,39 @@ class MarketClient:
                 return out
             cursor = got.next
 
-    def clients(self, page_size: int = 500) -> list[ClientOut]:
-        """``GET /v1/clients`` (operator): every registered client, following the pages' ``next``."""
+    def clients(self, page_size: int = 500, status: str | None = None) -> list[ClientOut]:
+        """``GET /v1/clients`` (operator): every registered client (only those in ``status``,
+        when given), following the pages' ``next``."""
         out: list[ClientOut] = []
         cursor: str | None = None
         while True:
             params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
+            if status is not None:
+                params["status"] = status
             page = self._call(_ClientPage, "GET", "/v1/clients", params=params)
+            out.extend(page.items)
+            if page.next is None:
+                return out
+            cursor = page.next
+
+    def transactions(
+        self, *, limit: int = 50, cursor: str | None = None, **filters: object
+    ) -> Page[TransactionOut]:
+        """``GET /v1/ledger/transactions`` (operator): one page of transactions across accounts,
+        newest first; ``filters``: ``account``, ``round_id``, ``kind``, ``since``, ``until``."""
+        params: dict[str, Any] = {"limit": limit} | ({"cursor": cursor} if cursor else {})
+        params |= {k: str(v) for k, v in filters.items() if v is not None}
+        return self._call(_TransactionPage, "GET", "/v1/ledger/transactions", params=params)
+
+    def accounts(self, category: str | None = None, page_size: int = 500) -> list[AccountOut]:
+        """``GET /v1/ledger/accounts`` (operator): every account and its balance."""
+        out: list[AccountOut] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
+            if category is not None:
+                params["category"] = category
+            page = self._call(_AccountPage, "GET", "/v1/ledger/accounts", params=params)
             out.extend(page.items)
             if page.next is None:
                 return out

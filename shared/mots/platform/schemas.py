@@ -549,6 +549,58 @@ class EntryOut(_Schema):
     round_id: int | None
 
 
+class TransactionEntry(_Schema):
+    """One leg of a ledger transaction: an account and its signed amount."""
+
+    model_config = example({"account": "wallet:7", "amount": "-0.750000"})
+
+    account: str
+    amount: Money
+
+
+class TransactionOut(_Schema):
+    """A ledger transaction across accounts, as the operator reads it (its entries sum to 0)."""
+
+    model_config = example(
+        {
+            "id": 41,
+            "kind": "purchase",
+            "round_id": 3,
+            "client_id": 7,
+            "created_at": "2026-11-26T16:20:09Z",
+            "entries": [
+                {"account": "wallet:7", "amount": "-0.750000"},
+                {"account": "round:3:pool", "amount": "0.750000"},
+            ],
+        }
+    )
+
+    id: int
+    kind: str = Field(..., description="deposit, purchase, refund, reward, charge, subsidy, …")
+    round_id: int | None
+    client_id: int | None
+    created_at: datetime
+    entries: list[TransactionEntry]
+
+
+class AccountOut(_Schema):
+    """A ledger account and its balance (wallets, round pools, platform and external)."""
+
+    model_config = example(
+        {
+            "name": "platform:subsidy",
+            "category": "platform_subsidy",
+            "client_id": None,
+            "balance": "-1.500000",
+        }
+    )
+
+    name: str
+    category: str
+    client_id: int | None
+    balance: Money
+
+
 class BalanceOut(_Schema):
     """A client's wallet balance and its ledger entries, newest first."""
 

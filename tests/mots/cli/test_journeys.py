@@ -205,6 +205,50 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     assert outsider.output.strip().splitlines()[-1].startswith("Error: 403: round_id:")
 
 
+def test_the_operator_sees_the_money_and_each_clients_status(workdir: Path) -> None:
+    """Issue 26 item 3 (after the journey): transactions across accounts, a page at a time, by
+    account, round, kind and time; every account's balance, the platform's too; clients with
+    their status and a status filter."""
+    w = {"MOTS_WORKDIR": str(workdir)}
+    every = _json("market", "transactions", "--limit", "500", **w)
+    assert isinstance(every, dict) and every["next"] is None
+    txs = every["items"]
+    assert {"deposit", "purchase"} <= {t["kind"] for t in txs}
+    assert all(sum(Decimal(e["amount"]) for e in t["entries"]) == 0 for t in txs)
+    assert [t["id"] for t in txs] == sorted((t["id"] for t in txs), reverse=True)
+    first = _json("market", "transactions", "--limit", "1", **w)
+    assert isinstance(first, dict) and first["items"][0]["id"] == txs[0]["id"] and first["next"]
+    second = _json("market", "transactions", "--limit", "1", "--cursor", first["next"], **w)
+    assert isinstance(second, dict) and second["items"][0]["id"] == txs[1]["id"]
+    deposits = _json("market", "transactions", "--kind", "deposit", **w)
+    assert isinstance(deposits, dict) and deposits["items"]
+    assert {t["kind"] for t in deposits["items"]} == {"deposit"}
+    rounds = {t["round_id"] for t in txs if t["round_id"] is not None}
+    for r in rounds:
+        of_round = _json("market", "transactions", "--round", str(r), **w)
+        assert isinstance(of_round, dict)
+        assert {t["round_id"] for t in of_round["items"]} == {r}
+    wallet = next(e["account"] for e in deposits["items"][0]["entries"] if "wallet" in e["account"])
+    mine = _json("market", "transactions", "--account", wallet, **w)
+    assert isinstance(mine, dict)
+    assert all(any(e["account"] == wallet for e in t["entries"]) for t in mine["items"])
+    later = _json("market", "transactions", "--since", "2999-01-01", **w)
+    assert isinstance(later, dict) and later["items"] == []
+    earlier = _json("market", "transactions", "--until", "2999-01-01", **w)
+    assert isinstance(earlier, dict) and len(earlier["items"]) == min(len(txs), 50)
+    accounts = _json("market", "accounts", **w)
+    assert isinstance(accounts, list)
+    names = {a["name"]: a for a in accounts}
+    assert "external:deposits" in names and any(n.startswith("wallet:") for n in names)
+    assert sum(Decimal(a["balance"]) for a in accounts) == 0
+    listed = _ok("market", "clients", **w)
+    assert listed.splitlines()[0].split()[:3] == ["id", "name", "status"]
+    revoked = _json("market", "clients", "--status", "revoked", **w)
+    assert isinstance(revoked, list) and revoked and {c["status"] for c in revoked} == {"revoked"}
+    bad = _mots("market", "clients", "--status", "sleeping", **w)
+    assert bad.exit_code == 2
+
+
 def test_refusals_are_one_line_and_usage_errors_exit_2(workdir: Path, tmp_path: Path) -> None:
     """A bad token and an unknown round answer the service's detail in one line (exit 1); a
     missing setting is a usage error (exit 2) naming how to give it."""
@@ -229,6 +273,8 @@ OPERATOR_COMMANDS = [
     ("market", "approve", "1"),
     ("market", "revoke", "1"),
     ("market", "ledger-check"),
+    ("market", "transactions"),
+    ("market", "accounts"),
     ("rounds", "open"),
 ]
 

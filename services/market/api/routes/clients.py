@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Request, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -278,10 +278,15 @@ def list_clients(
     factory: SessionFactoryDep,
     limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
+    status_filter: Annotated[
+        ClientStatus | None, Query(alias="status", description="only clients in this status")
+    ] = None,
 ) -> Page[ClientOut]:
     """The registered clients in the order they registered, a page at a time (operator only)."""
     after = decode_cursor(cursor) or 0
     query = select(Client).where(Client.id > after).order_by(Client.id).limit(limit + 1)
+    if status_filter is not None:
+        query = query.where(Client.status == status_filter.value)
     with factory() as session:
         rows = [_out(c) for c in session.scalars(query)]
     return page_of(rows, limit, key=lambda c: c.id)

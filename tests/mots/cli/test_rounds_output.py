@@ -1,0 +1,51 @@
+"""`mots rounds show|watch` say what happened (issue 26 item 5): each state with the time the
+round spent in it, and no `0/None FedAvg rounds` before training reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from mots.cli.rounds import _follow, describe
+from mots.client.rounds import RoundView
+
+
+def _view(**kw: object) -> RoundView:
+    return RoundView.model_validate({"id": 1, "state": "published", **kw})
+
+
+def test_the_timeline_labels_each_state_with_its_own_time() -> None:
+    """48.5 s of training shows as training, not as the next state."""
+    moves = [
+        ("open", "collecting", 0.4),
+        ("collecting", "training", 4.7),
+        ("training", "evaluating", 48.5),
+        ("evaluating", "settling", 7.4),
+        ("settling", "published", 0.2),
+    ]
+    v = _view(transitions=[{"from": a, "to": b, "seconds_in_from": s} for a, b, s in moves])
+    line = describe(v).splitlines()[-1]
+    assert line == (
+        "states: open 0.4 s → collecting 4.7 s → training 48.5 s → evaluating 7.4 s"
+        " → settling 0.2 s → published"
+    )
+
+
+def test_the_watch_bar_never_prints_none(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before training reports, the bar shows the state alone (no `0/None`)."""
+    last = _follow(iter([_view(state="collecting")]), as_json=False)
+    assert last.state.value == "collecting"
+    out = capsys.readouterr()
+    assert "round 1: collecting" in out.out and "None" not in out.out + out.err
+
+
+def test_the_watch_bar_counts_finished_fedavg_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    """Round 2 of 5 in progress: 1/5 FedAvg rounds done."""
+    progress = {
+        "fedavg_round": 2,
+        "fedavg_rounds": 5,
+        "clients_done": 1,
+        "clients": 2,
+        "in_progress": True,
+    }
+    _follow(iter([_view(state="training", training_progress=progress)]), as_json=False)
+    assert "1/5 FedAvg rounds" in capsys.readouterr().out
