@@ -13,6 +13,8 @@ args, env, mounts, runAsUser, read-only root filesystems, probes):
   pod's containers declare);
 - a hostPath is prefixed with the emulated node's root (each Pi has its own disk);
 - ``fieldRef: spec.nodeName`` (unsupported by podman 4.3) becomes the emulated node's name;
+- ports: podman 4.3 publishes every containerPort on the host; each gets a free hostPort on
+  127.0.0.1 (``hostIP``/``hostPort`` added, containerPort unchanged);
 - images: ours are rewritten to the locally built tags (as the overlay's ``images:`` block does
   for a registry), third-party ones to the local stand-ins;
 - podman 4.3 quirks: a secret volume needs ``optional`` set (4.3 dereferences it); secrets are
@@ -27,7 +29,9 @@ import base64
 import copy
 import ipaddress
 import json
+import socket
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,6 +165,16 @@ def _pod_spec_for_node(spec: dict[str, Any], node: str, node_root: str) -> None:
                 e["value"] = node
 
 
+def _publish_on_loopback(spec: dict[str, Any], free_port: Iterator[int]) -> None:
+    """podman 4.3 publishes every containerPort on the host (hostPort defaults to it, on all
+    addresses): give each a free hostPort on 127.0.0.1 so pods neither clash with each other or
+    the host's services nor listen beyond this machine. Pods still reach each other directly."""
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        for p in c.get("ports", []):
+            p["hostIP"] = "127.0.0.1"
+            p["hostPort"] = next(free_port)
+
+
 def _as_pod(r: Resource, name: str) -> Resource:
     tmpl = copy.deepcopy(r["spec"]["template"])
     meta = {"name": name, "labels": tmpl["metadata"].get("labels", {})}
@@ -202,6 +216,7 @@ def playbook(
     """
     net = ipaddress.ip_network(subnet)
     addresses = (str(a) for a in list(net.hosts())[9:])  # .10 onwards; the gateway is .1
+    free_port = _free_ports()
     book = Playbook(
         claims=[copy.deepcopy(r) for r in resources if r["kind"] == "PersistentVolumeClaim"],
         config_maps=[copy.deepcopy(r) for r in resources if r["kind"] == "ConfigMap"],
@@ -246,8 +261,21 @@ def playbook(
     for _, doc, _ in book.pods:
         for spec in pod_specs(doc):
             _rewrite_images(spec, images)
+            _publish_on_loopback(spec, free_port)
             spec["hostAliases"] = [{"ip": ip, "hostnames": hs} for ip, hs in aliases.items()]
     return book
+
+
+def _free_ports() -> Iterator[int]:
+    """Ports free on 127.0.0.1 now (the kernel's choice), never the same twice."""
+    seen: set[int] = set()
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in seen:
+            seen.add(port)
+            yield port
 
 
 def kubectl_secret(name: str, *flags: str) -> Resource:

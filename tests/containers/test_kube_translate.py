@@ -70,6 +70,8 @@ def test_containers_are_unchanged_but_for_image_and_node_name(overlay, book) -> 
         assert len(ours) == len(theirs)
         for a, b in zip(ours, theirs, strict=True):
             assert a["image"].startswith("localhost/stand-in/")
+            for port in a.get("ports", []):
+                assert port.pop("hostIP") == "127.0.0.1" and port.pop("hostPort") > 0
             for e in b.get("env", []):
                 if e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
                     e.pop("valueFrom")
