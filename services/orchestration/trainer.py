@@ -31,6 +31,14 @@ log = logging.getLogger(__name__)
 VERIFIED = "verified"
 
 
+def superlink_port(configured: int, n_nodes: int) -> int:
+    """The local SuperLink's first port: the configured one, or (0) the first block of free
+    ports a federation of ``n_nodes`` needs (`mots platform up --free-ports`)."""
+    from mots.training.federation import free_port_block, ports_needed
+
+    return configured or free_port_block(ports_needed(n_nodes))
+
+
 @dataclass(frozen=True)
 class Coalition:
     """Who trains: the participants' client ids per type (the j-th is the type's participant j),
@@ -125,7 +133,7 @@ class Trainer:
         fed = LocalFederation(
             n_nodes=len(node_types),
             node_types=node_types,
-            superlink_port=self.settings.superlink_port,
+            superlink_port=superlink_port(self.settings.superlink_port, len(node_types)),
             workdir=Path(self.settings.federation_dir),
             policy=policy,
         )

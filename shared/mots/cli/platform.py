@@ -101,8 +101,8 @@ WORKDIR_OPTION = click.option(
 @click.option(
     "--free-ports",
     is_flag=True,
-    help="any free ports instead of the fixed ones monitoring/prometheus.yml scrapes "
-    "(several platforms on one machine)",
+    help="any free ports instead of the fixed ones monitoring/prometheus.yml scrapes, the local"
+    " SuperLink's included (several platforms on one machine)",
 )
 def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
     """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all.
@@ -136,7 +136,7 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
         workdir=workdir,
         redis_url=redis_url,
         ports={} if free_ports else dict(FIXED_PORTS),
-        extra_env=keys.env,
+        extra_env={**keys.env, **({"MOTS_SUPERLINK_PORT": "0"} if free_ports else {})},
     )
     died: list[str] = []
     try:

@@ -102,6 +102,9 @@ def test_endpoints_file_names_every_service_and_the_operator_token(workdir: Path
     assert "dev-token-secret" not in secrets_env
     for name in ("endpoints.json", "secrets.env"):
         assert (workdir / name).stat().st_mode & 0o777 == 0o600
+    pids = json.loads((workdir / "pids.json").read_text())["pids"]
+    environs = [Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in pids]
+    assert all(b"MOTS_SUPERLINK_PORT=0" in e for e in environs)  # --free-ports: no fixed 9500
     shown = _json("market", "config", MOTS_WORKDIR=str(workdir))
     assert isinstance(shown, dict)
     assert shown["settings"]["market_url"] == endpoints["market"]

@@ -22,3 +22,24 @@ def test_cross_device_sampling_settings_reach_the_train_config(
     monkeypatch.setenv("MOTS_TRAIN_FRACTION", "1.5")
     with pytest.raises(ValueError, match="train_fraction"):
         Settings()
+
+
+def test_superlink_port_zero_takes_a_free_block_not_the_fixed_port() -> None:
+    """`--free-ports` (MOTS_SUPERLINK_PORT=0): the local SuperLink's block of ports is found free
+    when the federation starts, so it never collides with another platform's fixed 9500."""
+    import socket
+
+    from mots.training.federation import ports_needed
+    from services.orchestration.trainer import superlink_port
+
+    assert superlink_port(9500, 4) == 9500
+    with socket.socket() as held:
+        taken = superlink_port(0, 4)  # the block a first federation would take: now in use
+        held.bind(("127.0.0.1", taken))
+        held.listen()
+        port = superlink_port(0, 4)
+        block = range(port, port + ports_needed(4))
+        assert taken not in block
+        for p in block:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p))

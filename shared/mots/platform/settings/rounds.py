@@ -148,7 +148,13 @@ class Training(Group):
         "edge devices' SuperNodes) that training runs on; unset or empty: start a local federation",
     )
     n_nodes: int = Field(20, ge=1, description="SuperNodes the local federation starts")
-    superlink_port: int = Field(9500, ge=1024, le=65000, description="local SuperLink's port")
+    superlink_port: int = Field(
+        9500,
+        ge=0,
+        le=65000,
+        description="local SuperLink's first port (it takes n_nodes + 2 from there); 0: a free"
+        " block found when the federation starts (`mots platform up --free-ports`)",
+    )
     train_rounds: int = Field(5, ge=1, description="FedAvg rounds R per market round")
     train_local_steps: int = Field(20, ge=1, description="local SGD iterations E per FedAvg round")
     train_batch_size: int = Field(32, ge=1, description="SGD batch size b")
