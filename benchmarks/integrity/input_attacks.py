@@ -237,3 +237,35 @@ def duplicate_keys(p: MoneyPlatform) -> Attack:
         paid=max(booked, Decimal(0)),
     )
     return out
+
+
+GUESSES = 30
+GUESS_ADDRESS = "127.0.0.2"
+"""The guesser's own source address (the loopback's /8), so that its throttling does not hold up
+the suite's honest registrations from 127.0.0.1."""
+
+
+@attack("code_guessing")
+def code_guessing(p: MoneyPlatform) -> Attack:
+    """Made-up enrolment codes in a burst from one address: each refused (401), and after a few
+    failures the address is throttled (429 with Retry-After) so guessing cannot go on at speed:
+    caught when every guess is refused and at most the throttle's allowance were checked."""
+    import secrets
+
+    out = Attack()
+    transport = httpx.HTTPTransport(local_address=GUESS_ADDRESS)
+    base = str(p.market.base_url)
+    checked = throttled = 0
+    with httpx.Client(base_url=base, transport=transport, timeout=30) as guesser:
+        for _ in range(GUESSES):
+            body = {"name": "guess", "enrolment_code": "enrol_" + secrets.token_urlsafe(32)}
+            r = guesser.post("/v1/clients", json=body)
+            checked += r.status_code == 401
+            throttled += r.status_code == 429 and int(r.headers.get("Retry-After", "0")) > 0
+            out.record(r.status_code in (401, 429), f"guess -> {r.status_code}")
+    out.record(
+        throttled > 0 and checked <= GUESSES // 2,
+        f"{checked} of {GUESSES} guesses were checked, {throttled} throttled",
+    )
+    out.extra.append({"guesses": GUESSES, "checked": checked, "throttled": throttled})
+    return out

@@ -24,7 +24,8 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[money.MoneyPl
 
 
 @pytest.mark.parametrize(
-    "name", ["deep_json", "cursor_overflow", "huge_non_json_body", "duplicate_keys"]
+    "name",
+    ["deep_json", "cursor_overflow", "huge_non_json_body", "duplicate_keys", "code_guessing"],
 )
 def test_attack_is_refused(platform: money.MoneyPlatform, name: str) -> None:
     """Every try of the attack is refused (4xx problem, never 5xx) and nothing is paid."""

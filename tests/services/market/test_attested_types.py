@@ -204,3 +204,20 @@ def test_a_revoked_client_loses_its_token_and_its_place(market: TestClient, regi
     assert _population(market) == {"small": [b["id"]]}
     assert market.delete(f"/v1/clients/{a['id']}", headers=OPERATOR).status_code == 409
     assert market.delete("/v1/clients/999999", headers=OPERATOR).status_code == 404
+
+
+def test_failed_enrolment_codes_are_throttled_per_address(market: TestClient) -> None:
+    """Made-up codes: 401 each, then after 10 failures in a minute 429 with Retry-After, the
+    attempt unchecked: a genuine code from that address waits too (codes cannot be guessed)."""
+    from services.market.rate_limits import CODE_FAILURES_PER_MINUTE
+
+    code = _enrol(market, type_name="t", data_size=50, cost="1", uses=1)["code"]
+    statuses = [
+        market.post("/v1/clients", json={"name": "g", "enrolment_code": f"enrol_{i:043d}"})
+        for i in range(CODE_FAILURES_PER_MINUTE + 2)
+    ]
+    assert [r.status_code for r in statuses[:CODE_FAILURES_PER_MINUTE]] == [401] * 10
+    throttled = statuses[CODE_FAILURES_PER_MINUTE:]
+    assert all(r.status_code == 429 and int(r.headers["Retry-After"]) >= 1 for r in throttled)
+    r = market.post("/v1/clients", json={"name": "late", "enrolment_code": code})
+    assert r.status_code == 429 and "enrolment_code" in r.json()["detail"]
