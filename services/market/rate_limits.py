@@ -67,8 +67,7 @@ def refuse_if_failing(request: Request, name: str, allowed: int) -> None:
         retry = (window + 1) * WINDOW_S - now
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS,
-            f"{name}: {allowed} failed attempts from this address in a minute; retry in"
-            f" {retry} s",
+            f"{name}: {allowed} failed attempts from this address in a minute; retry in {retry} s",
             headers={"Retry-After": str(max(retry, 1))},
         )
 
