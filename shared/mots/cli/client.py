@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from pydantic import BaseModel, ValidationError
@@ -116,18 +116,39 @@ def connection(command: F) -> F:
             config = resolve(flags, profile=profile, workdir=workdir)
             return command(session=Session(config, as_json), **kw)
         except ConfigError as exc:
-            raise click.UsageError(str(exc)) from exc
+            fail(as_json, 2, "configuration", str(exc), click.UsageError(str(exc)))
         except ValidationError as exc:  # the SDK's own schemas refused an argument
-            raise click.UsageError(invalid(exc)) from exc
+            fail(as_json, 2, "usage", invalid(exc), click.UsageError(invalid(exc)))
+        except RoleError as exc:
+            fail(as_json, 2, "role", exc.message, exc)
         except MarketError as exc:
             status = "unreachable" if exc.status is None else str(exc.status)
             where = f" ({exc.method} {exc.path})" if exc.method else ""
-            raise click.ClickException(f"{status}: {exc.detail}{where}") from exc
+            message = f"{status}: {exc.detail}{where}"
+            extra = {"status": exc.status, "method": exc.method, "path": exc.path}
+            fail(as_json, 1, "refused", message, click.ClickException(message), extra)
 
     wrapped: Any = run
     for option in reversed(options):
         wrapped = option(wrapped)
     return wrapped  # type: ignore[no-any-return]
+
+
+def fail(
+    as_json: bool,
+    code: int,
+    kind: str,
+    message: str,
+    exc: click.ClickException,
+    extra: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Raise ``exc``; under ``--json`` print the error as one JSON line on stderr instead
+    (``{"error": {"kind", "message", "exit_code", …}}``) and exit with the same status."""
+    if not as_json:
+        raise exc
+    body = {"kind": kind, "message": message, "exit_code": code, **(extra or {})}
+    click.echo(json.dumps({"error": body}), err=True)
+    raise click.exceptions.Exit(code)
 
 
 def table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:

@@ -13,7 +13,7 @@ import click
 
 from mots.cli.client import Session, connection, decimal_amount, money, table
 from mots.client.config import ConfigError, check_profile_name, save_profile
-from mots.client.market import MarketClient
+from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.schemas import ClientRegistration, EnrolmentIn, QuoteOut, Strategy
 
@@ -330,13 +330,22 @@ def buy(session: Session, round_id: int, idempotency_key: str | None) -> None:
     Example:
       mots market buy 1
     """
+    key = announce_key(idempotency_key, f"mots market buy {round_id}")
     with session.market() as m:
-        out = m.buy(round_id, idempotency_key=idempotency_key)
+        out = m.buy(round_id, idempotency_key=key)
     session.emit(
         out,
         f"purchase {out.purchase_id}: round {out.round_id} for {money(out.price)}, "
         f"balance {money(out.balance)}",
     )
+
+
+def announce_key(given: str | None, command: str) -> str:
+    """The Idempotency-Key this call uses, printed on stderr before the call (issue 26), so a
+    call that timed out can be retried without paying twice."""
+    key = given or new_idempotency_key()
+    click.echo(f"Idempotency-Key {key} (to retry: {command} --idempotency-key {key})", err=True)
+    return key
 
 
 @market.command("balance")
@@ -490,7 +499,8 @@ def deposit(session: Session, client_id: int, amount: Decimal, idempotency_key: 
       mots market deposit 1 10
     """
     with session.market(operator=True) as m:
-        out = m.deposit(client_id, amount, idempotency_key=idempotency_key)
+        key = announce_key(idempotency_key, f"mots market deposit {client_id} {amount}")
+        out = m.deposit(client_id, amount, idempotency_key=key)
     session.emit(
         out, f"deposit {money(out.amount)} to client {out.client_id}: balance {money(out.balance)}"
     )

@@ -195,10 +195,13 @@ def down(workdir: Path, timeout_s: float) -> None:
       mots platform down --workdir /tmp/mots
     """
     pidfile = workdir.resolve() / PIDS_FILE
+    if not pidfile.exists():  # already down (a second `down` is not an error: issue 26)
+        click.echo(f"no platform running in {workdir.resolve()} (nothing to stop)")
+        return
     try:
         recorded = json.loads(pidfile.read_text())
     except (OSError, ValueError) as exc:
-        raise click.ClickException(f"{pidfile}: no running platform recorded ({exc})") from exc
+        raise click.ClickException(f"{pidfile}: not a readable pid record ({exc})") from exc
     leader = recorded.get("pid")
     if isinstance(leader, int) and _signal(leader, signal.SIGTERM):
         deadline = time.monotonic() + timeout_s

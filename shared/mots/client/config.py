@@ -198,6 +198,12 @@ def resolve(
                 break
         else:
             values[key] = None
+    for key in ("market_url", "orchestration_url"):
+        url = values.get(key)
+        if url and not url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"{key}: must start with http:// or https:// (got {url!r} from {sources[key]})"
+            )
     found = folder.expanduser().resolve() if endpoints else None
     return ClientConfig(sources=sources, workdir=found, role=role, profile=name, **values)
 

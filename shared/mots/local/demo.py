@@ -154,7 +154,11 @@ def print_verification(summary: dict[str, Any]) -> None:
     verification: dict[str, str] = summary.get("verification") or {}
     if not verification:
         return
-    print("  participants' updates (TLS and SuperNode authentication; each update verified):")
+    if summary.get("trainer", "deployment") == "deployment":
+        how = "Flower deployment engine: TLS and SuperNode authentication"
+    else:  # the in-process engine has no network: nothing to encrypt or authenticate
+        how = "in-process engine: no network, so no TLS or node authentication"
+    print(f"  participants' updates ({how}; each update verified):")
     for client, status in sorted(verification.items(), key=lambda kv: int(kv[0])):
         paid = "paid" if status == "verified" else "not paid"
         print(f"    client {client:>4}  {status:<20} {paid}")
@@ -221,6 +225,7 @@ def run_demo(
         with round_bar("FedAvg", total=train_rounds) as fedavg:
             body = wait_round(orchestration, round_id, timeout_s, on_fedavg=fedavg)
         summary: dict[str, Any] = body["summary"]
+        summary["trainer"] = trainer  # what the printout may claim about the federation
         buyer = next((a for a in agents if choices[a.id] is Strategy.BUY), None)
         if buyer is not None and body["state"] == "published":
             try:

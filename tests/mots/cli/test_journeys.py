@@ -64,6 +64,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield work
         down = _mots("platform", "down", "--workdir", str(work))
         assert down.exit_code == 0, down.output
+        again = _mots("platform", "down", "--workdir", str(work))  # twice: still exit 0
+        assert again.exit_code == 0 and "no platform running" in again.output, again.output
         assert up.wait(timeout=90) == 0, (base / "up.log").read_text()
         assert not (work / "endpoints.json").exists() and not (work / "pids.json").exists()
     finally:
@@ -81,7 +83,7 @@ def _mots(*args: str, **env: str | None) -> Result:
 def _ok(*args: str, **env: str | None) -> str:
     result = _mots(*args, **env)
     assert result.exit_code == 0, f"mots {' '.join(args)}: {result.output}"
-    return result.output
+    return result.stdout
 
 
 def _json(*args: str, **env: str | None) -> object:
@@ -153,8 +155,18 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     for name in participants:
         _ok("market", "declare", round_id, "join", MOTS_TOKEN=tokens[name], **w)
     _ok("market", "declare", round_id, "buy", MOTS_TOKEN=tokens[buyer], **w)
-    bought = _json("market", "buy", round_id, MOTS_TOKEN=tokens[buyer], **w)
+    buying = _mots("market", "buy", round_id, "--json", MOTS_TOKEN=tokens[buyer], **w)
+    assert buying.exit_code == 0, buying.output
+    bought = json.loads(buying.stdout)
     assert isinstance(bought, dict)
+    key = buying.stderr.split()[1]  # "Idempotency-Key KEY (to retry: …)"
+    assert buying.stderr.startswith("Idempotency-Key ") and f"--idempotency-key {key}" in (
+        buying.stderr
+    )
+    again = _json(
+        "market", "buy", round_id, "--idempotency-key", key, MOTS_TOKEN=tokens[buyer], **w
+    )
+    assert again == bought  # the retry with the printed key: the stored result, nothing paid twice
     assert Decimal(bought["balance"]) == Decimal("10") - Decimal(quote["price"])
     for name in tokens.keys() - {buyer, *participants}:
         _ok("market", "declare", round_id, "abstain", MOTS_TOKEN=tokens[name], **w)
@@ -259,8 +271,8 @@ def test_refusals_are_one_line_and_usage_errors_exit_2(workdir: Path, tmp_path: 
     bad = _mots("market", "balance", MOTS_TOKEN="not-a-token", **w)
     assert bad.exit_code == 1 and bad.output.startswith("Error: 401: "), bad.output
     assert len(bad.output.strip().splitlines()) == 1
-    down = _mots("platform", "down", "--workdir", str(tmp_path))
-    assert down.exit_code == 1 and "no running platform recorded" in down.output
+    down = _mots("platform", "down", "--workdir", str(tmp_path))  # nothing running: exit 0
+    assert down.exit_code == 0 and "no platform running" in down.output
     missing = _mots("rounds", "show", "999", **w)
     assert missing.exit_code == 1 and "round 999 does not exist" in missing.output
     unset = _mots("market", "balance", MOTS_WORKDIR=str(tmp_path))

@@ -70,3 +70,26 @@ def test_usage_errors_exit_2_and_an_unreachable_market_exits_1(tmp_path: Path) -
     )
     assert code == 1 and out.startswith("Error: unreachable: ") and "GET /v1/me/balance" in out
     assert len(out.strip().splitlines()) == 1
+
+
+def test_a_url_without_a_scheme_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Issue 26: `--market-url 127.0.0.1:8101` is a usage error naming the rule (exit 2)."""
+    code, out = _run(tmp_path, "market", "quote", "--market-url", "127.0.0.1:8101", "--token", "t")
+    assert code == 2 and "Traceback" not in out
+    assert "market_url: must start with http:// or https://" in out
+
+
+def test_json_errors_are_json_on_stderr(tmp_path: Path) -> None:
+    """Under --json a refusal or a usage error is one JSON line on stderr, same exit status."""
+    base = {**NO_ENV, "MOTS_WORKDIR": str(tmp_path), "MOTS_PROFILES": str(tmp_path / "p.toml")}
+    runner = CliRunner()
+    for args, code, kind in (
+        (["--market-url", "http://127.0.0.1:1", "--token", "t"], 1, "refused"),
+        (["--market-url", "127.0.0.1:1", "--token", "t"], 2, "configuration"),
+        ([], 2, "configuration"),
+    ):
+        result = runner.invoke(cli, ["market", "quote", *args, "--json"], env=base)
+        assert result.exit_code == code, result.output
+        assert result.stdout == ""
+        error = json.loads(result.stderr.strip())["error"]
+        assert (error["kind"], error["exit_code"]) == (kind, code)

@@ -22,3 +22,12 @@ def test_each_participant_is_shown_verified_and_paid_or_not(
     ]
     print_verification({"verification": {}})
     assert capsys.readouterr().out == ""
+
+
+def test_the_security_line_is_true_of_the_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    """TLS and SuperNode authentication are claimed only for Flower's deployment engine."""
+    print_verification({"verification": {"1": "verified"}, "trainer": "inprocess"})
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "TLS and SuperNode authentication" not in line and "in-process" in line
+    print_verification({"verification": {"1": "verified"}, "trainer": "deployment"})
+    assert "TLS and SuperNode authentication" in capsys.readouterr().out
