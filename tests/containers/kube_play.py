@@ -1,0 +1,334 @@
+"""The rendered k3s-pi overlay run with `podman kube play` and a market round published on it.
+
+Steps (each as the README's k3s section has the user do it, where podman allows): render with the
+real kustomize; create the Secrets with the README's `kubectl create secret` commands (their
+output stored as podman 4.3 reads secrets) and the SuperLink's TLS material with
+`python -m mots.training.pki tls`; give each emulated node its directories (the server's
+dataset, each Pi's data, client-index and agent state, owned by uid 10001); play the claims,
+then the pods in order (kube_translate.playbook) on a podman network of their own, each at its
+static address; run every probe by hand until all pass; enrol the types and create the
+enrolment Secrets; start the edge pods; open a round, buy as a host-side buyer, wait for the
+round to end by its rule, download and verify the model, check the ledger. Everything it made is
+removed in ``finally``.
+"""
+
+from __future__ import annotations
+
+import secrets as pysecrets
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.containers import podman, stand_ins
+from tests.containers import round as market_round
+from tests.containers.kube_translate import (
+    NOT_EXPRESSIBLE,
+    WORKLOADS,
+    Playbook,
+    kubectl_config_map,
+    kubectl_secret,
+    playbook,
+    secret_for_env,
+    secret_for_volume,
+)
+from tests.deploy.kustomize import Resource, containers, render
+
+ROOT = Path(__file__).resolve().parents[2]
+NETWORK = "mots-kp"
+SUBNET = "10.89.201.0/24"
+DATASET = Path("/usr/share/datasets/fashion-mnist")
+EDGE_NODES = {
+    "supernode-type-1": ["pi-01"],
+    "supernode-type-2": ["pi-11"],
+    "supernode-type-3": ["pi-16"],
+}
+TLS_HOSTS = ["superlink-fleet", "superlink-fleet.mots.svc", "superlink-fleet.mots.svc.cluster.local",
+             "superlink-control", "superlink-control.mots.svc",
+             "superlink-control.mots.svc.cluster.local", "127.0.0.1", "localhost"]  # fmt: skip
+
+
+SECRETS = ("mots-secrets", "superlink-tls", "enrolment-type-1", "enrolment-type-2",
+           "enrolment-type-3")  # fmt: skip
+
+
+def readme_secrets(workdir: Path) -> dict[str, tuple[Resource, str]]:
+    """The Secrets of the README's steps 4 and 5, each with how podman must store it."""
+    pw = pysecrets.token_hex(16)
+    url = f"postgresql+psycopg://mots:{pw}@postgres:5432"
+    mots = kubectl_secret(
+        "mots-secrets",
+        f"--from-literal=operator-token={pysecrets.token_hex(24)}",
+        f"--from-literal=token-secret={pysecrets.token_hex(32)}",
+        f"--from-literal=postgres-password={pw}",
+        f"--from-literal=market-database-url={url}/market",
+        f"--from-literal=orchestration-database-url={url}/orchestration",
+        f"--from-literal=evaluation-database-url={url}/evaluation",
+        f"--from-literal=grafana-admin-password={pysecrets.token_hex(12)}",
+    )
+    tls = workdir / "tls"
+    hosts = [a for h in TLS_HOSTS for a in ("--host", h)]
+    subprocess.run([sys.executable, "-m", "mots.training.pki", "tls", str(tls), *hosts],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    superlink_tls = kubectl_secret(
+        "superlink-tls",
+        f"--from-file=ca.crt={tls / 'ca.crt'}",
+        f"--from-file=tls.crt={tls / 'server.crt'}",
+        f"--from-file=tls.key={tls / 'server.key'}",
+    )
+    return {"mots-secrets": (mots, "env"), "superlink-tls": (superlink_tls, "volume")}
+
+
+def create_secret(name: str, secret: Resource, how: str, workdir: Path) -> None:
+    """Store one Secret in podman's secret store in the form its use needs (env or volume)."""
+    path = workdir / f"secret-{name}.json"
+    path.write_text(secret_for_env(secret) if how == "env" else secret_for_volume(secret))
+    path.chmod(0o600)
+    podman.podman("secret", "create", name, str(path))
+    path.unlink()
+
+
+def prepare_nodes(root: Path, book: Playbook) -> None:
+    """Each emulated node's disk: the server's dataset; a Pi's data, client-index, agent state."""
+    server = root / "server/var/lib/mots/dataset"
+    server.mkdir(parents=True)
+    for f in DATASET.iterdir():
+        shutil.copy2(f, server / f.name)
+    for name, _, _ in book.pods:
+        if not name.startswith("supernode-"):
+            continue
+        node = root / name.split("-", 3)[-1]  # supernode-type-1-pi-01 -> pi-01
+        data, agent = node / "var/lib/mots/data", node / "var/lib/mots/agent"
+        data.mkdir(parents=True)
+        agent.mkdir(parents=True)
+        for f in DATASET.iterdir():
+            shutil.copy2(f, data / f.name)
+        (data / "client-index").write_text("0\n")
+    subprocess.run(["chown", "-R", "10001:10001", str(root)], check=True)
+
+
+def play(name: str, doc: Resource, ip: str, config_maps: list[Path], workdir: Path) -> None:
+    """`podman kube play` one pod (a Deployment or a Pod) at its static address."""
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    cms = [a for p in config_maps for a in ("--configmap", str(p))]
+    podman.podman("kube", "play", "--network", NETWORK, "--ip", ip, *cms, str(path), timeout=300)
+
+
+def _port(c: dict[str, Any], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    return int(next(p["containerPort"] for p in c["ports"] if p.get("name") == port))
+
+
+def probe_ok(pod: str, c: dict[str, Any], probe: dict[str, Any], ip: str) -> bool:
+    """Run one probe as the kubelet would: HTTP(S) and TCP from outside the pod (the host, at
+    the pod's address), exec inside the container, gRPC health from the host."""
+    try:
+        if "httpGet" in probe:
+            g = probe["httpGet"]
+            url = f"{g.get('scheme', 'HTTP').lower()}://{ip}:{_port(c, g['port'])}{g['path']}"
+            return httpx.get(url, verify=False, timeout=5).status_code < 400
+        if "tcpSocket" in probe:
+            socket.create_connection((ip, _port(c, probe["tcpSocket"]["port"])), 5).close()
+            return True
+        if "exec" in probe:
+            cmd = probe["exec"]["command"]
+            return podman.podman("exec", f"{pod}-{c['name']}", *cmd, check=False,
+                                 timeout=30).returncode == 0  # fmt: skip
+        if "grpc" in probe:
+            return _grpc_serving(ip, int(probe["grpc"]["port"]))
+    except (httpx.HTTPError, OSError, ssl.SSLError, subprocess.TimeoutExpired):
+        return False
+    raise ValueError(f"{pod}/{c['name']}: unknown probe {sorted(probe)}")
+
+
+def _grpc_serving(ip: str, port: int) -> bool:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(f"{ip}:{port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            got = stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
+        except grpc.RpcError:
+            return False
+        return bool(got.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def wait_probes(book: Playbook, names: list[str], timeout_s: float) -> dict[str, str]:
+    """Every probe of the named pods' containers, run until each passes; name -> 'ok'/'failed'."""
+    todo = {}
+    for name, doc, ip in book.pods:
+        if name not in names:
+            continue
+        for c in containers(doc):
+            for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                if kind in c:
+                    todo[f"{name}/{c['name']}/{kind}"] = (name, c, c[kind], ip)
+    result = {k: "failed" for k in todo}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and "failed" in result.values():
+        for key, (pod, c, probe, ip) in todo.items():
+            if result[key] == "failed" and probe_ok(pod, c, probe, ip):
+                result[key] = "ok"
+        time.sleep(2)
+    return result
+
+
+def _volumes_of(pod: str) -> set[str]:
+    """Named and anonymous volumes the pod's containers mount (kube play makes one per emptyDir,
+    configMap and secret volume as well as per claim)."""
+    ids = podman.podman("ps", "-a", "-q", "--filter", f"pod={pod}", check=False).stdout.split()
+    if not ids:
+        return set()
+    fmt = "{{range .Mounts}}{{.Name}} {{end}}"
+    out = podman.podman("inspect", "--format", fmt, *ids, check=False).stdout
+    return set(out.split())
+
+
+def cleanup(book: Playbook | None, workdir: Path) -> list[str]:
+    """Remove every pod, volume, secret and the network this part made; what could not go."""
+    volumes: set[str] = set()
+    if book is not None:
+        for name, _, _ in book.pods:
+            volumes |= _volumes_of(name)
+            podman.podman("pod", "rm", "--force", "--time", "2", name, check=False)
+        volumes |= {c["metadata"]["name"] for c in book.claims}
+    for v in sorted(volumes):
+        podman.podman("volume", "rm", "--force", v, check=False)
+    for s in SECRETS:
+        podman.podman("secret", "rm", s, check=False)
+    podman.podman("network", "rm", "--force", NETWORK, check=False)
+    shutil.rmtree(workdir, ignore_errors=True)
+    left = podman.podman("volume", "ls", "--format", "{{.Name}}").stdout.split()
+    return sorted(volumes & set(left))
+
+
+def _control_plane_up(
+    book: Playbook, cms: list[Path], workdir: Path, timeout_s: float
+) -> dict[str, str]:
+    """Play the claims and every non-edge pod; wait for all their probes."""
+    claims = workdir / "claims.yaml"
+    claims.write_text(yaml.safe_dump_all(book.claims, sort_keys=False))
+    podman.podman("kube", "play", "--network", NETWORK, str(claims))
+    control = [n for n, _, _ in book.pods if not n.startswith("supernode-")]
+    for name, doc, ip in book.pods:
+        if name in control:
+            play(name, doc, ip, cms, workdir)
+    return wait_probes(book, control, timeout_s)
+
+
+def local_images() -> dict[str, str]:
+    """Manifest image -> local tag: ours as `make images` tags them, third-party stand-ins."""
+    ours = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
+    out = {f"registry.example.org/mots/{n}": f"localhost/mots/{n}:dev" for n in ours}
+    return out | stand_ins.images()
+
+
+def setup(
+    workdir: Path, book: Playbook, overrides: dict[str, dict[str, str]]
+) -> tuple[list[Path], str]:
+    """Network, the README's Secrets, ConfigMap files, node disks; (ConfigMap paths, op token)."""
+    podman.podman("network", "create", "--subnet", SUBNET, NETWORK)
+    made = readme_secrets(workdir)
+    for name, (secret, how) in made.items():
+        create_secret(name, secret, how, workdir)
+    ca = workdir / "tls/ca.crt"
+    book.config_maps.append(kubectl_config_map("superlink-ca", f"--from-file=ca.crt={ca}"))
+    cms = []
+    for cm in book.config_maps:
+        cm["data"].update(overrides.get(cm["metadata"]["name"], {}))
+        cms.append(workdir / f"configmap-{cm['metadata']['name']}.yaml")
+        cms[-1].write_text(yaml.safe_dump(cm, sort_keys=False))
+    prepare_nodes(workdir / "nodes", book)
+    token = yaml.safe_load(secret_for_volume(made["mots-secrets"][0]))["data"]["operator-token"]
+    return cms, str(token)
+
+
+def play_tier(workdir: Path, workloads: set[str], timeout_s: float = 300) -> dict[str, str]:
+    """Play only ``workloads`` of the overlay (as shipped) and run their probes; then clean up."""
+    resources = render(ROOT / "k8s/overlays/k3s-pi")
+    names = {r["metadata"]["name"] for r in resources if r["kind"] in WORKLOADS}
+    book: Playbook | None = None
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        book = playbook(resources, local_images(), {}, str(workdir / "nodes"), SUBNET,
+                        frozenset(names - workloads))  # fmt: skip
+        cms, _ = setup(workdir, book, {})
+        return _control_plane_up(book, cms, workdir, timeout_s)
+    finally:
+        cleanup(book, workdir)
+
+
+def run(
+    workdir: Path,
+    images: dict[str, str],
+    config_overrides: dict[str, dict[str, str]] | None = None,
+    timeout_s: float = 1200,
+    skip: frozenset[str] = frozenset({"grafana", "prometheus"}),
+) -> dict[str, Any]:
+    """Play the overlay and publish a round on it; the report's ``kube_play`` part."""
+    started = time.monotonic()
+    book: Playbook | None = None
+    report: dict[str, Any] = {"not_expressible": NOT_EXPRESSIBLE}
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        resources = render(ROOT / "k8s/overlays/k3s-pi")
+        book = playbook(resources, images, EDGE_NODES, str(workdir / "nodes"), SUBNET, skip)
+        cms, token = setup(workdir, book, config_overrides or {})
+        probes = _control_plane_up(book, cms, workdir, timeout_s=300)
+        report["control_plane_probes"] = probes
+        ip = {n: i for n, _, i in book.pods}
+        stack = market_round.Stack(
+            market=f"http://{ip['market-pod-0']}:8000",
+            orchestration=f"http://{ip['orchestration-pod-0']}:8000",
+            operator_token=token,
+        )
+        market_round.wait_healthy(stack.market, 120)
+        codes = market_round.enrol(stack)
+        for t, code in codes.items():
+            s = kubectl_secret(f"enrolment-{t}", f"--from-literal=code={code}")
+            create_secret(f"enrolment-{t}", s, "volume", workdir)
+        edges = [n for n, _, _ in book.pods if n.startswith("supernode-")]
+        for name, doc, addr in book.pods:
+            if name in edges:
+                play(name, doc, addr, cms, workdir)
+        report["edge_probes"] = wait_probes(book, edges, timeout_s=300)
+        nodes = [n for ns in EDGE_NODES.values() for n in ns]
+        market_round.wait_registered(stack, nodes, timeout_s=300)
+        report.update(_round(stack, workdir, timeout_s))
+    finally:
+        report["seconds"] = round(time.monotonic() - started, 1)
+        report["leftover_volumes"] = cleanup(book, workdir)
+    return report
+
+
+def _round(stack: market_round.Stack, workdir: Path, timeout_s: float) -> dict[str, Any]:
+    """Open a round, buy as a host-side buyer, wait for its end, download, check the ledger."""
+    spare = market_round.enrol(stack, {"type-1": market_round.TYPES["type-1"]}, uses=1)
+    buyer = market_round.buyer(stack, spare["type-1"])
+    round_id = market_round.open_round(stack)
+    bought = market_round.buy_and_verify(buyer, round_id, workdir / "model.pt")
+    body = market_round.wait_round(stack, round_id, timeout_s)
+    verified = body["state"] == "published" and market_round.download(
+        buyer, round_id, workdir / "model.pt"
+    )
+    buyer.close()
+    led = market_round.ledger(stack)
+    summary = body.get("summary") or {}
+    return {
+        "round_state": body["state"],
+        "ledger_balanced": led["balanced"],
+        "buyer_download_verified": verified,
+        "purchase": bought["purchase"],
+        "verification": summary.get("verification"),
+        "fedavg_seconds": body["fedavg_seconds"],
+    }

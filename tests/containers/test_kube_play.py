@@ -1,0 +1,30 @@
+"""The overlay's data tier played as shipped: PostgreSQL (the StatefulSet's template as a Pod:
+uid 70, read-only root, the init ConfigMap, its password from the README's `kubectl create
+secret` command) and Redis (uid 999, its claim) pass every probe the manifests declare, and
+nothing is left behind. The full round on the overlay (tests/containers/kube_play.run) needs
+every image and runs in `make deploy-test`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.containers import kube_play, podman, stand_ins
+from tests.containers.conftest import require_runtime
+
+
+def test_postgres_and_redis_pods_run_as_written(tmp_path: Path) -> None:
+    require_runtime()
+    if not podman.image_exists(stand_ins.base_image("amd64")):
+        pytest.skip("no local base image (scripts/ensure_containers.sh)")
+    before = podman.leftovers(["postgres", "redis", kube_play.NETWORK])
+    probes = kube_play.play_tier(tmp_path / f"kp-{os.getpid()}", {"postgres", "redis"})
+    assert probes == {
+        "postgres-0/postgres/readinessProbe": "ok",
+        "postgres-0/postgres/livenessProbe": "ok",
+        "redis-pod-0/redis/readinessProbe": "ok",
+        "redis-pod-0/redis/livenessProbe": "ok",
+    }
+    assert podman.leftovers(["postgres", "redis", kube_play.NETWORK]) == before
