@@ -500,3 +500,4 @@ def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
 from benchmarks.integrity import attested as _attested  # noqa: E402, F401
 from benchmarks.integrity import input_attacks as _input_attacks  # noqa: E402, F401
 from benchmarks.integrity import secret_attacks as _secret_attacks  # noqa: E402, F401
+from benchmarks.integrity import pay_attacks as _pay_attacks  # noqa: E402, F401

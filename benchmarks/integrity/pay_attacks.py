@@ -1,0 +1,193 @@
+"""Issue 24's attacks on who is paid (points 1 and 3), rows of ``make bench-integrity``'s money suite.
+
+- ``revoked_participant``: a type-3 client registers, joins a round, and the operator revokes it
+  (``DELETE /v1/clients/{id}``) once while the round collects and once while it trains. Caught
+  when the round leaves it out of K or settles it as removed, and it is paid nothing.
+- ``departed_participant``: the same with the client leaving (``DELETE /v1/me``).
+- ``shortchanged_participant``: every type-1 client quoted to join buys instead (issue 24's
+  150 small clients), the type-3 clients join as quoted. ``tried`` counts those honest
+  participants, ``refused_or_caught`` those paid at least their quoted reward; ``paid`` is what
+  any wallet moved beyond the quote.
+
+``paid`` of the removal rows is the reward a removed client received: read from its wallet when
+its token still works (departed), else the settlement's rewards less what the other
+participants' wallets received (a revoked client's token no longer reads its wallet).
+"""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import Any
+
+from benchmarks.integrity.money import (
+    OPERATOR,
+    UTILITY,
+    Attack,
+    MoneyPlatform,
+    attack,
+    balances,
+    beyond_quote,
+    wait_terminal,
+)
+from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
+from mots.platform.schemas import QuoteOut, Strategy
+from mots.platform.settings import DEV_OPERATOR_TOKEN
+
+VICTIM_TYPE = {"name": "type-3", "count": 1, "data_size": 300, "cost": "3.0"}
+WHEN = ("collecting", "training")
+SHORTCHANGE_ROUNDS = 2
+
+
+def _utility() -> Any:
+    from mots.economics.utility import PowerUtility
+
+    return PowerUtility.model_validate(UTILITY)
+
+
+def _remove(p: MoneyPlatform, how: str, victim: Agent) -> None:
+    if how == "revoked":
+        r = p.market.delete(f"/v1/clients/{victim.id}", headers=OPERATOR)
+    else:
+        r = p.market.delete("/v1/me", headers=victim.auth)
+    r.raise_for_status()
+
+
+def _state(p: MoneyPlatform, round_id: int) -> str:
+    r = p.orchestration.get(f"/v1/rounds/{round_id}", headers=OPERATOR).raise_for_status()
+    return str(r.json()["state"])
+
+
+def _wait_past_collecting(p: MoneyPlatform, round_id: int, timeout_s: float = 120.0) -> str:
+    """Poll until the round has closed its collection (it then trains); the state seen."""
+    deadline = time.monotonic() + timeout_s
+    while (state := _state(p, round_id)) in ("open", "collecting"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"round {round_id} still {state} after {timeout_s}s")
+        time.sleep(0.05)
+    return state
+
+
+def _open(p: MoneyPlatform, agent: Agent) -> QuoteOut:
+    r = p.orchestration.post("/v1/rounds", headers=OPERATOR).raise_for_status()
+    return wait_for_quote(p.market, agent, int(r.json()["round_id"]))
+
+
+def _removal_try(p: MoneyPlatform, how: str, when: str) -> tuple[bool, Decimal, dict[str, Any]]:
+    """One victim joins one round and is removed ``when``: (caught, paid to it, the record)."""
+    (victim,) = register_population(p.market, [VICTIM_TYPE], DEV_OPERATOR_TOKEN, "10")
+    quote = _open(p, victim)
+    choices = choose(p.honest, quote, _utility())
+    before = balances(p, [*p.honest, victim])
+    act(p.market, [victim], quote.round_id, {victim.id: Strategy.JOIN})
+    seen = "collecting"
+    if when == "collecting":
+        _remove(p, how, victim)
+        act(p.market, p.honest, quote.round_id, choices)
+    else:
+        act(p.market, p.honest, quote.round_id, choices)
+        seen = _wait_past_collecting(p, quote.round_id)
+        _remove(p, how, victim)
+    body = wait_terminal(p, quote.round_id)
+    after = balances(p, p.honest)
+    summary = body.get("summary") or {}
+    settlement = summary.get("settlement") or {}
+    joined_3 = sum(
+        1 for a in p.honest if a.type_name == "type-3" and choices[a.id] == Strategy.JOIN
+    )
+    in_k = int((summary.get("participants") or {}).get("type-3", 0)) > joined_3
+    honest_paid = sum(
+        (max(Decimal(0), after[a.id] - before[a.id]) for a in p.honest), start=Decimal(0)
+    )
+    paid = Decimal(str(settlement.get("rewards_paid") or 0)) - honest_paid
+    if how == "departed":  # its token still reads its wallet: the direct figure
+        paid = balances(p, [victim])[victim.id] - before[victim.id]
+    removed = victim.id in (settlement.get("removed") or [])
+    caught = paid <= 0 and (removed or not in_k)
+    record = {
+        "round_id": quote.round_id,
+        "removed_in": seen,
+        "state": body["state"],
+        "in_k": in_k,
+        "settled_as_removed": removed,
+        "quoted_reward": str({t.type_name: t.reward for t in quote.types}.get("type-3")),
+        "victim_paid": str(paid),
+    }
+    return caught, max(paid, Decimal(0)), record
+
+
+def _removal(p: MoneyPlatform, how: str) -> Attack:
+    out = Attack()
+    for when in WHEN:
+        caught, paid, record = _removal_try(p, how, when)
+        out.record(caught, f"{how} while {when}: {record}", paid)
+        out.extra.append(record)
+    return out
+
+
+@attack("revoked_participant")
+def revoked_participant(p: MoneyPlatform) -> Attack:
+    """A participant revoked while its round collects, then while it trains: never paid."""
+    return _removal(p, "revoked")
+
+
+@attack("departed_participant")
+def departed_participant(p: MoneyPlatform) -> Attack:
+    """A participant that leaves while its round collects, then while it trains: never paid."""
+    return _removal(p, "departed")
+
+
+def _deviation(p: MoneyPlatform, quote: QuoteOut) -> tuple[dict[int, Strategy], list[Agent]]:
+    """Every client quoted to join buys instead, but one of the type with the highest positive
+    quoted reward, which joins as quoted: (the strategies, that honest participant)."""
+    choices = choose(p.honest, quote, _utility())
+    quoted = {t.type_name: t.reward for t in quote.types}
+    joiners = sorted(
+        (a for a in p.honest if choices[a.id] == Strategy.JOIN and quoted[a.type_name] > 0),
+        key=lambda a: (-quoted[a.type_name], a.id),
+    )
+    honest = joiners[:1]
+    keep = {a.id for a in honest}
+    deviated = {
+        a.id: Strategy.BUY if choices[a.id] == Strategy.JOIN and a.id not in keep else choices[a.id]
+        for a in p.honest
+    }
+    return deviated, honest
+
+
+@attack("shortchanged_participant")
+def shortchanged_participant(p: MoneyPlatform) -> Attack:
+    """All but one of the clients quoted to join buy instead (issue 24's 150 small clients);
+    the one that joined as quoted must be paid at least its quoted reward (caught), and no wallet
+    moves beyond its quote."""
+    out = Attack()
+    for _ in range(SHORTCHANGE_ROUNDS):
+        quote = _open(p, p.honest[0])
+        deviated, honest = _deviation(p, quote)
+        before = balances(p, p.honest)
+        act(p.market, p.honest, quote.round_id, deviated)
+        body = wait_terminal(p, quote.round_id)
+        after = balances(p, p.honest)
+        quoted = {t.type_name: t.reward for t in quote.types}
+        excess, notes = beyond_quote(quote, p.honest, deviated, before, after)
+        settlement = (body.get("summary") or {}).get("settlement") or {}
+        for a in honest:
+            got = after[a.id] - before[a.id]
+            note = f"round {quote.round_id}: client {a.id} paid {got}, quoted {quoted[a.type_name]}"
+            out.record(got >= quoted[a.type_name], note, excess)
+        if notes:
+            out.details.extend(notes)
+        out.extra.append(
+            {
+                "round_id": quote.round_id,
+                "state": body["state"],
+                "honest": [a.id for a in honest],
+                "buyers": sum(1 for a in p.honest if deviated[a.id] == Strategy.BUY),
+                "quoted": {k: str(v) for k, v in quoted.items()},
+                "captured_rewards": settlement.get("captured_rewards"),
+                "capture_rule": settlement.get("capture_rule"),
+                "surplus": settlement.get("surplus"),
+                "subsidy": settlement.get("subsidy"),
+            }
+        )
+    return out

@@ -1,0 +1,38 @@
+"""Issue 24's pay attacks (``benchmarks/integrity/pay_attacks.py``) on a freshly started platform
+(four services, real Redis and Celery workers, in-process training), with the market on SQLite
+and on PostgreSQL: a participant revoked or departed while its round collects or trains is paid
+nothing, honest participants who joined as quoted are paid their quote when others buy instead,
+and the ledger balances."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.integrity import money
+from tests.services.conftest import pg_url  # noqa: F401  (the fixture: a fresh PostgreSQL database)
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[money.MoneyPlatform]:
+    """A fresh platform with the honest population; the market's database per the param."""
+    urls = {} if request.param == "sqlite" else {"market": request.getfixturevalue("pg_url")}
+    p = money.start(tmp_path, database_urls=urls)
+    try:
+        yield p
+    finally:
+        money.stop(p)
+
+
+def test_removed_and_shortchanged_participants(platform: money.MoneyPlatform) -> None:
+    """Every try caught with nothing paid; the ledger balances after all three attacks."""
+    for name in ("revoked_participant", "departed_participant", "shortchanged_participant"):
+        a = money.ATTACKS[name](platform)
+        assert a.tried > 0, name
+        assert a.refused_or_caught == a.tried, (name, a.details, a.extra)
+        assert a.as_dict()["paid"] == "0", (name, a.extra)
+    assert money.ledger_balanced(platform)
