@@ -4,10 +4,12 @@
   (``DELETE /v1/clients/{id}``) once while the round collects and once while it trains. Caught
   when the round leaves it out of K or settles it as removed, and it is paid nothing.
 - ``departed_participant``: the same with the client leaving (``DELETE /v1/me``).
-- ``shortchanged_participant``: every type-1 client quoted to join buys instead (issue 24's
-  150 small clients), the type-3 clients join as quoted. ``tried`` counts those honest
-  participants, ``refused_or_caught`` those paid at least their quoted reward; ``paid`` is what
-  any wallet moved beyond the quote.
+- ``shortchanged_participant``: clients quoted to join buy instead (issue 24's 150 small
+  clients) while some of a type quoted a payout join as quoted; the attackers pick, from the
+  round's schedule re-priced at candidate states, one where the reward of those left is below
+  their quote (what the old settlement paid them). ``tried`` counts the honest participants,
+  ``refused_or_caught`` those paid at least their quoted reward; ``paid`` is what any wallet
+  moved beyond the quote.
 
 ``paid`` of the removal rows is the reward a removed client received: read from its wallet when
 its token still works (departed), else the settlement's rewards less what the other
@@ -22,12 +24,14 @@ from typing import Any
 
 from benchmarks.integrity.money import (
     OPERATOR,
+    SUBSIDY_BUDGET,
     UTILITY,
     Attack,
     MoneyPlatform,
     attack,
     balances,
     beyond_quote,
+    round_scenario,
     wait_terminal,
 )
 from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
@@ -116,6 +120,115 @@ def _removal_try(p: MoneyPlatform, how: str, when: str) -> tuple[bool, Decimal, 
     return caught, max(paid, Decimal(0)), record
 
 
+def _old_and_new(
+    scenario: dict[str, Any], quote: QuoteOut, k: dict[str, int], buyers: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The rewards per type the settlement books at (K, B) under rules 1–2 (the old settlement)
+    and rules 1–3, from the round's schedule re-priced at K (what the pricing service sends) and
+    the suite's subsidy budget: the attackers' own arithmetic, no request inside the collection."""
+    from mots.economics.capture import capture
+    from mots.economics.mechanisms.registry import get_mechanism
+    from mots.economics.scenario import Scenario
+
+    sc = Scenario.model_validate(scenario)
+    names = [t.name for t in sc.types]
+    kk = [k.get(n, 0) for n in names]
+    realised = get_mechanism(quote.mechanism, sc).quote(kk)
+    quoted = {t.type_name: float(t.reward) for t in quote.types}
+    qk = {t.type_name: t.target_participants for t in quote.types}
+    args = (
+        float(quote.price),
+        [quoted.get(n, 0.0) for n in names],
+        realised.price,
+        realised.rewards,
+        kk,
+        [buyers],
+        float(SUBSIDY_BUDGET),
+    )
+    old = capture(*args)
+    new = capture(*args, quoted_participants=[qk.get(n, 0) for n in names])
+    return (
+        dict(zip(names, old.rewards.tolist(), strict=True)),
+        dict(zip(names, new.rewards.tolist(), strict=True)),
+    )
+
+
+def _deviation(
+    p: MoneyPlatform, quote: QuoteOut
+) -> tuple[dict[int, Strategy], list[Agent], dict[str, Any]]:
+    """The attackers' pick: keep the first 1, 2, … joiners of a type quoted a payout (highest
+    first), every other client quoted to join buys instead; play the first such state where the
+    old settlement would pay the kept joiners less than their quote though the round's money
+    and budget can fund it. (The strategies, the honest participants kept — none when no such
+    state exists on this quote — and what the old and new rules would book.)"""
+    choices = choose(p.honest, quote, _utility())
+    quoted = {t.type_name: t.reward for t in quote.types}
+    joiners: dict[str, list[Agent]] = {}
+    for a in sorted(p.honest, key=lambda a: a.id):
+        if choices[a.id] == Strategy.JOIN:
+            joiners.setdefault(a.type_name, []).append(a)
+    candidates = [
+        members[:n]
+        for t, members in sorted(joiners.items(), key=lambda kv: -quoted[kv[0]])
+        if quoted[t] > 0
+        for n in range(1, len(members) + 1)
+    ]
+    scenario = round_scenario(p, quote.round_id) if candidates else {}
+    for kept in candidates:
+        t = kept[0].type_name
+        buyers = sum(1 for a in p.honest if choices[a.id] != Strategy.ABSTAIN) - len(kept)
+        old, new = _old_and_new(scenario, quote, {t: len(kept)}, buyers)
+        if old[t] < float(quoted[t]) - 1e-6 <= new[t]:
+            keep = {a.id for a in kept}
+            deviated = {
+                a.id: Strategy.BUY
+                if choices[a.id] == Strategy.JOIN and a.id not in keep
+                else choices[a.id]
+                for a in p.honest
+            }
+            return deviated, kept, {"old_rules_pay": old[t], "new_rules_pay": new[t]}
+    return choices, [], {}
+
+
+@attack("shortchanged_participant")
+def shortchanged_participant(p: MoneyPlatform) -> Attack:
+    """Clients quoted to join buy instead (issue 24's 150 small clients) so that the old
+    settlement would shortchange the one left; it must be paid at least its quoted reward
+    (caught), and no wallet moves beyond its quote. A round whose quote offers no such state is
+    played honestly and not counted."""
+    out = Attack()
+    for _ in range(SHORTCHANGE_ROUNDS):
+        quote = _open(p, p.honest[0])
+        deviated, honest, predicted = _deviation(p, quote)
+        before = balances(p, p.honest)
+        act(p.market, p.honest, quote.round_id, deviated)
+        body = wait_terminal(p, quote.round_id)
+        after = balances(p, p.honest)
+        quoted = {t.type_name: t.reward for t in quote.types}
+        excess, notes = beyond_quote(quote, p.honest, deviated, before, after)
+        settlement = (body.get("summary") or {}).get("settlement") or {}
+        for a in honest:
+            got = after[a.id] - before[a.id]
+            note = f"round {quote.round_id}: client {a.id} paid {got}, quoted {quoted[a.type_name]}"
+            out.record(got >= quoted[a.type_name], note, excess)
+        out.details.extend(notes)
+        out.extra.append(
+            {
+                "round_id": quote.round_id,
+                "state": body["state"],
+                "honest": [a.id for a in honest],
+                "buyers": sum(1 for a in p.honest if deviated[a.id] == Strategy.BUY),
+                "quoted": {k: str(v) for k, v in quoted.items()},
+                **predicted,
+                "captured_rewards": settlement.get("captured_rewards"),
+                "capture_rule": settlement.get("capture_rule"),
+                "surplus": settlement.get("surplus"),
+                "subsidy": settlement.get("subsidy"),
+            }
+        )
+    return out
+
+
 def _removal(p: MoneyPlatform, how: str) -> Attack:
     out = Attack()
     for when in WHEN:
@@ -135,59 +248,3 @@ def revoked_participant(p: MoneyPlatform) -> Attack:
 def departed_participant(p: MoneyPlatform) -> Attack:
     """A participant that leaves while its round collects, then while it trains: never paid."""
     return _removal(p, "departed")
-
-
-def _deviation(p: MoneyPlatform, quote: QuoteOut) -> tuple[dict[int, Strategy], list[Agent]]:
-    """Every client quoted to join buys instead, but one of the type with the highest positive
-    quoted reward, which joins as quoted: (the strategies, that honest participant)."""
-    choices = choose(p.honest, quote, _utility())
-    quoted = {t.type_name: t.reward for t in quote.types}
-    joiners = sorted(
-        (a for a in p.honest if choices[a.id] == Strategy.JOIN and quoted[a.type_name] > 0),
-        key=lambda a: (-quoted[a.type_name], a.id),
-    )
-    honest = joiners[:1]
-    keep = {a.id for a in honest}
-    deviated = {
-        a.id: Strategy.BUY if choices[a.id] == Strategy.JOIN and a.id not in keep else choices[a.id]
-        for a in p.honest
-    }
-    return deviated, honest
-
-
-@attack("shortchanged_participant")
-def shortchanged_participant(p: MoneyPlatform) -> Attack:
-    """All but one of the clients quoted to join buy instead (issue 24's 150 small clients);
-    the one that joined as quoted must be paid at least its quoted reward (caught), and no wallet
-    moves beyond its quote."""
-    out = Attack()
-    for _ in range(SHORTCHANGE_ROUNDS):
-        quote = _open(p, p.honest[0])
-        deviated, honest = _deviation(p, quote)
-        before = balances(p, p.honest)
-        act(p.market, p.honest, quote.round_id, deviated)
-        body = wait_terminal(p, quote.round_id)
-        after = balances(p, p.honest)
-        quoted = {t.type_name: t.reward for t in quote.types}
-        excess, notes = beyond_quote(quote, p.honest, deviated, before, after)
-        settlement = (body.get("summary") or {}).get("settlement") or {}
-        for a in honest:
-            got = after[a.id] - before[a.id]
-            note = f"round {quote.round_id}: client {a.id} paid {got}, quoted {quoted[a.type_name]}"
-            out.record(got >= quoted[a.type_name], note, excess)
-        if notes:
-            out.details.extend(notes)
-        out.extra.append(
-            {
-                "round_id": quote.round_id,
-                "state": body["state"],
-                "honest": [a.id for a in honest],
-                "buyers": sum(1 for a in p.honest if deviated[a.id] == Strategy.BUY),
-                "quoted": {k: str(v) for k, v in quoted.items()},
-                "captured_rewards": settlement.get("captured_rewards"),
-                "capture_rule": settlement.get("capture_rule"),
-                "surplus": settlement.get("surplus"),
-                "subsidy": settlement.get("subsidy"),
-            }
-        )
-    return out
