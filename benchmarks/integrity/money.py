@@ -499,5 +499,5 @@ def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
 # The attacks of issue 13's part A (attested types, tokens, exposure) register themselves here.
 from benchmarks.integrity import attested as _attested  # noqa: E402, F401
 from benchmarks.integrity import input_attacks as _input_attacks  # noqa: E402, F401
-from benchmarks.integrity import secret_attacks as _secret_attacks  # noqa: E402, F401
 from benchmarks.integrity import pay_attacks as _pay_attacks  # noqa: E402, F401
+from benchmarks.integrity import secret_attacks as _secret_attacks  # noqa: E402, F401

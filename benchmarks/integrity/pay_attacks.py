@@ -24,6 +24,7 @@ from typing import Any
 
 from benchmarks.integrity.money import (
     OPERATOR,
+    OPERATOR_TOKEN,
     SUBSIDY_BUDGET,
     UTILITY,
     Attack,
@@ -36,7 +37,6 @@ from benchmarks.integrity.money import (
 )
 from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
 from mots.platform.schemas import QuoteOut, Strategy
-from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 VICTIM_TYPE = {"name": "type-3", "count": 1, "data_size": 300, "cost": "3.0"}
 WHEN = ("collecting", "training")
@@ -79,7 +79,7 @@ def _open(p: MoneyPlatform, agent: Agent) -> QuoteOut:
 
 def _removal_try(p: MoneyPlatform, how: str, when: str) -> tuple[bool, Decimal, dict[str, Any]]:
     """One victim joins one round and is removed ``when``: (caught, paid to it, the record)."""
-    (victim,) = register_population(p.market, [VICTIM_TYPE], DEV_OPERATOR_TOKEN, "10")
+    (victim,) = register_population(p.market, [VICTIM_TYPE], OPERATOR_TOKEN, "10")
     quote = _open(p, victim)
     choices = choose(p.honest, quote, _utility())
     before = balances(p, [*p.honest, victim])
