@@ -16,6 +16,7 @@ ever shaped.
 from __future__ import annotations
 
 import subprocess
+import time
 from dataclasses import asdict, dataclass
 
 from tests.containers import podman
@@ -142,3 +143,61 @@ def cut(container: str) -> None:
 def restore(container: str, link: Netem = PI_WIFI) -> None:
     """Put the Wi-Fi shaping back after a cut."""
     shape(container, link)
+
+
+PROBE = """
+import socket, statistics, sys, time, urllib.request
+host = sys.argv[1]
+rtts = []
+for _ in range(15):
+    t = time.perf_counter()
+    try:
+        socket.create_connection((host, 8000), timeout=3).close()
+        rtts.append((time.perf_counter() - t) * 1000)
+    except OSError:
+        pass
+if not rtts:
+    print("unreachable"); sys.exit(0)
+t = time.perf_counter()
+n = len(urllib.request.urlopen(f"http://{host}:8000/blob", timeout=60).read())
+print(statistics.median(rtts), n * 8 / 1e6 / (time.perf_counter() - t))
+"""
+SERVE = (
+    "open('/tmp/blob', 'wb').write(bytes(4 * 2**20)); import os; os.chdir('/tmp'); "
+    "import http.server as h; h.ThreadingHTTPServer(('', 8000), h.SimpleHTTPRequestHandler)"
+    ".serve_forever()"
+)
+
+
+def probe(edge: str, server: str) -> tuple[float, float] | None:
+    """(median TCP connect ms, download Mbit/s) from ``edge`` to ``server``; None if cut off."""
+    out = podman.podman("exec", edge, "python", "-c", PROBE, server, timeout=120).stdout.split()
+    return None if out == ["unreachable"] else (float(out[0]), float(out[1]))
+
+
+def measure(image: str, prefix: str = "mots-net") -> dict[str, object]:
+    """The report's ``network.netem``: two containers on a network of their own, the link
+    measured free, shaped, cut and restored; everything removed afterwards."""
+    server, edge = f"{prefix}-server", f"{prefix}-edge"
+    try:
+        podman.podman("network", "create", prefix)
+        for name, cmd in ((server, ["python", "-c", SERVE]), (edge, ["sleep", "600"])):
+            args = podman.run_args("-d", "--name", name, "--network", prefix, image, *cmd)
+            subprocess.run(args, env=podman.env(), check=True, capture_output=True, timeout=120)
+        time.sleep(1)
+        free = probe(edge, server)
+        facts = shape(edge, PI_WIFI)
+        shaped = probe(edge, server)
+        cut(edge)
+        during_cut = probe(edge, server)
+        restore(edge)
+        back = probe(edge, server)
+    finally:
+        podman.remove([prefix])
+    return facts | {
+        "measured_free": free,
+        "measured_shaped": shaped,
+        "reachable_while_cut": during_cut is not None,
+        "measured_restored": back,
+        "units": "(median TCP connect ms, download Mbit/s)",
+    }

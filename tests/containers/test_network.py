@@ -75,8 +75,9 @@ def test_wifi_shaping_cut_and_restore(pair: None) -> None:
     rtt, mbit = shaped
     if applied["delay"] == "netem":  # 10 ms each way on each end: ~20 ms RTT
         assert rtt >= 12 and rtt > 3 * free[0], (free, shaped)
-    # goodput under the 20 Mbit/s rate (and well under the unshaped bridge)
-    assert mbit <= network.PI_WIFI.rate_mbit * 1.1 and mbit < free[1] / 2, (free, shaped)
+    # goodput under the 20 Mbit/s rate (the unshaped bridge gave 323 Mbit/s on an idle host,
+    # 40 under image builds: no ratio to it is asserted, the cap is what shaping promises)
+    assert mbit <= network.PI_WIFI.rate_mbit * 1.1, (free, shaped)
     network.cut(EDGE)
     assert _probe() is None
     network.restore(EDGE)
