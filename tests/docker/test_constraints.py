@@ -98,3 +98,19 @@ def test_pins_are_a_consistent_set_as_installed_here() -> None:
             if dep in pins and dep != "torch" and pins[dep] not in req.specifier:
                 problems.append(f"{name} {version} needs {req}, pinned {pins[dep]}")
     assert not problems, problems
+
+
+def test_async_sqlalchemy_users_get_greenlet() -> None:
+    """The services import sqlalchemy.ext.asyncio, which imports only with greenlet: the images
+    must install sqlalchemy's asyncio extra (the market image built without it crashed at import
+    in the compose round of tests/containers)."""
+    users = [
+        p
+        for top in ("shared", "services")
+        for p in (ROOT / top).rglob("*.py")
+        if "sqlalchemy.ext.asyncio" in p.read_text()
+    ]
+    assert users
+    sqlalchemy = next(r for r in _requirements() if canonicalize_name(r.name) == "sqlalchemy")
+    assert "asyncio" in sqlalchemy.extras
+    assert "greenlet" in _pins()
