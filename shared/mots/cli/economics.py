@@ -44,7 +44,15 @@ _SCENARIO_HELP = (
 scenario_argument = click.argument(
     "scenario_path", metavar="SCENARIO", type=click.Path(dir_okay=False, path_type=Path)
 )
-json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+JSON_DIGITS = 12
+"""Significant digits of every float the economics commands print as JSON (issue 26: no
+``1.0500000000000003``; the solver's own precision is far coarser than 12 digits)."""
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help=f"Print machine-readable JSON (floats rounded to {JSON_DIGITS} significant digits).",
+)
 eps_req_option = click.option(
     "--eps-req",
     type=float,
@@ -103,8 +111,19 @@ def _fmt(x: float) -> str:
     return "0" if abs(x) < 1e-9 else f"{x:.6g}"
 
 
+def _rounded(doc: Any) -> Any:
+    """``doc`` with every finite float rounded to :data:`JSON_DIGITS` significant digits."""
+    if isinstance(doc, float):
+        return float(f"{doc:.{JSON_DIGITS}g}") if math.isfinite(doc) else doc
+    if isinstance(doc, dict):
+        return {k: _rounded(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_rounded(v) for v in doc]
+    return doc
+
+
 def _emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, allow_nan=True))
+    click.echo(json.dumps(_rounded(doc), indent=2, allow_nan=True))
 
 
 def _warn(scenario: Scenario, eps_min: float) -> None:

@@ -116,7 +116,7 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
     \b
     Example:
       mots platform up --workdir /tmp/mots &
-      mots market --workdir /tmp/mots quote
+      mots market quote --workdir /tmp/mots --token TOKEN
     """
     from mots.local.demo import start_redis
     from mots.local.keys import SECRETS_FILE, workdir_secrets
@@ -148,7 +148,8 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
             else None
         )
         pids = [p.popen.pid for p in stack.processes] + ([redis_proc.pid] if redis_proc else [])
-        endpoints = {**urls, "operator_token": keys.operator_token}
+        metrics = {job: f"http://{t}/metrics" for job, t in stack.scrape_targets().items()}
+        endpoints = {**urls, "operator_token": keys.operator_token, "metrics": metrics}
         _write_json(workdir / PIDS_FILE, {"pid": os.getpid(), "pids": pids, "urls": urls})
         _write_json(workdir / ENDPOINTS_FILE, endpoints)
         for name, url in urls.items():

@@ -155,3 +155,21 @@ def test_compare_fits_80_columns_without_cutting_a_cell() -> None:
     for name in ("swan_robust", "swan", "modified_fl", "dynamic", "fl_optimum"):
         assert any(line.split()[:1] == [name] for line in lines if line.strip()), name
     assert "K, B: final participants and buyers per type" in got.output
+
+
+def test_solve_json_rounds_floats_to_the_stated_precision() -> None:
+    """Issue 26: `mots solve --json` printed 1.0500000000000003; floats now carry at most 12
+    significant digits, as --help states."""
+    import json as _json
+    import re
+
+    from click.testing import CliRunner
+
+    from mots.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["solve", "examples/scenarios/paper_mnist.yaml", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = _json.loads(result.stdout)
+    assert doc["mechanism"]["price"] == 1.05
+    digits = [len(m.replace(".", "").lstrip("0")) for m in re.findall(r"\d+\.\d+", result.stdout)]
+    assert max(digits) <= 12

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -95,7 +96,14 @@ def test_endpoints_file_names_every_service_and_the_operator_token(workdir: Path
     token (generated, never a built-in one; endpoints.json and secrets.env are mode 600);
     `mots market config` reads it by default."""
     endpoints = json.loads((workdir / "endpoints.json").read_text())
-    assert set(endpoints) == {"market", "pricing", "orchestration", "prometheus", "operator_token"}
+    assert set(endpoints) == {
+        "market", "pricing", "orchestration", "prometheus", "operator_token", "metrics"
+    }  # fmt: skip
+    jobs = endpoints["metrics"]  # every API's and every worker's metrics endpoint (issue 26)
+    assert {"market", "pricing", "orchestration", "market-worker", "evaluation-worker"} <= set(jobs)
+    assert {"pricing-worker", "orchestration-worker"} <= set(jobs) and len(jobs) == 7
+    for url in jobs.values():
+        assert "# HELP" in httpx.get(url, timeout=10).text, url
     assert endpoints["prometheus"] is None
     assert endpoints["operator_token"] != "dev-operator-token"
     assert len(endpoints["operator_token"]) >= 32
