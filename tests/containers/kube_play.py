@@ -226,11 +226,12 @@ def _control_plane_up(
     return wait_probes(book, control, timeout_s)
 
 
-def local_images() -> dict[str, str]:
-    """Manifest image -> local tag: ours as `make images` tags them, third-party stand-ins."""
+def local_images(stand_in: set[str] | None = None) -> dict[str, str]:
+    """Manifest image -> local tag: ours as `make images` tags them, third-party stand-ins
+    (those named in ``stand_in``, default all; each built if missing)."""
     ours = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
     out = {f"registry.example.org/mots/{n}": f"localhost/mots/{n}:dev" for n in ours}
-    return out | stand_ins.images()
+    return out | stand_ins.images(stand_in)
 
 
 def setup(
@@ -260,7 +261,8 @@ def play_tier(workdir: Path, workloads: set[str], timeout_s: float = 300) -> dic
     book: Playbook | None = None
     try:
         workdir.mkdir(parents=True, exist_ok=True)
-        book = playbook(resources, local_images(), {}, str(workdir / "nodes"), SUBNET,
+        images = local_images(workloads & set(stand_ins.STAND_INS.values()))
+        book = playbook(resources, images, {}, str(workdir / "nodes"), SUBNET,
                         frozenset(names - workloads))  # fmt: skip
         cms, _ = setup(workdir, book, {})
         return _control_plane_up(book, cms, workdir, timeout_s)

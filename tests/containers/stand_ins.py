@@ -44,8 +44,9 @@ def ensure(name: str, timeout: float = 1800) -> dict[str, object]:
     return podman.image_facts(ref(name)) | {"build_s": round(time.monotonic() - started, 1)}
 
 
-def images() -> dict[str, str]:
-    """Manifest image -> local stand-in tag, each built if missing."""
-    for name in STAND_INS.values():
+def images(only: set[str] | None = None) -> dict[str, str]:
+    """Manifest image -> local stand-in tag, each built if missing (only those in ``only``)."""
+    chosen = {i: n for i, n in STAND_INS.items() if only is None or n in only}
+    for name in chosen.values():
         ensure(name)
-    return {image: ref(name) for image, name in STAND_INS.items()}
+    return {image: ref(name) for image, name in chosen.items()}

@@ -1,7 +1,8 @@
 """The overlay's data tier played as shipped: PostgreSQL (the StatefulSet's template as a Pod:
 uid 70, read-only root, the init ConfigMap, its password from the README's `kubectl create
 secret` command) and Redis (uid 999, its claim) pass every probe the manifests declare, and
-nothing is left behind. The full round on the overlay (tests/containers/kube_play.run) needs
+nothing is left behind. This also checks the stand-ins (tests/containers/stand_ins.py) run as
+the official images' uids. The full round on the overlay (tests/containers/kube_play.run) needs
 every image and runs in `make deploy-test`."""
 
 from __future__ import annotations
