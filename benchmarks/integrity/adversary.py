@@ -14,7 +14,14 @@ Attacks on the update (:data:`ATTACKS`):
 - ``random_weights``: standard normal weights;
 - ``scaled_weights``: an honest update's weights × 50 + 5;
 - ``nan_weights``: an honest update with NaN in its first layer;
-- ``label_flip``: trains honestly on its data with every label y replaced by (y + 1) mod 10.
+- ``label_flip``: trains honestly on its data with every label y replaced by (y + 1) mod 10;
+- ``garbage_data``: trains honestly (E steps of b) on D uniform-random images with random labels,
+  not on data like the declared data;
+- ``stale_replay``: resends the weights it sent in the previous round (round 0: honest);
+- ``noise_diluted``: half the honest update plus Gaussian noise of the same norm (‖0.5 Δ‖);
+- ``lazy_steps``: an honest update of E/2 of the E steps asked (reported as the full work).
+
+The last four are issue 24's, meant to be mounted by a majority of a round's participants.
 """
 
 from __future__ import annotations
@@ -36,7 +43,15 @@ ATTACKS = (
     "scaled_weights",
     "nan_weights",
     "label_flip",
+    "garbage_data",
+    "stale_replay",
+    "noise_diluted",
+    "lazy_steps",
 )
+TRAINED = ("label_flip", "garbage_data", "lazy_steps")
+"""Attacks whose update is trained by :func:`_attack_training` (the rest corrupt the honest one)."""
+_LAST_SENT: dict[tuple[int, int], list[FloatArray]] = {}
+"""stale_replay: the weights this process last sent, per (type, client) index."""
 
 
 def corrupt(
@@ -65,13 +80,27 @@ def corrupt(
         out = [np.array(h, dtype=np.float32, copy=True) for h in honest]
         out[0].flat[:: max(1, out[0].size // 10)] = np.nan
         return out
-    if attack == "label_flip":
+    if attack == "noise_diluted":
+        half = [0.5 * (np.asarray(h) - s) for h, s in zip(honest, sent, strict=True)]
+        size = float(np.sqrt(sum(float(np.sum(d**2)) for d in half)))
+        noise = [rng.standard_normal(np.shape(a)) for a in sent]
+        norm = float(np.sqrt(sum(float(np.sum(n**2)) for n in noise))) or 1.0
+        return [
+            (s + d + n * size / norm).astype(np.float32)
+            for s, d, n in zip(sent, half, noise, strict=True)
+        ]
+    if attack in TRAINED:
         return flipped()
     raise ValueError(f"attack must be one of {', '.join(ATTACKS)}, got {attack!r}")
 
 
-def _flipped_training(request: dict[str, Any], weights: list[FloatArray]) -> list[FloatArray]:
-    """The honest local update of ``request`` on this node's data with labels (y + 1) mod 10."""
+def _attack_training(
+    attack: str, request: dict[str, Any], weights: list[FloatArray]
+) -> list[FloatArray]:
+    """The local update of ``request`` as ``attack`` makes it: on this node's data with labels
+    (y + 1) mod 10 (label_flip), on random images and labels (garbage_data), or E/2 steps."""
+    import torch
+
     from mots.training import datasets
     from mots.training.config import TrainConfig
     from mots.training.fedavg import learning_rate
@@ -88,12 +117,21 @@ def _flipped_training(request: dict[str, Any], weights: list[FloatArray]) -> lis
     i, j, r = int(request["type_index"]), int(request["client_index"]), int(request["round"])
     ds = datasets.load_dataset(cfg.dataset, cfg.data_dir)
     cd = client_data(cfg, i, j, ds)
-    cd = ClientData(cd.x, (cd.y + 1) % 10, cd.pid)
+    steps = cfg.local_steps
+    if attack == "label_flip":
+        cd = ClientData(cd.x, (cd.y + 1) % ds.num_classes, cd.pid)
+    elif attack == "garbage_data":
+        gen = np.random.default_rng([r, j, 0x6A5])
+        x = gen.random(tuple(cd.x.shape), dtype=np.float32)
+        y = gen.integers(0, ds.num_classes, size=cd.size)
+        cd = ClientData(torch.from_numpy(x), torch.from_numpy(y), cd.pid)
+    else:  # lazy_steps
+        steps = max(1, cfg.local_steps // 2)
     model = build_model(cfg.model, ds.input_shape, ds.num_classes)
     with torch_threads(1):
         set_weights(model, weights)
         idx = batch_indices(cfg.seed, r, cd.pid, cd.size, cfg.local_steps, cfg.batch_size)
-        train_local(model, cd, idx, learning_rate(cfg.lr, r))
+        train_local(model, cd, idx[:steps], learning_rate(cfg.lr, r))
         return get_weights(model)
 
 
@@ -106,8 +144,12 @@ def adversarial_train(
 
     honest, metrics = handle_train(request, weights)
     rng = np.random.default_rng([int(request["round"]), int(request["client_index"]), 0xBAD])
+    if attack == "stale_replay":
+        who = (int(request["type_index"]), int(request["client_index"]))
+        sent = _LAST_SENT.setdefault(who, honest)
+        return [np.array(a, dtype=np.float32, copy=True) for a in sent], metrics
     return corrupt(
-        attack, weights, honest, lambda: _flipped_training(request, weights), rng
+        attack, weights, honest, lambda: _attack_training(attack, request, weights), rng
     ), metrics
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from benchmarks.integrity.adversary import ATTACKS, corrupt
 from mots.training.config import TrainConfig
@@ -23,7 +24,7 @@ from mots.training.fedavg import aggregate, learning_rate
 from mots.training.holdout import Holdout
 from mots.training.local import ClientData, batch_indices, client_data, torch_threads, train_local
 from mots.training.models import build_model, get_weights, set_weights
-from mots.training.verification import Candidate, VerificationPolicy, verify_round
+from mots.training.verification import Candidate, VerificationPolicy, flatten, verify_round
 
 FloatArray = Any
 
@@ -67,6 +68,59 @@ def _local(
     return get_weights(model)
 
 
+def _attack_candidates(
+    cands: list[Candidate],
+    attacks: tuple[str, ...],
+    model: Any,
+    weights: list[FloatArray],
+    honest: dict[int, list[FloatArray]],
+    data: dict[tuple[int, int], ClientData],
+    victim: tuple[int, int],
+    cfg: TrainConfig,
+    r: int,
+    prev: list[FloatArray] | None,
+) -> dict[int, str]:
+    """Append the round's attacking candidates (each built from the victim's data and its honest
+    update); their keys and attack names. A lazy participant takes 1, E/4 and E/2 of the E steps."""
+    vd = data[victim]
+    d = cfg.sizes[victim[0]]
+    mine = honest[list(data).index(victim)]
+    bad: dict[int, str] = {}
+
+    def add(key: int, name: str, sent: list[FloatArray]) -> None:
+        bad[key] = name
+        cands.append(Candidate(key, sent, d, cfg.local_steps * cfg.batch_size, d))
+
+    for a, name in enumerate(attacks):
+        rng = np.random.default_rng([cfg.seed, r, a])
+        if name in ("label_flip", "garbage_data"):
+            gen = np.random.default_rng([cfg.seed, r, 0x6A5])
+            fake = (
+                ClientData(vd.x, (vd.y + 1) % 10, vd.pid)
+                if name == "label_flip"
+                else ClientData(
+                    torch.from_numpy(gen.random(tuple(vd.x.shape), dtype=np.float32)),
+                    torch.from_numpy(gen.integers(0, 10, size=vd.size)),
+                    vd.pid,
+                )
+            )
+            add(1000 + a, name, _local(model, weights, fake, cfg, r))
+        elif name == "stale_replay":
+            if prev is not None:
+                add(1000 + a, name, prev)
+        elif name == "lazy_steps":
+            add(
+                1000 + a,
+                "lazy_steps(E/2)",
+                _local(model, weights, vd, cfg, r, cfg.local_steps // 2),
+            )
+        else:
+            add(1000 + a, name, corrupt(name, weights, mine, lambda: mine, rng))
+    add(997, "lazy_steps(E/4)", _local(model, weights, vd, cfg, r, max(1, cfg.local_steps // 4)))
+    add(999, "one_step_of_E", _local(model, weights, vd, cfg, r, steps=1))
+    return bad
+
+
 def run_seed(
     cfg: TrainConfig,
     participants: tuple[int, ...],
@@ -86,6 +140,8 @@ def run_seed(
         )
     )
     expected = cfg.local_steps * cfg.batch_size
+    history: list[tuple[Any, Any]] = []
+    prev: list[FloatArray] | None = None
     for r in range(cfg.rounds):
         honest = {n: _local(model, weights, data[c], cfg, r) for n, c in enumerate(clients)}
         cands = [
@@ -93,25 +149,15 @@ def run_seed(
             for n, w in honest.items()
         ]
         victim = clients[r % len(clients)]
-        flipped = ClientData(data[victim].x, (data[victim].y + 1) % 10, data[victim].pid)
-        bad: dict[int, str] = {}
-        flip_update = _local(model, weights, flipped, cfg, r) if "label_flip" in attacks else []
-        for a, name in enumerate(attacks):
-            key = 1000 + a
-            sent = corrupt(
-                name,
-                weights,
-                honest[r % len(clients)],
-                lambda u=flip_update: u,
-                np.random.default_rng([cfg.seed, r, a]),
-            )
-            bad[key] = name
-            d = cfg.sizes[victim[0]]
-            cands.append(Candidate(key, sent, d, expected, d))
-        # a lazy participant: one SGD step of the E asked for, reported as the full work
-        bad[999] = "one_step_of_E"
-        lazy = _local(model, weights, data[victim], cfg, r, steps=1)
-        cands.append(Candidate(999, lazy, cfg.sizes[victim[0]], expected, cfg.sizes[victim[0]]))
+        bad = _attack_candidates(cands, attacks, model, weights, honest, data, victim, cfg, r, prev)
+        refs = (
+            {
+                d: holdout.anchored_references(weights, r, d, policy.anchor_draws)
+                for d in sorted(set(cfg.sizes))
+            }
+            if holdout and policy.anchor_draws > 0
+            else None
+        )
         res = verify_round(
             weights,
             cands,
@@ -122,7 +168,14 @@ def run_seed(
             reference_losses=holdout.reference_losses(weights, r, policy.reference_draws)
             if holdout and policy.harm_check == "reference"
             else (),
+            anchored=refs,
+            history=history,
         )
+        g = flatten(weights)
+        for c in cands:
+            if np.all(np.isfinite(flatten(c.weights))):
+                history.append((flatten(c.weights), flatten(c.weights) - g))
+        prev = honest[r % len(clients)]
         for v in res.verdicts:
             if v.key in bad:
                 row = out.attacks.setdefault(bad[v.key], {"tried": 0, "caught": 0})

@@ -298,6 +298,8 @@ class Model:
     holdout: Any
     initial_epsilon: float
     input_shape: tuple[int, int, int]
+    history: list[tuple[Any, Any]] = field(default_factory=list)
+    """Every earlier round's (model, update) pairs, flattened: the stale check's memory."""
 
 
 def build(setup: RunSetup) -> Model:
@@ -331,6 +333,28 @@ def build(setup: RunSetup) -> Model:
         initial,
         ds.input_shape,
     )
+
+
+def anchored_references(
+    ho: Any, weights: list[Any], r: int, cands: list[Any], policy: VerificationPolicy
+) -> dict[int, Any]:
+    """The server's own references per declared size among ``cands`` (none without a holdout)."""
+    if ho is None or policy.anchor_draws <= 0:
+        return {}
+    sizes = sorted({c.declared_size for c in cands})
+    return {d: ho.anchored_references(weights, r, d, policy.anchor_draws) for d in sizes}
+
+
+def remember(model: Model, cands: list[Any]) -> None:
+    """Add the round's replies (model and update, flattened) to the stale check's memory."""
+    from mots.training.verification import flatten, shape_problem
+
+    g = flatten(model.weights)
+    for c in cands:
+        if shape_problem(c.weights, model.weights) is None:
+            w = flatten(c.weights)
+            if np.all(np.isfinite(w)):
+                model.history.append((w, w - g))
 
 
 def verify(
@@ -372,7 +396,10 @@ def verify(
             reference_losses=ho.reference_losses(model.weights, r, policy.reference_draws)
             if ho is not None and policy.harm_check == "reference"
             else (),
+            anchored=anchored_references(ho, model.weights, r, cands, policy),
+            history=model.history,
         )
+        remember(model, cands)
     verdicts = {v.key: v for v in result.verdicts}
     accepted = []
     for p in active:

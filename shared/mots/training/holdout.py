@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from mots.training.anchored import References
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, to_float
 from mots.training.fedavg import learning_rate
@@ -47,6 +48,18 @@ def holdout_indices(labels: IntArray, config: TrainConfig, n: int) -> IntArray:
     return rng.permutation(len(labels))[: max(0, n)].astype(np.int64)
 
 
+BASIS_RANK = 256
+"""Singular vectors kept of the real inputs (at most a third of the input size)."""
+
+
+def input_basis(x: npt.NDArray[np.float32], rank: int = BASIS_RANK) -> npt.NDArray[np.float64]:
+    """The top right singular vectors of the inputs ``x`` (N, n): the span where an honest first
+    layer's update lies (uncentred: a linear layer's gradient rows are sums of δ·x)."""
+    k = max(1, min(rank, x.shape[1] // 3, x.shape[0]))
+    _, _, vt = np.linalg.svd(np.asarray(x, dtype=np.float64), full_matrices=False)
+    return np.ascontiguousarray(vt[:k])
+
+
 @dataclass
 class Holdout:
     """The anchor and validation halves of the server's held-out samples, with a model to use."""
@@ -56,6 +69,8 @@ class Holdout:
     x_val: torch.Tensor
     y_val: torch.Tensor
     model: torch.nn.Module
+    basis: npt.NDArray[np.float64] | None = None
+    """Orthonormal rows spanning the validation inputs (first layer on flat inputs), or None."""
 
     @classmethod
     def build(cls, config: TrainConfig, dataset: Dataset, n: int) -> Holdout | None:
@@ -71,12 +86,14 @@ class Holdout:
             ANCHOR_PID,
         )
         model = build_model(config.model, dataset.input_shape, dataset.num_classes)
+        x_val = to_float(dataset.x_train[v])
         return cls(
             config,
             anchor,
-            torch.from_numpy(to_float(dataset.x_train[v])),
+            torch.from_numpy(x_val),
             torch.from_numpy(dataset.y_train[v]),
             model,
+            input_basis(x_val.reshape(len(v), -1)) if config.model == "logistic" else None,
         )
 
     def loss(self, weights: list[FloatArray]) -> float:
@@ -127,3 +144,35 @@ class Holdout:
                 )
             )
         return out
+
+    def anchored_references(
+        self, weights: list[FloatArray], round_index: int, size: int, draws: int
+    ) -> References:
+        """The server's own updates of ``weights`` for a participant declaring ``size`` samples:
+        ``draws`` runs of the round's E steps of b draws, each on ``size`` anchor samples
+        (disjoint draws while the anchor holds them), flattened; with the input basis."""
+        cfg = self.config
+        n = self.anchor.size
+        d = max(1, min(size, n))
+        perm = np.random.default_rng([cfg.seed, round_index, d, 0xA2C]).permutation(n)
+        flat_w = np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights])
+        out = []
+        with torch_threads(1):
+            for t in range(draws):
+                start = (t * d) % (n - d + 1)
+                sub = perm[start : start + d]
+                data = ClientData(self.anchor.x[sub], self.anchor.y[sub], ANCHOR_PID + 1 + t)
+                idx = batch_indices(
+                    cfg.seed, round_index, data.pid, d, cfg.local_steps, cfg.batch_size
+                )
+                set_weights(self.model, weights)
+                train_local(self.model, data, idx, learning_rate(cfg.lr, round_index))
+                new = np.concatenate(
+                    [np.asarray(a, dtype=np.float64).ravel() for a in get_weights(self.model)]
+                )
+                out.append(new - flat_w)
+        first = None
+        if self.basis is not None and len(weights) and np.ndim(weights[0]) == 2:
+            rows, cols = np.shape(weights[0])
+            first = (0, int(rows), int(cols)) if cols == self.basis.shape[1] else None
+        return References(np.stack(out), self.basis if first else None, first)

@@ -27,6 +27,13 @@ aggregates a round, each update Δ_i = w_i − w (w the global model sent) passe
    worst of several honest draws bounds it where one draw did not (one draw flagged 2-5% of
    honest round-1 updates, among them the README journey's pi-1).
 
+With the server's anchored references (``anchored``), three more checks judge each update
+against updates the server trained itself on D_i of its own samples, never against the peers
+(:mod:`mots.training.anchored`): ``stale`` (a replay of an earlier update or model),
+``off_data`` (trained on inputs unlike the declared data, or diluted with noise) and
+``too_little_work`` (fewer steps than asked). With an anchor, the peers' median of check 6 is not
+used: a majority of attackers would steer it.
+
 The scale s is ‖Δ_ref‖ when the server has an anchor split, else the median of the round's
 update norms (with fewer than ``min_peers`` updates and no anchor, checks 4–6 are skipped).
 Checks 1–6 are statistics of the arrays; 7 needs the server's loss, passed in as a function.
@@ -44,6 +51,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from mots.training.anchored import AnchorTolerance, References, judge
+
 FloatArray = npt.NDArray[np.floating]
 Weights = Sequence[npt.NDArray[np.generic]]
 LossFn = Callable[[list[npt.NDArray[np.float32]]], float]
@@ -56,6 +65,9 @@ CHECKS = (
     "free_riding",
     "norm",
     "direction",
+    "stale",
+    "off_data",
+    "too_little_work",
     "harmful",
 )
 
@@ -117,7 +129,25 @@ class VerificationPolicy(BaseModel):
         2.0, gt=1.0, description="refuse to publish when ε exceeds this × the quoted ε"
     )
     holdout: int = Field(
-        2000, ge=0, description="training samples the server keeps (anchor + validation)"
+        6000, ge=0, description="training samples the server keeps (anchor + validation)"
+    )
+    anchor_draws: int = Field(
+        8,
+        ge=0,
+        description="anchored checks: the server's own updates per declared size D on D anchor "
+        "samples each (0: the anchored checks are off)",
+    )
+    replay_distance: float = Field(
+        0.05, ge=0.0, description="stale: within this × ‖Δ‖ of an earlier update or model"
+    )
+    off_data_margin: float = Field(
+        0.10,
+        ge=0.0,
+        description="off_data: the first layer's energy share outside the real inputs' span "
+        "above the server's draws' largest by more than this",
+    )
+    min_work_ratio: float = Field(
+        0.45, ge=0.0, description="too_little_work: ‖Δ‖ below this × the server's draws' median"
     )
 
 
@@ -250,7 +280,9 @@ def _statistical(
         for k, d in kept.items():
             stats[k]["cos_ref"] = cosine(d, reference)
     peer_low = -math.inf
-    if len(kept) >= policy.min_peers:
+    # the peers' median is only a fallback: with the server's own reference, a majority of
+    # attackers must not move any verdict (issue 24)
+    if reference is None and len(kept) >= policy.min_peers:
         centre = np.median(np.stack(list(kept.values())), axis=0)
         for k, d in kept.items():
             stats[k]["cos_peers"] = cosine(d, centre)
@@ -274,6 +306,30 @@ def _statistical(
                 f"{peer_low:.3f} (robust z {policy.outlier_z})",
             )
     return failed, stats, scale
+
+
+def _anchored(
+    deltas: Mapping[int, npt.NDArray[np.float64]],
+    sizes: Mapping[int, int],
+    g: npt.NDArray[np.float64],
+    anchored: Mapping[int, References],
+    history: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
+    policy: VerificationPolicy,
+) -> tuple[dict[int, tuple[str, str]], dict[int, dict[str, float]]]:
+    """Checks stale, off_data and too_little_work (:mod:`mots.training.anchored`) of each update
+    against the server's references for its declared size (none there: skipped)."""
+    tol = AnchorTolerance(policy.replay_distance, policy.off_data_margin, policy.min_work_ratio)
+    failed: dict[int, tuple[str, str]] = {}
+    stats: dict[int, dict[str, float]] = {}
+    for k, d in deltas.items():
+        refs = anchored.get(sizes[k])
+        if refs is None:
+            continue
+        v = judge(d, g, refs, history, tol)
+        stats[k] = v.stats
+        if v.check is not None:
+            failed[k] = (v.check, v.detail)
+    return failed, stats
 
 
 def _harmful(
@@ -338,6 +394,8 @@ def verify_round(
     aggregation_weights: Mapping[int, float] | None = None,
     expected_samples: int | None = None,
     reference_losses: Sequence[float] = (),
+    anchored: Mapping[int, References] | None = None,
+    history: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]] = (),
 ) -> RoundVerification:
     """Verdicts on a round's candidates (see the module docstring for the checks, in order).
 
@@ -345,7 +403,11 @@ def verify_round(
     ``validation_loss`` maps weights to the server's validation loss (None: check 7 skipped);
     ``aggregation_weights`` weigh the leave-one-out means (default uniform);
     ``reference_losses`` are the validation losses of the server's further honest updates
-    (:meth:`~mots.training.holdout.Holdout.reference_losses`), raising the harm check's base.
+    (:meth:`~mots.training.holdout.Holdout.reference_losses`), raising the harm check's base;
+    ``anchored`` maps a declared data size to the server's references for it
+    (:meth:`~mots.training.holdout.Holdout.anchored_references`) and ``history`` holds the
+    earlier rounds' (model, update) pairs, flattened: the checks stale, off_data and
+    too_little_work (:mod:`mots.training.anchored`).
     """
     verdicts: dict[int, Verdict] = {}
     deltas: dict[int, npt.NDArray[np.float64]] = {}
@@ -368,6 +430,13 @@ def verify_round(
         deltas[c.key] = flat - g
     reference = None if reference_update is None else flatten(reference_update)
     failed, stats, scale = _statistical(deltas, reference, policy)
+    if anchored:
+        sizes = {c.key: c.declared_size for c in candidates}
+        anchor_failed, anchor_stats = _anchored(deltas, sizes, g, anchored, history, policy)
+        for k, why in anchor_failed.items():
+            failed.setdefault(k, why)
+        for k, st in anchor_stats.items():
+            stats[k].update(st)
     # the per-model harm checks also measure the updates already refused (reported in stats);
     # leave-one-out is a property of the set, so only the survivors take part in it
     loo = policy.harm_check == "leave_one_out"

@@ -1,0 +1,154 @@
+"""Judging an update against what the server computed itself, never against the peers.
+
+The peers' statistics (their median update, their spread) are what attackers control once they
+are the majority of a round. This module compares one participant's update Δ_i = w_i − w only
+with references the platform produces from its own holdout and the round's global model w
+(:meth:`mots.training.holdout.Holdout.anchored_references`):
+
+- ``deltas``: T updates of w that the server trains itself, each on D_i samples of its anchor
+  split (D_i the participant's declared data size, disjoint draws where the anchor allows), with
+  the round's E steps of b draws at η0/(1+r): the distribution of an honest update of this
+  participant's type in this round;
+- ``basis``: orthonormal rows spanning most of the energy of the real inputs (the top singular
+  vectors of the validation split's images): the first layer of an honest update is a sum of
+  δ·xᵀ over the inputs x it trained on, so its rows lie close to that span.
+
+Checks, in order (the first failure is the verdict):
+
+1. ``stale``: Δ_i or w_i is within ``replay_distance`` × ‖Δ_i‖ of an update or model sent in an
+   earlier round (by anyone): a replay. Honest updates of consecutive rounds were ≥ 0.19 ‖Δ‖
+   apart in the measurements of docs/training.md; a replay is 0 apart.
+2. ``off_data``: the share of the first layer's ‖ΔW‖² outside the span of the real inputs
+   exceeds the largest share among the server's T reference draws by more than
+   ``off_data_margin``: trained on inputs unlike the declared data (random images) or diluted
+   with noise (isotropic noise puts most of its energy outside the span).
+3. ``too_little_work``: ‖Δ_i‖ below ``min_work_ratio`` × the median norm of the T references:
+   fewer of the E steps than asked (norms grow with the steps taken).
+
+Every bound is a statistic of the server's own draws, so the verdict on an update is the same
+whoever else is in the round (a majority of attackers included). Pure: numpy in, verdicts out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Flat = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class AnchorTolerance:
+    """The bounds of the anchored checks (see the module docstring; measured in docs/training.md)."""
+
+    replay_distance: float = 0.05
+    off_data_margin: float = 0.10
+    min_work_ratio: float = 0.45
+
+
+@dataclass(frozen=True)
+class References:
+    """The server's own references for one declared data size in one round.
+
+    ``deltas`` (T, P): the server's updates of the global model, flattened like the participants';
+    ``basis`` (k, n): orthonormal rows spanning the real inputs of the first layer, whose weights
+    are the ``first_layer`` slice of a flattened update viewed as (rows, n); None skips off_data."""
+
+    deltas: Flat
+    basis: Flat | None = None
+    first_layer: tuple[int, int, int] | None = None
+    """(offset, rows, n) of the first layer's weights in a flattened update."""
+
+    def off_share(self, delta: Flat) -> float:
+        """Share of the first layer's ‖ΔW‖² outside the span of ``basis`` (0 when unknown)."""
+        if self.basis is None or self.first_layer is None:
+            return 0.0
+        off, rows, n = self.first_layer
+        w = delta[off : off + rows * n].reshape(rows, n)
+        total = float(np.sum(w * w))
+        if total <= 0.0:
+            return 0.0
+        inside = float(np.sum((w @ self.basis.T) ** 2))
+        return max(0.0, 1.0 - inside / total)
+
+    def reference_norms(self) -> Flat:
+        """‖Δ_t‖ of each reference draw."""
+        return np.asarray(np.linalg.norm(self.deltas, axis=1), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class AnchoredVerdict:
+    """The first anchored check an update failed (None: passed), why, and the measured numbers."""
+
+    check: str | None
+    detail: str
+    stats: dict[str, float]
+
+
+def _replayed(
+    delta: Flat, weights: Flat, history: Sequence[tuple[Flat, Flat]], tol: float
+) -> float | None:
+    """The smallest distance (relative to ‖Δ‖) to an earlier (model, update) when within tol."""
+    size = float(np.linalg.norm(delta))
+    if size <= 0.0 or not history:
+        return None
+    best = min(
+        min(float(np.linalg.norm(weights - w)), float(np.linalg.norm(delta - d)))
+        for w, d in history
+    )
+    return best / size if best <= tol * size else None
+
+
+def judge(
+    delta: Flat,
+    global_flat: Flat,
+    refs: References,
+    history: Sequence[tuple[Flat, Flat]] = (),
+    tol: AnchorTolerance | None = None,
+) -> AnchoredVerdict:
+    """Anchored verdict on one update Δ (flattened) of the model ``global_flat``, given the
+    server's ``refs`` for the participant's declared size and the earlier rounds' (model, update)
+    pairs in ``history``."""
+    t = tol or AnchorTolerance()
+    norms = refs.reference_norms()
+    median = float(np.median(norms)) if norms.size else 0.0
+    size = float(np.linalg.norm(delta))
+    ref_off = [refs.off_share(d) for d in refs.deltas]
+    stats = {
+        "work_ratio": size / median if median > 0.0 else float("nan"),
+        "off_share": refs.off_share(delta),
+        "off_share_ref_max": max(ref_off) if ref_off else 0.0,
+    }
+    gap = _replayed(delta, global_flat + delta, history, t.replay_distance)
+    if gap is not None:
+        stats["replay_distance"] = gap
+        return AnchoredVerdict(
+            "stale",
+            f"the update is {gap:.3g} ‖Δ‖ from one sent in an earlier round "
+            f"(≤ {t.replay_distance}): a replay",
+            stats,
+        )
+    if (
+        refs.basis is not None
+        and stats["off_share"] > stats["off_share_ref_max"] + t.off_data_margin
+    ):
+        return AnchoredVerdict(
+            "off_data",
+            f"{stats['off_share']:.3f} of the first layer's update lies outside the span of real "
+            f"inputs; the server's own draws on data of the declared kind reach "
+            f"{stats['off_share_ref_max']:.3f} (+ {t.off_data_margin} allowed): trained on other "
+            "data, or noise added",
+            stats,
+        )
+    if median > 0.0 and stats["work_ratio"] < t.min_work_ratio:
+        return AnchoredVerdict(
+            "too_little_work",
+            f"‖Δ‖ = {size:.3g} is {stats['work_ratio']:.3f} of the median {median:.3g} of the "
+            f"server's own E-step updates on D samples (< {t.min_work_ratio}): fewer steps than "
+            "asked",
+            stats,
+        )
+    return AnchoredVerdict(None, "", stats)
