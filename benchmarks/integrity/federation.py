@@ -101,6 +101,8 @@ class Outcome:
             mine = self.attack(name)
             mine.tried += a.tried
             mine.refused_or_caught += a.refused_or_caught
+            if a.paid != "0":
+                mine.paid = a.paid if mine.paid == "0" else f"{mine.paid}; {a.paid}"
             mine.detail += a.detail
             for k, v in a.extra.items():
                 mine.extra[k] = mine.extra.get(k, 0) + v
