@@ -298,8 +298,9 @@ class Model:
     holdout: Any
     initial_epsilon: float
     input_shape: tuple[int, int, int]
-    history: list[tuple[Any, Any]] = field(default_factory=list)
-    """Every earlier round's (model, update) pairs, flattened: the stale check's memory."""
+    history: list[list[tuple[Any, Any]]] = field(default_factory=list)
+    """The last :data:`REPLAY_ROUNDS` rounds' (model, update) pairs, flattened float32: the
+    stale check's memory."""
 
 
 def build(setup: RunSetup) -> Model:
@@ -335,6 +336,10 @@ def build(setup: RunSetup) -> Model:
     )
 
 
+REPLAY_ROUNDS = 10
+"""Rounds of replies the stale check remembers (memory: K × 2 × the model, per round)."""
+
+
 def anchored_references(
     ho: Any, weights: list[Any], r: int, cands: list[Any], policy: VerificationPolicy
 ) -> dict[int, Any]:
@@ -350,11 +355,13 @@ def remember(model: Model, cands: list[Any]) -> None:
     from mots.training.verification import flatten, shape_problem
 
     g = flatten(model.weights)
+    pairs = []
     for c in cands:
         if shape_problem(c.weights, model.weights) is None:
             w = flatten(c.weights)
             if np.all(np.isfinite(w)):
-                model.history.append((w, w - g))
+                pairs.append((w.astype(np.float32), (w - g).astype(np.float32)))
+    model.history = [*model.history, pairs][-REPLAY_ROUNDS:]
 
 
 def verify(
@@ -397,7 +404,9 @@ def verify(
             if ho is not None and policy.harm_check == "reference"
             else (),
             anchored=anchored_references(ho, model.weights, r, cands, policy),
-            history=model.history,
+            history=[
+                (w.astype(np.float64), d.astype(np.float64)) for h in model.history for w, d in h
+            ],
         )
         remember(model, cands)
     verdicts = {v.key: v for v in result.verdicts}
