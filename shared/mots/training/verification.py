@@ -332,6 +332,19 @@ def _anchored(
     return failed, stats
 
 
+def _merge(
+    failed: dict[int, tuple[str, str]],
+    stats: dict[int, dict[str, float]],
+    more_failed: Mapping[int, tuple[str, str]],
+    more_stats: Mapping[int, dict[str, float]],
+) -> None:
+    """Add a later check's failures (an earlier failure stays the verdict) and numbers."""
+    for k, why in more_failed.items():
+        failed.setdefault(k, why)
+    for k, st in more_stats.items():
+        stats[k].update(st)
+
+
 def _harmful(
     models: Mapping[int, list[npt.NDArray[np.float32]]],
     weights: Mapping[int, float],
@@ -432,11 +445,7 @@ def verify_round(
     failed, stats, scale = _statistical(deltas, reference, policy)
     if anchored:
         sizes = {c.key: c.declared_size for c in candidates}
-        anchor_failed, anchor_stats = _anchored(deltas, sizes, g, anchored, history, policy)
-        for k, why in anchor_failed.items():
-            failed.setdefault(k, why)
-        for k, st in anchor_stats.items():
-            stats[k].update(st)
+        _merge(failed, stats, *_anchored(deltas, sizes, g, anchored, history, policy))
     # the per-model harm checks also measure the updates already refused (reported in stats);
     # leave-one-out is a property of the set, so only the survivors take part in it
     loo = policy.harm_check == "leave_one_out"
@@ -456,10 +465,7 @@ def verify_round(
             reference_update,
             reference_losses,
         )
-        for k, why in harm.items():
-            failed.setdefault(k, why)
-        for k, st in harm_stats.items():
-            stats[k].update(st)
+        _merge(failed, stats, harm, harm_stats)
     for k in deltas:
         if k in failed:
             verdicts[k] = Verdict(k, False, failed[k][0], failed[k][1], stats[k])
