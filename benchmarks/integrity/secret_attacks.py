@@ -166,3 +166,51 @@ def revoked_token_everywhere(p: MoneyPlatform) -> Attack:
         for agent in agents:  # out of the priced population: later rounds do not wait for them
             p.market.delete(f"/v1/clients/{agent.id}", headers=OPERATOR)
     return out
+
+
+def _proof(p: MoneyPlatform, auth: dict[str, str], private_key: Path) -> dict[str, str]:
+    """A proof of possession: the caller's own challenge signed with ``private_key``."""
+    from mots.training.pki import sign_challenge
+
+    r = p.market.post("/v1/me/node-key/challenge", headers=auth)
+    challenge = str(r.json().get("challenge", "")) if r.is_success else "none"
+    return {"challenge": challenge, "signature": sign_challenge(private_key, challenge)}
+
+
+@attack("node_key_squat")
+def node_key_squat(p: MoneyPlatform) -> Attack:
+    """Registering another device's SuperNode public key first: with no proof, with the owner's
+    proof replayed, with a signature by the squatter's own key, and with garbage; caught when each
+    is refused (4xx) and the owner then registers its key (not 409)."""
+    import tempfile
+
+    from mots.training.pki import make_node_key
+
+    out = Attack()
+    kind = {"name": "type-1", "count": 2, "data_size": 50, "cost": "0.5"}
+    owner, squatter = register_population(p.market, [kind], OPERATOR["Authorization"][7:], "1")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            victim = make_node_key(Path(tmp) / "victim")
+            own = make_node_key(Path(tmp) / "squatter")
+            public = victim.public_pem.decode()
+            replayed = _proof(p, owner.auth, victim.private_key)
+            tries = [
+                ("no proof", {"public_key": public}),
+                ("the owner's proof replayed", {"public_key": public, **replayed}),
+                (
+                    "signed by the squatter's key",
+                    {"public_key": public, **_proof(p, squatter.auth, own.private_key)},
+                ),
+                ("garbage", {"public_key": public, "challenge": "x" * 40, "signature": "AAAA"}),
+            ]
+            for what, body in tries:
+                r = p.market.put("/v1/me/node-key", json=body, headers=squatter.auth)
+                out.record(400 <= r.status_code < 500, f"{what}: {r.status_code}")
+            body = {"public_key": public, **_proof(p, owner.auth, victim.private_key)}
+            r = p.market.put("/v1/me/node-key", json=body, headers=owner.auth)
+            out.record(r.status_code == 200, f"the owner registering its key: {r.status_code}")
+    finally:
+        for agent in (owner, squatter):
+            p.market.delete(f"/v1/clients/{agent.id}", headers=OPERATOR)
+    return out

@@ -23,7 +23,9 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[money.MoneyPl
         money.stop(p)
 
 
-@pytest.mark.parametrize("name", ["default_secret_forgery", "revoked_token_everywhere"])
+@pytest.mark.parametrize(
+    "name", ["default_secret_forgery", "revoked_token_everywhere", "node_key_squat"]
+)
 def test_attack_is_refused(platform: money.MoneyPlatform, name: str) -> None:
     """Every try is refused (401, within 5 s for a dead token) and nothing is paid."""
     a = money.ATTACKS[name](platform)
