@@ -119,7 +119,7 @@ class Agent:
         if self._node_key != digest:
             market = self.market.with_token(reg.token)
             if market.me().node_key_sha256 != digest:
-                market.set_node_key(node_public_key(self.settings))
+                market.set_node_key(node_public_key(self.settings), self.settings.node_key_path())
                 log.info("registered this device's SuperNode key %s…", digest[:16])
             self._node_key = digest
         return digest

@@ -1,24 +1,69 @@
 """SuperNode keys: a client registers the public key of the device it trains on; the orchestration
 reads the keys of a round's participants and registers exactly those with the SuperLink.
 
-The key is a client's own declaration, made with its own token; the SuperLink then admits only
-the device that holds the matching private key, and the training result names that device's
-participant. One key belongs to one client.
+The key is a client's own declaration, made with its own token and a proof that it holds the
+private key (its signature over a short-lived challenge the market issued to this client), so no
+client can register another device's public key first; the SuperLink then admits only the device
+that holds the matching private key, and the training result names that device's participant.
+One key belongs to one client.
 """
 
 from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.bulk import one_of
 from mots.platform.schemas import NodeKeyOut, NodeKeys
-from mots.training.pki import fingerprint, public_pem_from_text
+from mots.training.pki import fingerprint, public_pem_from_text, signed_by
 from services.market import ledger
 from services.market.errors import Conflict
 from services.market.models import Client
 
 _CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
+CHALLENGE_TTL_S = 300
+"""Seconds a node-key challenge may be signed and used."""
+
+
+def _mac(secret: str, body: str) -> str:
+    digest = hmac.new(secret.encode(), f"node-key-challenge|{body}".encode(), hashlib.sha256)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def challenge_for(client_id: int, secret: str) -> tuple[str, int]:
+    """A fresh challenge bound to ``client_id`` (stateless: MAC'd under the token key, with a
+    distinct domain) and its expiry."""
+    expires_at = int(time.time()) + CHALLENGE_TTL_S
+    body = f"nkc.{client_id}.{expires_at}.{secrets.token_hex(16)}"
+    return f"{body}.{_mac(secret, body)}", expires_at
+
+
+def proof_problem(
+    client_id: int, secret: str, pem: bytes, challenge: str, signature: str
+) -> str | None:
+    """Why the proof of possession fails (the field and the rule), or None when ``challenge`` is
+    one the market issued ``client_id``, unexpired, and ``signature`` is the key's over it."""
+    body, _, mac = challenge.rpartition(".")
+    parts = body.split(".")
+    if (
+        len(parts) != 4
+        or parts[0] != "nkc"
+        or not hmac.compare_digest(mac.encode(), _mac(secret, body).encode())
+    ):
+        return "challenge: not one the market issued (POST /v1/me/node-key/challenge)"
+    if parts[1] != str(client_id):
+        return "challenge: issued to another client"
+    if not parts[2].isdigit() or int(parts[2]) <= time.time():
+        return "challenge: expired; ask for a new one"
+    if not signed_by(pem, challenge, signature):
+        return "signature: not this key's signature of the challenge (sign it with the node's key)"
+    return None
 
 
 def normalised(public_key: str) -> bytes:

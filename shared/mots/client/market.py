@@ -44,6 +44,7 @@ from mots.platform.schemas import (
     EntryOut,
     LedgerCheck,
     ModelInfo,
+    NodeKeyChallenge,
     NodeKeyIn,
     NodeKeyOut,
     Page,
@@ -318,12 +319,21 @@ class MarketClient:
         opens from now on; the wallet, entries and models stay readable with the same token."""
         return self._call(ClientOut, "DELETE", "/v1/me")
 
-    def set_node_key(self, public_key: str | bytes) -> NodeKeyOut:
+    def set_node_key(self, public_key: str | bytes, private_key: Path) -> NodeKeyOut:
         """``PUT /v1/me/node-key``: register the public key (PEM or OpenSSH) of the SuperNode this
-        client trains on; the SuperLink admits the device holding its private key as this client.
-        Idempotent (the same key again changes nothing), so it is retried."""
+        client trains on, proving it holds the private key (the OpenSSH key file at
+        ``private_key`` signs a challenge from ``POST /v1/me/node-key/challenge``); the
+        SuperLink admits the device holding it as this client. Idempotent, so it is retried."""
+        from mots.training.pki import sign_challenge
+
         text = public_key.decode() if isinstance(public_key, bytes) else public_key
-        return self._call(NodeKeyOut, "PUT", "/v1/me/node-key", body=NodeKeyIn(public_key=text))
+        issued = self._call(NodeKeyChallenge, "POST", "/v1/me/node-key/challenge")
+        body = NodeKeyIn(
+            public_key=text,
+            challenge=issued.challenge,
+            signature=sign_challenge(private_key, issued.challenge),
+        )
+        return self._call(NodeKeyOut, "PUT", "/v1/me/node-key", body=body)
 
     def quote(self, round_id: int | None = None) -> QuoteOut | None:
         """The quote of round ``round_id`` (``GET /v1/rounds/{id}/quote``), or of the latest round

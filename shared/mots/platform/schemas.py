@@ -360,11 +360,35 @@ class NodeKeyIn(_Schema):
 
     model_config = example(
         {
-            "public_key": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBEmKSENjQEezOmxkZMy7opKgwFB9nkt5YRrYMjNuG5N87uRgg6CLrbo5wAdT/y6v0mKV0U2w0WZ2YB/++Tpockg= pi-07"
+            "challenge": "nkc.7.1767225600.9f2c….Q2x…",
+            "signature": "MGUCMQ…",
+            "public_key": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBEmKSENjQEezOmxkZMy7opKgwFB9nkt5YRrYMjNuG5N87uRgg6CLrbo5wAdT/y6v0mKV0U2w0WZ2YB/++Tpockg= pi-07",
         }
     )
 
     public_key: str = Field(..., min_length=1, max_length=MAX_PUBLIC_KEY_CHARS)
+    challenge: str = Field(
+        ...,
+        min_length=1,
+        max_length=256,
+        description="a challenge the market issued this client (POST /v1/me/node-key/challenge)",
+    )
+    signature: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        description="the challenge signed with the node's private key (ECDSA-SHA256, DER,"
+        " base64url): proof that the caller holds the key it registers",
+    )
+
+
+class NodeKeyChallenge(_Schema):
+    """A challenge to sign with the SuperNode's private key, bound to this client, short-lived."""
+
+    model_config = example({"challenge": "nkc.7.1767225600.9f2c….Q2x…", "expires_at": 1767225600})
+
+    challenge: str
+    expires_at: int = Field(..., description="Unix seconds after which it is refused")
 
 
 class NodeKeyOut(_Schema):

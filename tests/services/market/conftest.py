@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +132,20 @@ def make_market(database_url: str, redis_url: str, tmp_path: Any) -> Iterator[Ca
     for prefix in prefixes:
         for key in r.scan_iter(f"{prefix}*"):
             r.delete(key)
+
+
+def node_key_body(
+    market: TestClient, auth: dict[str, str], private_key: Path, public_key: str
+) -> dict[str, str]:
+    """A PUT /v1/me/node-key body: the key with its proof of possession (the caller's challenge
+    signed with ``private_key``)."""
+    from mots.training.pki import sign_challenge
+
+    r = market.post("/v1/me/node-key/challenge", headers=auth)
+    assert r.status_code == 200, r.text
+    challenge = r.json()["challenge"]
+    return {
+        "public_key": public_key,
+        "challenge": challenge,
+        "signature": sign_challenge(private_key, challenge),
+    }

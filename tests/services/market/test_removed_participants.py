@@ -20,7 +20,7 @@ from mots.platform.transactions import in_transaction
 from mots.training.pki import make_node_key
 from services.market import ledger, node_keys, rounds
 from services.market.models import Account
-from tests.services.market.conftest import OPERATOR
+from tests.services.market.conftest import OPERATOR, node_key_body
 
 
 def _remove(market: TestClient, how: str, client: dict[str, Any]) -> None:
@@ -53,8 +53,9 @@ def _joined_round(
     buyer = register(name="buyer")
     fund(buyer["id"], "10")
     for c in (stay, go):
-        key = make_node_key(tmp_path / f"{c['name']}.key").public_pem.decode()
-        assert market.put("/v1/me/node-key", json={"public_key": key}, headers=c["auth"]).is_success
+        pair = make_node_key(tmp_path / f"{c['name']}.key")
+        body = node_key_body(market, c["auth"], pair.private_key, pair.public_pem.decode())
+        assert market.put("/v1/me/node-key", json=body, headers=c["auth"]).is_success
     open_round(price="2.5", rewards={"small": "-1.25", "large": "4.0"})
     for c in (stay, go):
         r = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=c["auth"])

@@ -22,6 +22,7 @@ from mots.platform.schemas import (
     ClientOut,
     ClientRegistration,
     ClientStatus,
+    NodeKeyChallenge,
     NodeKeyIn,
     NodeKeyOut,
     RegisteredClient,
@@ -256,18 +257,35 @@ def leave(client: AnyClient, request: Request, factory: SessionFactoryDep) -> Cl
     return out
 
 
+@router.post("/v1/me/node-key/challenge", response_model=NodeKeyChallenge)
+def node_key_challenge(client: CurrentClient, settings: SettingsDep) -> NodeKeyChallenge:
+    """A challenge for this client to sign with its SuperNode's private key (valid 5 minutes)."""
+    challenge, expires_at = node_keys.challenge_for(
+        client.id, settings.token_secret.get_secret_value()
+    )
+    return NodeKeyChallenge(challenge=challenge, expires_at=expires_at)
+
+
 @router.put(
     "/v1/me/node-key",
     response_model=NodeKeyOut,
     responses=problem(409, "another client registered this key"),
 )
-def put_node_key(body: NodeKeyIn, client: CurrentClient, factory: SessionFactoryDep) -> NodeKeyOut:
-    """Register the public key of the SuperNode this client trains on (replaces an earlier one):
-    the SuperLink will admit the device holding its private key, as this client."""
+def put_node_key(
+    body: NodeKeyIn, client: CurrentClient, factory: SessionFactoryDep, settings: SettingsDep
+) -> NodeKeyOut:
+    """Register the public key of the SuperNode this client trains on (replaces an earlier one),
+    with the proof that the caller holds its private key (the key's signature over a challenge
+    from ``POST /v1/me/node-key/challenge``): the SuperLink will admit that device, as this
+    client."""
     try:
         pem = node_keys.normalised(body.public_key)
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+    secret = settings.token_secret.get_secret_value()
+    refused = node_keys.proof_problem(client.id, secret, pem, body.challenge, body.signature)
+    if refused is not None:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, refused)
 
     def work(session: Session) -> NodeKeyOut:
         row = session.get(Client, client.id)
