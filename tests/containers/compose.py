@@ -36,6 +36,8 @@ PORTS = {"market": 8000, "orchestration": 8001, "prometheus": 9090, "superlink":
 LEFT_OUT = {"grafana": "not in Debian; no reachable index ships its server; its Go module is AGPL"}
 WORK = ROOT / "out" / "deploy" / "compose"
 SECRETS = ROOT / "docker" / "secrets"
+# The `mots` command beside this interpreter (the venv's entry point), as a user types it.
+MOTS = [str(Path(sys.executable).with_name("mots"))]
 
 
 def compose(*args: str, env_file: Path, timeout: float = 900) -> str:
@@ -82,12 +84,12 @@ def wait_healthy(services: tuple[str, ...], timeout: float) -> dict[str, float]:
 def mots(*args: str, env: dict[str, str], timeout: float = 300) -> Any:
     """The `mots` CLI as a user types it (with --json); its parsed answer."""
     proc = subprocess.run(
-        [sys.executable, "-m", "mots.cli.main", *args, "--json"],
+        [*MOTS, *args, "--json"],
         env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     if proc.returncode != 0:
         raise RuntimeError(f"mots {' '.join(args)}: {proc.stdout[-800:]}{proc.stderr[-1500:]}")
-    return json.loads(proc.stdout) if proc.stdout.strip().startswith(("{", "[")) else proc.stdout
+    return json.loads(proc.stdout)
 
 
 def prepare() -> tuple[Path, dict[str, str]]:
