@@ -42,9 +42,13 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 TASK_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"
-DEFAULT_TASK_POLL_S = 0.2
-"""Seconds between ``AcquireTask`` polls of the node's own Runtime API (Flower's default is 1 s):
-a task waits at most this long for the executor; each poll is one loopback HTTP request."""
+DEFAULT_TASK_POLL_S = 1.0
+"""Seconds between ``AcquireTask`` polls of the node's own Runtime API (Flower's default). The
+poll is also woken at once when the SuperNode logs that it received a message
+(:class:`ReceivedSignal`), so a task does not wait for the interval; polling at 0.2 s instead cost
+an idle node 0.024 CPU-seconds per second."""
+RECEIVED_LINE = "Received successfully"
+"""What Flower's SuperNode logs once a pulled message and its objects are stored (its task made)."""
 DEFAULT_RUNTIME_PORT = 9094
 FLEET_PULL_SLEEP_S = 3.0
 """What Flower 1.42's SuperNode sleeps after a Fleet pull that found no message (fixed in code)."""
@@ -293,6 +297,20 @@ class WarmExecutor:
             self._tasks.put_nowait(None)
 
 
+class ReceivedSignal(logging.Handler):
+    """Sets ``event`` when Flower's SuperNode logs that it stored a pulled message: the SuperExec
+    loop asks for the task then instead of at its next poll."""
+
+    def __init__(self, event: threading.Event) -> None:
+        super().__init__(level=logging.INFO)
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Wake the loop on the SuperNode's line; ignore every other record."""
+        if record.name == "flwr" and str(record.msg).startswith(RECEIVED_LINE):
+            self.event.set()
+
+
 def _listening(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
@@ -305,6 +323,7 @@ def superexec_loop(
     executor: WarmExecutor,
     poll_s: float,
     stop: threading.Event,
+    wake: threading.Event | None = None,
 ) -> None:
     """Flower's SuperExec main loop (``run_superexec``) with this executor: ask the Runtime API
     for a ClientApp task whenever the executor is idle, launch it through ``AutoExecPlugin``."""
@@ -358,7 +377,11 @@ def superexec_loop(
                 if str(result.status) != "accepted":
                     log.error("task %s not launched: %s", res.task.task_id, result.message)
                 continue
-            stop.wait(poll_s)
+            if wake is None:
+                stop.wait(poll_s)
+            else:  # the SuperNode's "received" line, stop, or the poll interval
+                wake.wait(poll_s)
+                wake.clear()
     finally:
         client.close()
         executor.close()
@@ -448,13 +471,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     apps = ClientAppCache()
     executor = WarmExecutor(lambda spec: run_clientapp_task(spec, apps))
     stop = threading.Event()
+    wake = threading.Event()
+    logging.getLogger("flwr").addHandler(ReceivedSignal(wake))
 
     def _superexec() -> None:  # preloads while the SuperNode connects, then takes tasks
         try:
             started = time.perf_counter()
             preload()
             log.info("%s in %.1f s", READY_LINE, time.perf_counter() - started)
-            superexec_loop(f"{host}:{port}", secret, executor, poll_s, stop)
+            superexec_loop(f"{host}:{port}", secret, executor, poll_s, stop, wake)
         finally:
             secret_path.unlink(missing_ok=True)
 
@@ -469,6 +494,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         flower_supernode()
     finally:
         stop.set()
+        wake.set()
         secret_path.unlink(missing_ok=True)
 
 

@@ -31,7 +31,7 @@ def _spec(task_id: int = 1, task_type: str = "flwr-clientapp", deps: bool = Fals
 
 
 def test_task_poll_interval_reads_flowers_setting_with_its_bounds() -> None:
-    assert task_poll_interval({}) == warm_node.DEFAULT_TASK_POLL_S
+    assert task_poll_interval({}) == warm_node.DEFAULT_TASK_POLL_S == 1.0
     assert task_poll_interval({"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5"}) == 0.5
     for bad in ("0", "nan", "61", "fast"):
         with pytest.raises(ValueError, match="FLWR_SUPEREXEC_TASK_POLL_INTERVAL"):
@@ -153,3 +153,21 @@ def test_another_process_cannot_take_the_nodes_tasks(tmp_path: Path) -> None:
                     client.AcquireTask(AcquireTaskRequest(supported_task_types=["flwr-clientapp"]))
             finally:
                 client.close()
+
+
+def test_the_supernodes_received_line_wakes_the_task_poll() -> None:
+    import logging
+
+    wake = threading.Event()
+    handler = warm_node.ReceivedSignal(wake)
+    flwr_log = logging.getLogger("flwr")
+    flwr_log.addHandler(handler)
+    try:
+        flwr_log.info("Receiving: train message (ID: 1)")
+        assert not wake.is_set()
+        logging.getLogger("other").info("Received successfully")
+        assert not wake.is_set()
+        flwr_log.info("Received successfully")
+        assert wake.is_set()
+    finally:
+        flwr_log.removeHandler(handler)
