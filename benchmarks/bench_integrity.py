@@ -11,8 +11,10 @@ function, listed in :data:`SUITES`; this script runs them, merges what they repo
 
 (``ledger_balanced`` is null until a suite that moves money checks the ledger.) The federation
 suite (:mod:`benchmarks.integrity.federation_suite`) adds ``forged_node``, ``identity_theft``,
-``free_rider``, ``random_weights``, ``scaled_weights``, ``nan_weights``, ``label_flip`` and
-``dropout``; a suite for the market's attacks is another module in the same shape. The same is
+``free_rider``, ``random_weights``, ``scaled_weights``, ``nan_weights``, ``label_flip``,
+``dropout`` and issue 24's ``garbage_data_majority``, ``stale_replay``, ``noise_diluted`` and
+``lazy_steps`` (attackers 5 of the 8 participants of a round), with nine honest nodes alone so the
+honest participant-rounds exceed 100; a suite for the market's attacks is another module in the same shape. The same is
 printed as a table; the exit status is 1 when an attack target is missed (every attack caught
 in every try except ``label_flip``, caught in ≥ 90% of the tries whose update raised the
 validation loss beyond the verification's tolerance; honest participant-rounds flagged ≤ 1%).
