@@ -229,3 +229,16 @@ def test_the_apis_the_operator_cli_uses_are_published_on_loopback(compose: dict)
     }
     assert published["market"] == ["127.0.0.1:8000:8000"]
     assert published["orchestration"] == ["127.0.0.1:8001:8000"]
+
+
+def test_the_control_api_is_addressed_by_its_fixed_address(compose: dict) -> None:
+    """The orchestration reaches the SuperLink's Control API on the internal control network by
+    the address compose fixes (and the certificate names): podman with CNI gives an internal
+    network no DNS, and the compose round on podman failed its training on `superlink:9093`."""
+    worker = compose["services"]["orchestration-worker"]
+    superlink = compose["services"]["superlink"]
+    address = superlink["networks"]["control"]["ipv4_address"]
+    assert worker["environment"]["MOTS_SUPERLINK_ADDRESS"] == f"{address}:9093"
+    command = superlink["command"]
+    assert command[command.index("--host") + 1] == address
+    assert address in [command[i + 1] for i, a in enumerate(command) if a == "--tls-host"]
