@@ -147,11 +147,13 @@ def drive_round(cli: dict[str, str], timeout: float) -> dict[str, Any]:
     purchase = mots("market", "buy", str(round_id), env=as_buyer)
     deadline = time.monotonic() + timeout
     view = mots("rounds", "show", str(round_id), env=cli)
-    while view["state"] not in ("published", "settled") and time.monotonic() < deadline:
+    while view["state"] not in ("published", "settled_by_rule") and time.monotonic() < deadline:
         time.sleep(5)
         view = mots("rounds", "show", str(round_id), env=cli)
     model = WORK / f"mots-round-{round_id}.pt"
-    got = mots("market", "download", str(round_id), "--out", str(model), env=as_buyer)
+    got = None  # a round settled by rule has no model: the report says so, the test fails
+    if view["state"] == "published":
+        got = mots("market", "download", str(round_id), "--out", str(model), env=as_buyer)
     return {"round_id": round_id, "view": view, "quote": quote, "purchase": purchase,
             "download": got}  # fmt: skip
 
