@@ -39,6 +39,11 @@ class Unauthorized(Refusal):
     """The credential is not a registered client's."""
 
 
+class CodeUsedUp(Unauthorized):
+    """A live enrolment code with no registrations left: still 401 (the same answer as an unknown
+    code), but not a guess, so the per-address throttle of failed codes does not count it."""
+
+
 class Unavailable(Refusal):
     """The market cannot do it now (e.g. the ledger failed); the same request may be retried."""
 

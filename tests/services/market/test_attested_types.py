@@ -221,3 +221,19 @@ def test_failed_enrolment_codes_are_throttled_per_address(market: TestClient) ->
     assert all(r.status_code == 429 and int(r.headers["Retry-After"]) >= 1 for r in throttled)
     r = market.post("/v1/clients", json={"name": "late", "enrolment_code": code})
     assert r.status_code == 429 and "enrolment_code" in r.json()["detail"]
+
+
+def test_a_used_up_code_is_no_guess(market: TestClient) -> None:
+    """Devices that outnumber their code's uses get 401 each, never the guessers' 429: a real
+    code run dry is not guessing (the two-API-processes test registers 60 such devices)."""
+    from services.market.rate_limits import CODE_FAILURES_PER_MINUTE
+
+    code = _enrol(market, type_name="t", data_size=50, cost="1", uses=1)["code"]
+    assert market.post("/v1/clients", json={"name": "a", "enrolment_code": code}).status_code == 201
+    late = [
+        market.post("/v1/clients", json={"name": f"late-{i}", "enrolment_code": code})
+        for i in range(2 * CODE_FAILURES_PER_MINUTE)
+    ]
+    assert [r.status_code for r in late] == [401] * (2 * CODE_FAILURES_PER_MINUTE)
+    r = market.post("/v1/clients", json={"name": "g", "enrolment_code": "enrol_" + "0" * 43})
+    assert r.status_code == 401  # the address's first guess is still checked

@@ -41,7 +41,7 @@ from services.market.api.deps import (
 from services.market.auth import hash_token, issue_token, new_token, publish_dead
 from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
-from services.market.errors import Conflict, NotFound, Unauthorized
+from services.market.errors import CodeUsedUp, Conflict, NotFound, Unauthorized
 from services.market.models import Client
 from services.market.registration import (
     Enrolled,
@@ -130,8 +130,9 @@ async def register(
     """Register a client of an attested type: with an operator-issued ``enrolment_code`` (the
     client gets the code's type), with the operator's token, or, only where the operator turned
     on open registration, as a ``pending`` client (bounded, rate-limited, awaiting approval).
-    After 10 failed codes from one address in a minute, its attempts are refused 429 unchecked
-    until the minute ends (codes cannot be guessed at speed).
+    After 10 unknown, expired or revoked codes from one address in a minute (a used-up code is
+    no guess), its attempts are refused 429 unchecked until the minute ends (codes cannot be
+    guessed at speed).
 
     With a code, registered together with the other registrations in flight (one transaction per
     batch, :mod:`services.market.registration_batcher`)."""
@@ -147,8 +148,9 @@ async def register(
         r = await batcher.submit(
             Enrolled(body.name, body.enrolment_code, body.type_name, body.data_size, cost)
         )
-    except Unauthorized:  # a code that is unknown, expired, revoked or used up
-        await run_in_threadpool(rate_limits.count_failure, request, "enrolment_code")
+    except Unauthorized as refused:  # a code that is unknown, expired, revoked or used up
+        if not isinstance(refused, CodeUsedUp):  # a real code run dry is no guess
+            await run_in_threadpool(rate_limits.count_failure, request, "enrolment_code")
         raise
     return _registered(r)
 
