@@ -65,6 +65,7 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 MODEL_DIGEST_HEADER = "X-Model-SHA256"
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 _ClientPage = Page[ClientOut]
 _TransactionPage = Page[TransactionOut]
 _AccountPage = Page[AccountOut]
@@ -270,6 +271,22 @@ class MarketClient:
         r = self._send(method, path, **kw)
         assert r is not None  # ok_missing is not passed here
         return _parse(model, r, method, path)
+
+    def _every_page(
+        self, model: type[Page[T]], path: str, page_size: int, filters: dict[str, str]
+    ) -> list[T]:
+        """``GET path`` page after page (following ``next``): every item the filters select."""
+        out: list[T] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": page_size, **filters}
+            if cursor:
+                params["cursor"] = cursor
+            page = self._call(model, "GET", path, params=params)
+            out.extend(page.items)
+            if page.next is None:
+                return out
+            cursor = page.next
 
     def _maybe(self, model: type[M], method: str, path: str, **kw: Any) -> M | None:
         r = self._send(method, path, ok_missing=True, **kw)
@@ -529,17 +546,8 @@ class MarketClient:
     def clients(self, page_size: int = 500, status: str | None = None) -> list[ClientOut]:
         """``GET /v1/clients`` (operator): every registered client (only those in ``status``,
         when given), following the pages' ``next``."""
-        out: list[ClientOut] = []
-        cursor: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
-            if status is not None:
-                params["status"] = status
-            page = self._call(_ClientPage, "GET", "/v1/clients", params=params)
-            out.extend(page.items)
-            if page.next is None:
-                return out
-            cursor = page.next
+        filters = {} if status is None else {"status": status}
+        return self._every_page(_ClientPage, "/v1/clients", page_size, filters)
 
     def transactions(
         self, *, limit: int = 50, cursor: str | None = None, **filters: object
@@ -552,17 +560,8 @@ class MarketClient:
 
     def accounts(self, category: str | None = None, page_size: int = 500) -> list[AccountOut]:
         """``GET /v1/ledger/accounts`` (operator): every account and its balance."""
-        out: list[AccountOut] = []
-        cursor: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": page_size} | ({"cursor": cursor} if cursor else {})
-            if category is not None:
-                params["category"] = category
-            page = self._call(_AccountPage, "GET", "/v1/ledger/accounts", params=params)
-            out.extend(page.items)
-            if page.next is None:
-                return out
-            cursor = page.next
+        filters = {} if category is None else {"category": category}
+        return self._every_page(_AccountPage, "/v1/ledger/accounts", page_size, filters)
 
     def ledger_check(self) -> LedgerCheck:
         """``GET /v1/ledger/check`` (operator): the ledger's invariants."""

@@ -319,3 +319,24 @@ def test_operator_calls_hit_their_routes_and_lists_follow_next() -> None:
     assert [m for m, _ in seen] == ["GET", "GET", "DELETE", "POST", "DELETE"]
     assert seen[1][1] == "/v1/enrolments?limit=1&cursor=c1"
     assert seen[3][1] == "/v1/clients/7/approve?"
+
+
+def test_operator_lists_follow_every_page_with_their_filter() -> None:
+    """``accounts`` follows ``next`` to the last page, sending its filter and the cursor on each."""
+    seen: list[httpx.Request] = []
+    account = {"category": "wallet", "client_id": 1, "balance": "1.000000"}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        cursor = request.url.params.get("cursor")
+        page = int(cursor or 0)
+        items = [account | {"name": f"wallet:{page}"}]
+        return httpx.Response(
+            200, json={"items": items, "next": None if page == 2 else str(page + 1)}
+        )
+
+    names = [a.name for a in client(handler).accounts(category="wallet", page_size=1)]
+    assert names == ["wallet:0", "wallet:1", "wallet:2"]
+    assert [r.url.params.get("cursor") for r in seen] == [None, "1", "2"]
+    assert {r.url.params["category"] for r in seen} == {"wallet"}
+    assert {r.url.params["limit"] for r in seen} == {"1"}
