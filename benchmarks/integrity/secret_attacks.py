@@ -170,7 +170,7 @@ def revoked_token_everywhere(p: MoneyPlatform) -> Attack:
 
 def _proof(p: MoneyPlatform, auth: dict[str, str], private_key: Path) -> dict[str, str]:
     """A proof of possession: the caller's own challenge signed with ``private_key``."""
-    from mots.training.pki import sign_challenge
+    from mots.platform.node_proof import sign_challenge
 
     r = p.market.post("/v1/me/node-key/challenge", headers=auth)
     challenge = str(r.json().get("challenge", "")) if r.is_success else "none"

@@ -20,8 +20,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.bulk import one_of
+from mots.platform.node_proof import signed_by
 from mots.platform.schemas import NodeKeyOut, NodeKeys
-from mots.training.pki import fingerprint, public_pem_from_text, signed_by
+from mots.training.pki import fingerprint, public_pem_from_text
 from services.market import ledger
 from services.market.errors import Conflict
 from services.market.models import Client

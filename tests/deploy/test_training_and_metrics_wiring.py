@@ -66,17 +66,18 @@ def _args(argv: list[str], flag: str) -> list[str]:
 def test_compose_orchestration_worker_trains_on_the_compose_superlink(
     compose: dict[str, Any],
 ) -> None:
-    """The worker's SuperLink address is the superlink service's Control API, on a network no
+    """The worker's SuperLink address is the superlink service's Control API at its fixed
+    address on the control network (podman's internal networks resolve no names), a network no
     SuperNode is on; both see the same run files; TLS and node authentication are on."""
     services = compose["services"]
     worker, superlink = services["orchestration-worker"], services["superlink"]
     env = worker["environment"]
     host, port = env["MOTS_SUPERLINK_ADDRESS"].split(":")
-    assert host == "superlink"
     argv = superlink["command"]
+    control_ip = _arg(argv, "--host")
+    assert host == control_ip
     assert _arg(argv, "--port") == port and "--insecure" not in argv
     assert "--enable-supernode-auth" in argv and _arg(argv, "--tls-dir")
-    control_ip = _arg(argv, "--host")
     control = set(worker["networks"]) & set(superlink["networks"])
     assert control == {"control"}, "the worker reaches the SuperLink on the control network only"
     assert superlink["networks"]["control"]["ipv4_address"] == control_ip

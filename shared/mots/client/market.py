@@ -341,7 +341,7 @@ class MarketClient:
         client trains on, proving it holds the private key (the OpenSSH key file at
         ``private_key`` signs a challenge from ``POST /v1/me/node-key/challenge``); the
         SuperLink admits the device holding it as this client. Idempotent, so it is retried."""
-        from mots.training.pki import sign_challenge
+        from mots.platform.node_proof import sign_challenge
 
         text = public_key.decode() if isinstance(public_key, bytes) else public_key
         issued = self._call(NodeKeyChallenge, "POST", "/v1/me/node-key/challenge")

@@ -139,7 +139,7 @@ def node_key_body(
 ) -> dict[str, str]:
     """A PUT /v1/me/node-key body: the key with its proof of possession (the caller's challenge
     signed with ``private_key``)."""
-    from mots.training.pki import sign_challenge
+    from mots.platform.node_proof import sign_challenge
 
     r = market.post("/v1/me/node-key/challenge", headers=auth)
     assert r.status_code == 200, r.text
