@@ -1,4 +1,4 @@
-"""Fixtures: the real Fashion-MNIST (Debian's dataset-fashion-mnist) and a small config on it."""
+"""Fixtures: a small config on the real Fashion-MNIST (``fashion_dir``, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,6 @@ from pathlib import Path
 import pytest
 
 from mots.training.config import TrainConfig
-
-FASHION = Path("/usr/share/datasets/fashion-mnist")
-
-
-@pytest.fixture(scope="session")
-def fashion_dir() -> Path:
-    """The data directory; skips when the Debian package is absent (make test installs it)."""
-    if not (FASHION / "t10k-labels-idx1-ubyte.gz").is_file():
-        pytest.skip("Fashion-MNIST missing: apt-get install -y dataset-fashion-mnist")
-    return FASHION
 
 
 @pytest.fixture
