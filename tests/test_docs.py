@@ -64,3 +64,17 @@ def test_every_relative_link_resolves(page: Path) -> None:
         assert dest.exists(), f"{page.name}: {target} does not exist"
         if anchor and dest.suffix == ".md":
             assert anchor in _anchors(dest), f"{page.name}: no heading for #{anchor} in {dest.name}"
+
+
+def test_every_problem_code_is_documented_on_one_page() -> None:
+    """docs/errors.md lists each problem type (code, status, URI) the services answer with, and
+    none they do not (issue 26, item 4)."""
+    from mots.platform.problem_types import PROBLEM_TYPES
+
+    rows = re.findall(
+        r"^\| <a id=\"([a-z-]+)\"></a>`([a-z-]+)` \| (\d{3}) \| `([^`]+)` \|",
+        (ROOT / "docs" / "errors.md").read_text(),
+        re.MULTILINE,
+    )
+    documented = {code: (int(status), uri) for anchor, code, status, uri in rows if anchor == code}
+    assert documented == {c: (t.status, t.uri) for c, t in PROBLEM_TYPES.items()}

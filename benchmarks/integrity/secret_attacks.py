@@ -8,7 +8,8 @@ money suite's registry (:data:`benchmarks.integrity.money.ATTACKS`).
   401, and the workdir's secrets file is private (mode 600) and holds neither public value.
 - ``revoked_token_everywhere``: on the suite's platform, tokens made dead four ways (the client
   rotated it, revoked it itself, the operator reissued it, the operator revoked the client);
-  caught when the market, pricing and orchestration all refuse it (401) within 5 s.
+  caught when the market, pricing and orchestration all refuse it within 5 s, each with the
+  problem code of how it died (401 token-rotated or token-revoked; 403 client-revoked).
 """
 
 from __future__ import annotations
@@ -124,14 +125,16 @@ def default_secret_forgery(p: MoneyPlatform) -> Attack:
     return out
 
 
-def _refused_everywhere(p: MoneyPlatform, token: str) -> float | None:
-    """Seconds until the market, pricing and orchestration all answer 401 to ``token`` (polled
-    every 0.1 s up to twice the bound), None if some service still admits it by then."""
+def _refused_everywhere(p: MoneyPlatform, token: str, code: str) -> float | None:
+    """Seconds until the market, pricing and orchestration all refuse ``token`` with problem
+    ``code`` (401 for a dead token, 403 for a revoked client: docs/errors.md), polled every
+    0.1 s up to twice the bound; None if some service still admits it by then."""
     start = time.monotonic()
     headers = {"Authorization": f"Bearer {token}"}
     routes = [(p.market, "/v1/me"), (p.pricing, "/v1/mechanisms"), (p.orchestration, "/v1/rounds")]
     while time.monotonic() - start < 2 * REVOCATION_BOUND_S:
-        if all(c.get(path, headers=headers).status_code == 401 for c, path in routes):
+        answers = [c.get(path, headers=headers) for c, path in routes]
+        if all(r.status_code in (401, 403) and r.json().get("code") == code for r in answers):
             return time.monotonic() - start
         time.sleep(0.1)
     return None
@@ -139,26 +142,27 @@ def _refused_everywhere(p: MoneyPlatform, token: str) -> float | None:
 
 @attack("revoked_token_everywhere")
 def revoked_token_everywhere(p: MoneyPlatform) -> Attack:
-    """Rotated, self-revoked, reissued and revoked-client tokens: 401 on every API within 5 s."""
+    """Rotated, self-revoked, reissued and revoked-client tokens: refused on every API within
+    5 s, each with its own problem code (token-rotated, token-revoked; client-revoked, 403)."""
     out = Attack()
     kind = {"name": "type-1", "count": 4, "data_size": 50, "cost": "0.5"}
     agents = register_population(p.market, [kind], OPERATOR["Authorization"][7:], "1")
     try:
-        dead: list[tuple[str, str]] = []
+        dead: list[tuple[str, str, str]] = []
         a = agents[0]
         p.market.post("/v1/me/token", headers=a.auth).raise_for_status()
-        dead.append(("rotated by the client", a.token))
+        dead.append(("rotated by the client", a.token, "token-rotated"))
         b = agents[1]
         p.market.delete("/v1/me/token", headers=b.auth).raise_for_status()
-        dead.append(("revoked by the client", b.token))
+        dead.append(("revoked by the client", b.token, "token-revoked"))
         c = agents[2]
         p.market.post(f"/v1/clients/{c.id}/token", headers=OPERATOR).raise_for_status()
-        dead.append(("reissued by the operator", c.token))
+        dead.append(("reissued by the operator", c.token, "token-rotated"))
         d = agents[3]
         p.market.delete(f"/v1/clients/{d.id}", headers=OPERATOR).raise_for_status()
-        dead.append(("client revoked by the operator", d.token))
-        for what, token in dead:
-            took = _refused_everywhere(p, token)
+        dead.append(("client revoked by the operator", d.token, "client-revoked"))
+        for what, token, code in dead:
+            took = _refused_everywhere(p, token, code)
             caught = took is not None and took <= REVOCATION_BOUND_S
             out.record(caught, f"{what}: refused everywhere after {took} s")
             out.extra.append({"how": what, "refused_everywhere_after_s": took})

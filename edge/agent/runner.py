@@ -98,7 +98,7 @@ class Agent:
             return reg
         reg = Registration(reg.client_id, renewed.token)
         self._store(reg)
-        log.info("renewed the market token (expires at %d)", renewed.expires_at)
+        log.info("renewed the market token (expires at %s)", renewed.expires_at)
         self._registration = reg
         return reg
 

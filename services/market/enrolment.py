@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros
 from services.market.auth import hash_token
-from services.market.errors import Conflict, Unauthorized
+from services.market.errors import BadEnrolmentCode, Conflict
 from services.market.models import Client, Enrolment
 
 CODE_PREFIX = "enrol_"
@@ -158,7 +158,7 @@ def redeem(session: Session, code: str) -> Enrolment:
         .values(uses_left=Enrolment.uses_left - 1)
     )
     if getattr(taken, "rowcount", 0) != 1:
-        raise Unauthorized(
+        raise BadEnrolmentCode(
             "enrolment_code", "unknown, expired, revoked or used up; ask the operator for a code"
         )
     row = session.scalar(select(Enrolment).where(Enrolment.code_hash == digest))

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 
 class Refusal(Exception):
-    """A request the market refuses: ``field`` names what was wrong, ``message`` the rule."""
+    """A request the market refuses: ``field`` names what was wrong, ``message`` the rule;
+    ``code`` is its problem code where it has its own (:mod:`mots.platform.problem_types`)."""
+
+    code: str | None = None
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -39,7 +42,13 @@ class Unauthorized(Refusal):
     """The credential is not a registered client's."""
 
 
-class CodeUsedUp(Unauthorized):
+class BadEnrolmentCode(Unauthorized):
+    """An enrolment code that is unknown, expired, revoked or used up."""
+
+    code = "enrolment-code-invalid"
+
+
+class CodeUsedUp(BadEnrolmentCode):
     """A live enrolment code with no registrations left: still 401 (the same answer as an unknown
     code), but not a guess, so the per-address throttle of failed codes does not count it."""
 

@@ -22,7 +22,7 @@ from services.market import enrolment as enrolments
 from services.market import ledger
 from services.market.auth import hash_token
 from services.market.enrolment import TypeFacts
-from services.market.errors import CodeUsedUp, Conflict, Refusal, Unauthorized
+from services.market.errors import BadEnrolmentCode, CodeUsedUp, Conflict, Refusal
 from services.market.models import Account, Base, Client, Enrolment, Entry, LedgerTransaction
 
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
@@ -217,7 +217,7 @@ def register_enrolled(
     for r, digest in zip(requests, digests, strict=True):
         e = rows.get(digest)
         if e is None or left[digest] <= 0:
-            refused = Unauthorized if e is None else CodeUsedUp
+            refused = BadEnrolmentCode if e is None else CodeUsedUp
             outcomes.append(
                 refused(
                     "enrolment_code",

@@ -29,6 +29,7 @@ from mots.economics.mechanisms.registry import MECHANISMS, get_mechanism
 from mots.economics.optimum import regime, solve_mots_optimum
 from mots.economics.scenario import Scenario
 from mots.economics.welfare import welfare_mots
+from mots.platform.money import money
 from mots.platform.schemas import PricingRequest, PricingResult, WhatIfRequest
 from mots.scenario_file import MAX_CLIENTS, ScenarioError, parse_scenario
 
@@ -125,12 +126,15 @@ def price(scenario: Scenario, mechanism_name: str, request: PricingRequest) -> P
             result = _price(scenario, mechanism_name, request)
     except (OverflowError, ZeroDivisionError, FloatingPointError) as exc:
         raise PricingInputError(f"scenario: the numbers overflow ({exc})") from exc
-    numbers = [result.price, result.welfare, result.epsilon, result.incentive_cost, *result.rewards]
-    if not all(math.isfinite(x) for x in numbers):
+    return result
+
+
+def _amounts(price: float, rewards: list[float], cost: float, welfare: float, eps: float) -> None:
+    """Refuse a quote whose numbers are not finite."""
+    if not all(math.isfinite(x) for x in [price, welfare, eps, cost, *rewards]):
         raise PricingInputError(
             "scenario: the utility, costs or error model give non-finite prices or welfare"
         )
-    return result
 
 
 def _price(scenario: Scenario, mechanism_name: str, request: PricingRequest) -> PricingResult:
@@ -152,17 +156,21 @@ def _price(scenario: Scenario, mechanism_name: str, request: PricingRequest) -> 
             raise PricingInputError("buyers: K_i + B_i must not exceed N_i")
     quote = mech.quote(k)
     eps = float(generalization_error(k, scenario.sizes, scenario.error_model))
+    rewards = [float(r) for r in quote.rewards]
+    cost = max(0.0, float(mech.incentive_cost(k, b)))
+    welfare = float(welfare_mots(scenario, k, b))
+    _amounts(float(quote.price), rewards, cost, welfare, eps)
     return PricingResult(
         mechanism=mech.name,
         regime=regime(scenario),
         type_names=[t.name for t in scenario.types],
         participants=[int(x) for x in k],
         buyers=[int(x) for x in b],
-        price=float(quote.price),
-        rewards=[float(r) for r in quote.rewards],
-        welfare=float(welfare_mots(scenario, k, b)),
+        price=money(float(quote.price)),
+        rewards=[money(r) for r in rewards],
+        welfare=welfare,
         epsilon=eps,
-        incentive_cost=max(0.0, float(mech.incentive_cost(k, b))),
+        incentive_cost=money(cost),
         optimal=bool(np.array_equal(k, opt.participants)),
     )
 
@@ -176,12 +184,12 @@ def what_if(request: WhatIfRequest, default_mechanism: str, max_types: int) -> P
         data["eps_req"] = request.eps_req
     if (request.type_name is None) != (request.cost is None):
         raise PricingInputError("type_name: give type_name and cost together")
-    if request.type_name is not None:
+    if request.type_name is not None and request.cost is not None:
         types = [dict(t) for t in data.get("types", []) if isinstance(t, dict)]
         hits = [t for t in types if t.get("name") == request.type_name]
         if not hits:
             raise PricingInputError(f"type_name: no type named {request.type_name!r}")
-        hits[0]["cost"] = request.cost
+        hits[0]["cost"] = float(request.cost)
         data["types"] = types
     scenario = scenario_from(data, max_types)
     return price(

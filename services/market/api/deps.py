@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, HTTPException, Path, Request, status
+from fastapi import Depends, Header, Path, Request
 
 from mots.platform.batching import MicroBatcher
 from mots.platform.deps import (
@@ -21,9 +21,12 @@ from mots.platform.deps import (
     SessionFactoryDep,
     app_settings,
     bearer,
+    dead_token,
     live_claim,
     unauthorized,
 )
+from mots.platform.problem_types import ProblemError
+from mots.platform.revocation import RevocationList
 from mots.platform.schemas import MAX_ID
 from services.market.auth import hash_token
 from services.market.core.config import Settings
@@ -89,7 +92,13 @@ async def any_client(request: Request, credentials: Credentials) -> Client:
         return client
     lookup: MicroBatcher[str, Client | None] = request.app.state.client_lookup
     client = await lookup.submit(verifier)
-    if client is None or client.status == "revoked":  # unknown tokens are not remembered
+    if client is not None and client.status == "revoked":
+        raise dead_token("client-revoked")
+    if client is None:  # unknown tokens are not remembered
+        revocations: RevocationList = request.app.state.revocations
+        why = await revocations.why_dead_now(credentials.credentials)
+        if why is not None:  # rotated or revoked here a moment ago: say which
+            raise dead_token(why)
         raise unauthorized("Authorization: the token is not a registered client's")
     if len(known) >= CLIENT_CACHE_SIZE:
         known.clear()
@@ -97,10 +106,17 @@ async def any_client(request: Request, credentials: Credentials) -> Client:
     return client
 
 
+_STATUS_CODES = {
+    "pending": "client-pending",
+    "revoked": "client-revoked",
+    "left": "client-departed",
+}
+
+
 def _must_be_active(client: Client) -> Client:
     if client.status != "active":
-        raise HTTPException(
-            status.HTTP_403_FORBIDDEN,
+        raise ProblemError(
+            _STATUS_CODES.get(client.status, "forbidden"),
             f"Authorization: client {client.id} is {client.status}; only clients the operator"
             " attested (or approved) may declare, buy or download",
         )

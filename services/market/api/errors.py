@@ -50,7 +50,7 @@ def as_http(refusal: Refusal) -> HTTPException:
 async def _answer(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Refusal)
     http = as_http(exc)
-    return problem_response(http.status_code, exc.detail, headers=http.headers)
+    return problem_response(http.status_code, exc.detail, headers=http.headers, code=exc.code)
 
 
 def install_refusal_handler(app: FastAPI) -> None:

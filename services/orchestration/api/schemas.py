@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +15,7 @@ from mots.platform.schemas import (
     RoundState,
     example,
 )
+from mots.platform.timestamps import Timestamp
 from services.orchestration.products import (
     PROGRESS_EXAMPLE,
     SUMMARY_EXAMPLE,
@@ -38,7 +38,7 @@ ROUND_EXAMPLE: dict[str, Any] = {
     "training_progress": PROGRESS_EXAMPLE,
     "quote": QUOTE_EXAMPLE,
     "scenario": SCENARIO_EXAMPLE,
-    "deadlines": {"collecting": 1795709105.0},
+    "deadlines": {"collecting": "2026-11-26T16:05:05Z"},
 }
 TRANSITION_EXAMPLE: dict[str, Any] = {
     "from": "collecting",
@@ -117,7 +117,7 @@ class TransitionOut(BaseModel):
     to: RoundState
     seconds_in_from: float
     note: str | None
-    at: datetime
+    at: Timestamp
 
 
 class RoundOut(BaseModel):
@@ -130,7 +130,7 @@ class RoundOut(BaseModel):
     state: RoundState
     mechanism: str | None
     rule: str | None = Field(..., description="why the round was settled by rule, if it was")
-    created_at: datetime
+    created_at: Timestamp
     summary: RoundSummary | None = Field(..., description="the figures of a finished round")
     training_progress: TrainingProgress | None = Field(
         ..., description="while training: the latest FedAvg round, clients done, ε so far"
@@ -139,9 +139,9 @@ class RoundOut(BaseModel):
     scenario: Scenario | None = Field(
         ..., description="the priced population and error model: a pricing what-if query's body"
     )
-    deadlines: dict[str, float] | None = Field(
+    deadlines: dict[str, Timestamp] | None = Field(
         None,
-        description="the deadline of each state the round entered (epoch seconds); past it the "
+        description="the deadline of each state the round entered (RFC 3339, UTC); past it the "
         "reconciler re-drives the round",
     )
     predicted_epsilon: float | None = Field(

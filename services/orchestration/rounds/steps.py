@@ -66,7 +66,7 @@ def _product(value: T | None, name: str, rnd: RoundRecord) -> T:
     return value
 
 
-def _money(x: float) -> Decimal:
+def _money(x: Decimal | float) -> Decimal:
     """An amount the pricing service computed, in the ledger's micro-units."""
     return from_micros(to_micros(x))
 

@@ -125,7 +125,15 @@ def connection(command: F) -> F:
             status = "unreachable" if exc.status is None else str(exc.status)
             where = f" ({exc.method} {exc.path})" if exc.method else ""
             message = f"{status}: {exc.detail}{where}"
-            extra = {"status": exc.status, "method": exc.method, "path": exc.path}
+            if exc.request_id:
+                message += f" [request {exc.request_id}]"
+            extra = {
+                "status": exc.status,
+                "method": exc.method,
+                "path": exc.path,
+                "code": exc.code,
+                "request_id": exc.request_id,
+            }
             fail(as_json, 1, "refused", message, click.ClickException(message), extra)
 
     wrapped: Any = run

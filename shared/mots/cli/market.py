@@ -85,7 +85,7 @@ def enrol(
     body = EnrolmentIn(type_name=type_name, data_size=data_size, cost=cost, uses=uses, ttl_s=ttl_s)
     with session.market(operator=True) as m:
         out = m.enrol(body)
-    expires = datetime.fromtimestamp(out.expires_at, UTC)
+    expires = out.expires_at
     session.emit(
         out,
         f"enrolment {out.id}: type {out.type_name} (D {out.data_size}, C {money(out.cost)}), "
@@ -230,7 +230,7 @@ def renew(session: Session) -> None:
     saved = ""
     if source.startswith("profile "):
         saved = _save(session, source.removeprefix("profile "), out.token, locate=False)
-    expires = datetime.fromtimestamp(out.expires_at, UTC)
+    expires = out.expires_at
     session.emit(
         out,
         f"client {out.client_id}: new token {out.token}, expires {expires:%Y-%m-%d %H:%M} UTC\n"
@@ -527,7 +527,7 @@ def enrolments(session: Session, revoke_id: int | None) -> None:
             e.data_size,
             money(e.cost),
             e.uses_left,
-            f"{datetime.fromtimestamp(e.expires_at, UTC):%Y-%m-%d %H:%M}",
+            f"{e.expires_at:%Y-%m-%d %H:%M}",
             "revoked" if e.revoked else "",
         )
         for e in out

@@ -77,10 +77,21 @@ class MarketError(Exception):
     """The market refused a call, answered something unreadable, or could not be reached.
 
     ``status`` is the HTTP status (None when no answer came), ``detail`` the market's message
-    (it names the field and the rule), ``method`` and ``path`` the call.
+    (it names the field and the rule), ``method`` and ``path`` the call; ``code`` is the problem's
+    stable code to branch on (docs/errors.md) and ``request_id`` the id the service logged it
+    under (None when the answer had none).
     """
 
-    def __init__(self, status: int | None, detail: str, method: str = "", path: str = "") -> None:
+    def __init__(
+        self,
+        status: int | None,
+        detail: str,
+        method: str = "",
+        path: str = "",
+        *,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
         where = f"{method} {path}: " if method else ""
         answer = f"market answered {status}" if status is not None else "market unreachable"
         super().__init__(f"{where}{answer}: {detail}")
@@ -88,6 +99,19 @@ class MarketError(Exception):
         self.detail = detail
         self.method = method
         self.path = path
+        self.code = code
+        self.request_id = request_id
+
+
+def problem_ids(response: httpx.Response) -> dict[str, str | None]:
+    """The problem's ``code`` and the answer's request id (``X-Request-ID``), where given."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    code = body.get("code") if isinstance(body, dict) else None
+    rid = response.headers.get("x-request-id")
+    return {"code": code if isinstance(code, str) else None, "request_id": rid}
 
 
 class ModelIntegrityError(MarketError):
@@ -263,7 +287,7 @@ class MarketClient:
                 if r.status_code == 404 and ok_missing:
                     return None
                 if last or r.status_code not in RETRY_STATUSES:
-                    raise MarketError(r.status_code, _detail(r), method, path)
+                    raise MarketError(r.status_code, _detail(r), method, path, **problem_ids(r))
             self._sleep(self._backoff_s * 2**attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -451,7 +475,7 @@ class MarketClient:
             with self._http.stream(method, url, headers=self._headers()) as r:
                 if not r.is_success:
                     r.read()
-                    raise MarketError(r.status_code, _detail(r), method, url)
+                    raise MarketError(r.status_code, _detail(r), method, url, **problem_ids(r))
                 expected = r.headers.get(MODEL_DIGEST_HEADER, "").lower()
                 with partial.open("wb") as f:
                     for chunk in r.iter_bytes():

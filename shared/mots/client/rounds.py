@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from mots.client.market import MarketClient, MarketError
 from mots.platform.money import Money
 from mots.platform.schemas import TERMINAL_STATES, RoundState
+from mots.platform.timestamps import Timestamp
 
 DEFAULT_LIST_LIMIT = 20
 V = TypeVar("V", bound=BaseModel)
@@ -28,8 +28,17 @@ V = TypeVar("V", bound=BaseModel)
 class OrchestrationError(MarketError):
     """The orchestration refused a call, answered something unreadable, or was unreachable."""
 
-    def __init__(self, status: int | None, detail: str, method: str = "", path: str = "") -> None:
-        super().__init__(status, detail, method, path)
+    def __init__(
+        self,
+        status: int | None,
+        detail: str,
+        method: str = "",
+        path: str = "",
+        *,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(status, detail, method, path, code=code, request_id=request_id)
         where = f"{method} {path}: " if method else ""
         answer = f"orchestration answered {status}" if status is not None else "unreachable"
         self.args = (f"{where}{answer}: {detail}",)
@@ -58,13 +67,13 @@ class RoundView(_View):
     state: RoundState
     mechanism: str | None = None
     rule: str | None = None
-    created_at: datetime | None = None
+    created_at: Timestamp | None = None
     training_progress: FedAvgProgress | None = None
     summary: dict[str, Any] | None = None
     quote: dict[str, Any] | None = None
     transitions: list[dict[str, Any]] = Field(default_factory=list)
-    deadlines: dict[str, float] | None = Field(
-        None, description="epoch seconds by which each state the round entered must be left"
+    deadlines: dict[str, Timestamp] | None = Field(
+        None, description="when each state the round entered must be left by (RFC 3339, UTC)"
     )
 
     def deadline(self) -> float | None:
@@ -72,7 +81,8 @@ class RoundView(_View):
         or the round has ended)."""
         if self.finished or not self.deadlines:
             return None
-        return self.deadlines.get(self.state.value)
+        due = self.deadlines.get(self.state.value)
+        return None if due is None else due.timestamp()
 
     @property
     def finished(self) -> bool:
@@ -120,7 +130,14 @@ class RoundsClient:
         try:
             r = self._api._send(method, path, **kw)
         except MarketError as exc:
-            raise OrchestrationError(exc.status, exc.detail, exc.method, exc.path) from exc
+            raise OrchestrationError(
+                exc.status,
+                exc.detail,
+                exc.method,
+                exc.path,
+                code=exc.code,
+                request_id=exc.request_id,
+            ) from exc
         return None if r is None else r.content
 
     def open_round(self, subsidy_budget: Decimal | None = None) -> RoundOpened:

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from celery import Celery
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform import tokens
+from mots.platform.problem_types import ProblemError
 from mots.platform.revocation import RevocationList
 from mots.platform.settings import PlatformSettings
 
@@ -29,11 +30,10 @@ bearer = HTTPBearer(
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-def unauthorized(detail: str) -> HTTPException:
-    """A 401 answer asking for a bearer token; ``detail`` names the header and the rule."""
-    return HTTPException(
-        status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"}
-    )
+def unauthorized(detail: str, code: str = "unauthenticated") -> HTTPException:
+    """A 401 answer asking for a bearer token; ``detail`` names the header and the rule,
+    ``code`` the problem type (:mod:`mots.platform.problem_types`)."""
+    return ProblemError(code, detail, headers={"WWW-Authenticate": "Bearer"})
 
 
 async def app_settings(request: Request) -> PlatformSettings:
@@ -71,20 +71,39 @@ def client_claim(token: str, settings: PlatformSettings) -> tokens.Claim | token
 
 _DEAD = {
     "rotated": "the token was replaced by a newer one (rotated or reissued); use that",
-    "revoked": "the token was revoked",
+    "revoked": "the token was revoked; the operator may issue a new one "
+    "(POST /v1/clients/{id}/token)",
+    "client-revoked": "the operator revoked this client; its tokens no longer work",
 }
+
+
+def dead_token(why: str) -> HTTPException:
+    """The refusal of a token on the revocation list, by why it died: rotated or revoked, 401
+    (``token-rotated``, ``token-revoked``); its client revoked, 403 (``client-revoked``)."""
+    detail = f"Authorization: {_DEAD.get(why, 'the token is no longer valid')}"
+    if why == "client-revoked":
+        return ProblemError("client-revoked", detail)
+    code = "token-rotated" if why == "rotated" else "token-revoked"
+    return unauthorized(detail, code)
+
+
+def invalid_token(why: tokens.Invalid) -> HTTPException:
+    """The 401 of a token that does not verify: ``token-expired`` or ``token-invalid``."""
+    code = "token-expired" if why is tokens.Invalid.EXPIRED else "token-invalid"
+    return unauthorized(f"Authorization: {why.value}", code)
 
 
 async def live_claim(request: Request, token: str) -> tokens.Claim:
     """A client token's claim if it verifies, has not expired and is not on the revocation
-    list (:mod:`mots.platform.revocation`, read by every service); 401 otherwise."""
+    list (:mod:`mots.platform.revocation`, read by every service); refused otherwise, each
+    reason with its own code (:func:`invalid_token`, :func:`dead_token`)."""
     claim = client_claim(token, request.app.state.settings)
     if isinstance(claim, tokens.Invalid):
-        raise unauthorized(f"Authorization: {claim.value}")
+        raise invalid_token(claim)
     revocations: RevocationList = request.app.state.revocations
     why = await revocations.why_dead(token)
     if why is not None:
-        raise unauthorized(f"Authorization: {_DEAD.get(why, 'the token is no longer valid')}")
+        raise dead_token(why)
     return claim
 
 
@@ -99,9 +118,7 @@ async def operator(request: Request, credentials: Credentials, settings: Setting
         client_claim(credentials.credentials, settings), tokens.Claim
     ):
         await live_claim(request, credentials.credentials)  # a dead token: 401, not 403
-        raise HTTPException(
-            status.HTTP_403_FORBIDDEN, "Authorization: this call needs the operator token"
-        )
+        raise ProblemError("operator-only", "Authorization: this call needs the operator token")
     raise unauthorized("Authorization: this call needs the operator token")
 
 

@@ -7,9 +7,8 @@ half-even, at the boundary, and every ledger sum after that is integer arithmeti
 
 from __future__ import annotations
 
-import math
 import re
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PlainSerializer
@@ -17,6 +16,9 @@ from pydantic_core import PydanticCustomError
 
 MICROS_PER_UNIT = 1_000_000
 QUANTUM = Decimal("0.000001")
+_WIDE = Context(prec=400, rounding=ROUND_HALF_EVEN)
+"""Enough digits for any finite float to six places (10³⁰⁸ has 309): the arithmetic here is exact
+where the default context's 28 digits would round or fail (a computed quote of a huge market)."""
 
 
 def to_micros(amount: Decimal | float | int | str) -> int:
@@ -27,12 +29,12 @@ def to_micros(amount: Decimal | float | int | str) -> int:
         raise ValueError(f"amount: {amount!r} is not a number") from exc
     if not d.is_finite():
         raise ValueError(f"amount: {amount!r} must be finite")
-    return int((d * MICROS_PER_UNIT).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    return int(_WIDE.multiply(d, MICROS_PER_UNIT).quantize(Decimal(1), context=_WIDE))
 
 
 def from_micros(micros: int) -> Decimal:
     """The Decimal amount of an integer number of micro-units, with six decimal places."""
-    return (Decimal(micros) / MICROS_PER_UNIT).quantize(QUANTUM)
+    return _WIDE.divide(Decimal(micros), MICROS_PER_UNIT).quantize(QUANTUM, context=_WIDE)
 
 
 def money(amount: Decimal | float | int | str) -> Decimal:
@@ -42,7 +44,7 @@ def money(amount: Decimal | float | int | str) -> Decimal:
 
 def money_str(amount: Decimal) -> str:
     """The canonical wire form of an amount: a decimal string with exactly six places."""
-    return f"{amount.quantize(QUANTUM, rounding=ROUND_HALF_EVEN):f}"
+    return f"{amount.quantize(QUANTUM, rounding=ROUND_HALF_EVEN, context=_WIDE):f}"
 
 
 CANONICAL_AMOUNT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]{1,6})?")
@@ -51,17 +53,29 @@ six decimals. No sign "+", blanks, "_" separators, exponents, hex or non-ASCII d
 Decimal would read " 1", "1_000", "+5", "1e3" and "١" as numbers)."""
 
 
+NUMBER_HINT = (
+    'an amount is a decimal string, e.g. "12.5" (at most 6 decimals); a JSON number is refused '
+    "(it may not be exact): put the amount in quotes"
+)
+"""The one-line hint of a money field given a JSON number (the detail names the field before it)."""
+
+
 def canonical_amount(value: Any) -> Any:
-    """Refuse an amount that is not a canonical decimal string or a finite number (not a bool)."""
-    if isinstance(value, bool):
-        raise PydanticCustomError("money_type", "an amount is a decimal string or a number")
+    """Refuse an amount that is not a canonical decimal string (or a Decimal built in Python).
+
+    JSON numbers (Python ``int`` and ``float``, ``bool`` among them) are refused with
+    :data:`NUMBER_HINT`: money crosses every API as a string, in and out, so that no client's
+    JSON library rounds it through binary floating point on the way.
+    """
+    if isinstance(value, (bool, int, float)):
+        raise PydanticCustomError("money_type", NUMBER_HINT)
     if isinstance(value, str) and not CANONICAL_AMOUNT.fullmatch(value):
         raise PydanticCustomError(
             "money_format",
             "an amount is a canonical decimal string: an optional '-', ASCII digits, at most 6"
             ' decimals, e.g. "12.5" (no blanks, "+", "_", exponent or other digits)',
         )
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, Decimal) and not value.is_finite():
         raise PydanticCustomError("money_finite", "an amount must be finite")
     return value
 
@@ -76,7 +90,18 @@ Money = Annotated[
 
 Every amount the platform books leaves it in this shape: the REST bodies, the orchestration's round
 summary, the demo's ``summary.json`` and the CLI's ``--json``. A request with a seventh decimal
-place, or an amount string that is not canonical (:data:`CANONICAL_AMOUNT`), is refused (422),
-never rounded or read loosely; a float computed inside the platform becomes Money
-through :func:`money`.
+place, an amount string that is not canonical (:data:`CANONICAL_AMOUNT`) or a JSON number is
+refused (422, :data:`NUMBER_HINT`), never rounded or read loosely; a float computed inside the
+platform becomes Money through :func:`money`.
 """
+
+QuotedMoney = Annotated[
+    Decimal,
+    BeforeValidator(canonical_amount),
+    Field(decimal_places=6, examples=["0.900000"]),
+    PlainSerializer(money_str, return_type=str, when_used="json"),
+]
+"""A computed amount that no ledger books, of any size Decimal's 28 digits hold: the pricing
+service's terms of a large market can exceed :data:`Money`'s 18 digits (the paper's SWAN quoted
+4.6·10¹⁰⁷ for 1.2·10⁹ clients). Same wire
+form (a six-place string), same refusal of JSON numbers."""

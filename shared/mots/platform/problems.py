@@ -3,15 +3,19 @@
 Every refusal a service answers, whatever its status (401, 403, 404, 409, 402, 422, 429, …), has
 the body::
 
-    {"type": "about:blank", "title": "Unprocessable Content", "status": 422,
+    {"type": "urn:mots:problem:invalid-input", "code": "invalid-input",
+     "title": "Unprocessable Content", "status": 422,
      "detail": "body.amount: Decimal input should have no more than 6 decimal places",
+     "request_id": "5f0c2b6e9d8a4c1f8e7d6c5b4a392817",
      "errors": [{"field": "body.amount", "loc": ["body", "amount"],
                  "msg": "Decimal input should have no more than 6 decimal places",
                  "type": "decimal_max_places"}]}
 
-``type`` is ``about:blank`` (the status says what kind of problem it is, ``title`` is the status's
-phrase), ``detail`` names the field and the rule, and ``errors`` (only for a validation failure)
-lists each field's problem. The input is never echoed: an error body stays ASCII JSON whatever the
+``type`` is the problem type's stable URI and ``code`` its stable code
+(:mod:`mots.platform.problem_types`, documented in docs/errors.md), ``title`` is the status's
+phrase, ``detail`` names the field and the rule, ``request_id`` is the ``X-Request-ID`` answered
+with it (:mod:`mots.platform.request_id`), and ``errors`` (only for a validation failure) lists
+each field's problem. The input is never echoed: an error body stays ASCII JSON whatever the
 request held (FastAPI's default handler echoed the input and failed to encode ``NaN`` or a lone
 surrogate, answering 500).
 
@@ -41,6 +45,9 @@ from fastapi.exceptions import RequestValidationError, ResponseValidationError
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+
+from mots.platform import request_id
+from mots.platform.problem_types import TYPE_PREFIX, code_for
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +89,16 @@ class Problem(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "type": "about:blank",
+                    "type": f"{TYPE_PREFIX}insufficient-funds",
+                    "code": "insufficient-funds",
                     "title": "Payment Required",
                     "status": 402,
                     "detail": "balance: 0.500000 is below the price 1.200000",
+                    "request_id": "5f0c2b6e9d8a4c1f8e7d6c5b4a392817",
                 },
                 {
-                    "type": "about:blank",
+                    "type": f"{TYPE_PREFIX}invalid-input",
+                    "code": "invalid-input",
                     "title": "Unprocessable Content",
                     "status": 422,
                     "detail": "body.amount: Decimal input should have no more than 6 decimal places",
@@ -105,10 +115,14 @@ class Problem(BaseModel):
         }
     )
 
-    type: str = Field("about:blank", description="the problem type (about:blank: see status)")
+    type: str = Field(..., description="the problem type's stable URI (docs/errors.md)")
+    code: str = Field(..., description="the problem type's stable code, e.g. token-expired")
     title: str = Field(..., description="the HTTP status phrase")
     status: int = Field(..., description="the HTTP status code")
     detail: str = Field(..., description="what was wrong: the field and the rule")
+    request_id: str | None = Field(
+        None, description="the request's X-Request-ID, also in the service's log line"
+    )
     errors: list[FieldProblem] | None = Field(
         None, description="for a validation failure: each field's problem"
     )
@@ -188,18 +202,27 @@ def problem_response(
     *,
     errors: Sequence[FieldProblem] | None = None,
     headers: Mapping[str, str] | None = None,
+    code: str | None = None,
 ) -> Response:
-    """A problem+json answer (ASCII JSON: any character of ``detail`` is escaped)."""
+    """A problem+json answer (ASCII JSON: any character of ``detail`` is escaped), with the
+    problem type of ``code`` (the status's general one if None) and the request's id."""
+    kind = code_for(status, code)
+    rid = request_id.current()
     body: dict[str, Any] = {
-        "type": "about:blank",
+        "type": kind.uri,
+        "code": kind.code,
         "title": _title(status),
         "status": status,
         "detail": detail,
+        "request_id": rid,
     }
     if errors is not None:
         body["errors"] = [e.model_dump() for e in errors]
     content = json.dumps(body, ensure_ascii=True, allow_nan=False).encode()
-    return Response(content, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    answer = Response(content, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    if rid is not None:
+        answer.headers[request_id.HEADER] = rid
+    return answer
 
 
 def field_problems(errors: Sequence[Any]) -> list[FieldProblem]:
@@ -225,7 +248,8 @@ def validation_problem(errors: Sequence[FieldProblem]) -> Response:
 async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail, default=str)
-    return problem_response(exc.status_code, detail, headers=exc.headers)
+    code = getattr(exc, "code", None)
+    return problem_response(exc.status_code, detail, headers=exc.headers, code=code)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -234,7 +258,13 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    log.error(
+        "%s %s failed request_id=%s",
+        request.method,
+        request.url.path,
+        request_id.current(),
+        exc_info=exc,
+    )
     return problem_response(500, "the service failed to answer; the request may be retried")
 
 
@@ -279,6 +309,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ResponseValidationError, _server_error)
     app.add_exception_handler(Exception, _server_error)
     app.add_middleware(StrictJSONMiddleware)
+    app.add_middleware(request_id.RequestIdMiddleware)  # outermost: the id is set first
 
 
 # ---------------------------------------------------------------- strict JSON bodies

@@ -91,8 +91,19 @@ class RevocationList:
             self._checked_at = time.monotonic()
             self._refreshing = False
 
+    async def why_dead_now(self, token: str) -> str | None:
+        """Why ``token`` is dead, reading Redis now (for a token the market no longer knows,
+        so that its refusal names the reason at once); None when not listed or unreadable."""
+        try:
+            await anyio.to_thread.run_sync(self._read)
+            self._read_at = self._checked_at = time.monotonic()
+        except redis.RedisError as exc:
+            log.warning("the revocation list could not be read: %s", exc)
+        return self._dead.get(verifier(token))
+
     async def why_dead(self, token: str) -> str | None:
-        """Why ``token`` is dead (``rotated``, ``revoked``), or None; 503 when the list could
+        """Why ``token`` is dead (``rotated``, ``revoked``, ``client-revoked``), or None; 503
+        when the list could
         not be read for :data:`MAX_STALE_S` seconds."""
         await self._refresh()
         while self._refreshing and self._read_at == float("-inf"):  # the first read: wait for it

@@ -8,7 +8,6 @@ task takes and returns which payload is declared in :mod:`mots.platform.contract
 from __future__ import annotations
 
 import enum
-from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -26,7 +25,8 @@ from pydantic import (
 from mots.economics.best_response import Strategy as Strategy
 from mots.economics.scenario import SCENARIO_EXAMPLE
 from mots.platform.money import Money as Money
-from mots.platform.money import canonical_amount, money_str
+from mots.platform.money import QuotedMoney, canonical_amount, money, money_str
+from mots.platform.timestamps import Timestamp
 
 MAX_AMOUNT = Decimal(10**9)
 """Largest amount one call may move or declare (keeps every balance far inside BIGINT micro-units)."""
@@ -52,11 +52,11 @@ PRICED_EXAMPLE: dict[str, Any] = {
     "type_names": ["type-1", "type-2", "type-3"],
     "participants": [0, 0, 5],
     "buyers": [10, 5, 0],
-    "price": 0.75,
-    "rewards": [-0.25, 0.45, 2.25],
+    "price": "0.750000",
+    "rewards": ["-0.250000", "0.450000", "2.250000"],
     "welfare": 170199.74,
     "epsilon": 0.3227,
-    "incentive_cost": 0.0,
+    "incentive_cost": "0.000000",
     "optimal": True,
 }
 SETTLE_EXAMPLE: dict[str, Any] = {
@@ -211,8 +211,9 @@ class RegisteredClient(_Schema):
     cost: Money
     status: ClientStatus = ClientStatus.ACTIVE
     token: str = Field(..., description="bearer credential; keep it, it is not shown again")
-    token_expires_at: int = Field(
-        0, description="Unix seconds when the token expires; renew it before (POST /v1/me/token)"
+    token_expires_at: Timestamp | None = Field(
+        None,
+        description="when the token expires (RFC 3339, UTC); renew it before (POST /v1/me/token)",
     )
 
 
@@ -291,11 +292,13 @@ class ClientOut(_Schema):
 class TokenOut(_Schema):
     """A client's new bearer token (rotated or reissued; the previous one is revoked), shown once."""
 
-    model_config = example({"client_id": 7, "token": TOKEN_EXAMPLE, "expires_at": 1795709105})
+    model_config = example(
+        {"client_id": 7, "token": TOKEN_EXAMPLE, "expires_at": "2026-11-26T16:05:05Z"}
+    )
 
     client_id: int
     token: str
-    expires_at: int = Field(..., description="Unix seconds when the token expires")
+    expires_at: Timestamp = Field(..., description="when the token expires (RFC 3339, UTC)")
 
 
 MAX_ENROLMENT_USES = 100_000
@@ -308,7 +311,7 @@ ENROLMENT_EXAMPLE: dict[str, Any] = {
     "data_size": 50,
     "cost": "0.500000",
     "uses_left": 9,
-    "expires_at": 1795709105,
+    "expires_at": "2026-11-26T16:05:05Z",
     "revoked": False,
 }
 
@@ -339,7 +342,7 @@ class EnrolmentOut(_Schema):
     data_size: int
     cost: Money
     uses_left: int
-    expires_at: int = Field(..., description="Unix seconds after which the code is refused")
+    expires_at: Timestamp = Field(..., description="after this the code is refused (RFC 3339)")
     revoked: bool
 
 
@@ -385,10 +388,12 @@ class NodeKeyIn(_Schema):
 class NodeKeyChallenge(_Schema):
     """A challenge to sign with the SuperNode's private key, bound to this client, short-lived."""
 
-    model_config = example({"challenge": "nkc.7.1767225600.9f2c….Q2x…", "expires_at": 1767225600})
+    model_config = example(
+        {"challenge": "nkc.7.1767225600.9f2c….Q2x…", "expires_at": "2026-01-01T00:00:00Z"}
+    )
 
     challenge: str
-    expires_at: int = Field(..., description="Unix seconds after which it is refused")
+    expires_at: Timestamp = Field(..., description="after this it is refused (RFC 3339, UTC)")
 
 
 class NodeKeyOut(_Schema):
@@ -455,7 +460,7 @@ class QuoteOut(_Schema):
     epsilon: float
     welfare: float
     incentive_cost: Money
-    collect_deadline: datetime | None = Field(
+    collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions (ISO 8601, UTC)"
     )
 
@@ -569,7 +574,7 @@ class EntryOut(_Schema):
     kind: str
     account: str
     amount: Money
-    created_at: datetime
+    created_at: Timestamp
     round_id: int | None
 
 
@@ -603,7 +608,7 @@ class TransactionOut(_Schema):
     kind: str = Field(..., description="deposit, purchase, refund, reward, charge, subsidy, …")
     round_id: int | None
     client_id: int | None
-    created_at: datetime
+    created_at: Timestamp
     entries: list[TransactionEntry]
 
 
@@ -754,7 +759,7 @@ class WhatIfRequest(_Schema):
             "eps_req": None,
             "no_requirement": False,
             "type_name": "type-2",
-            "cost": 0.8,
+            "cost": "0.800000",
         }
     )
 
@@ -763,7 +768,7 @@ class WhatIfRequest(_Schema):
     eps_req: float | None = Field(None, gt=0, description="another ε_req (absent: keep)")
     no_requirement: bool = Field(False, description="drop ε_req (ε_req = +∞)")
     type_name: str | None = Field(None, description="type whose cost changes")
-    cost: float | None = Field(None, ge=0, allow_inf_nan=False, description="new C_i of type_name")
+    cost: Money | None = Field(None, ge=0, le=MAX_AMOUNT, description="new C_i of type_name")
 
 
 class PricingResult(_Schema):
@@ -776,12 +781,29 @@ class PricingResult(_Schema):
     type_names: list[str]
     participants: list[int]
     buyers: list[int]
-    price: float
-    rewards: list[float]
+    price: QuotedMoney
+    rewards: list[QuotedMoney]
     welfare: float
     epsilon: float
-    incentive_cost: float = Field(..., description="[Σ K_i r_i − Σ B_i p]⁺ (Problem 1's Eq. 7)")
+    incentive_cost: QuotedMoney = Field(
+        ..., description="[Σ K_i r_i − Σ B_i p]⁺ (Problem 1's Eq. 7)"
+    )
     optimal: bool = Field(..., description="True when the state is the welfare maximiser K*")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_floats(cls, data: Any) -> Any:
+        """Quotes stored before the amounts were Money (floats in a JSON column) still load,
+        rounded once as :func:`mots.platform.money.money` books them."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key in ("price", "incentive_cost"):
+            if isinstance(out.get(key), float):
+                out[key] = money(out[key])
+        if isinstance(out.get("rewards"), list):
+            out["rewards"] = [money(r) if isinstance(r, float) else r for r in out["rewards"]]
+        return out
 
 
 class EquilibriumRequest(_Schema):
@@ -889,7 +911,7 @@ class OpenRoundPayload(_Schema):
         le=MAX_AMOUNT,
         description="most the platform may subsidise this round (None: the market's default)",
     )
-    collect_deadline: datetime | None = Field(
+    collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions; the silent then abstain"
     )
     members: list[int] | None = Field(

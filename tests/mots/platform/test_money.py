@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -92,10 +93,22 @@ def test_loose_amount_strings_are_refused_naming_the_rule(loose: str) -> None:
     assert err.value.errors()[0]["loc"] == ("amount",)
 
 
-@pytest.mark.parametrize("bad", [True, False, float("nan"), float("inf")])
+@pytest.mark.parametrize("bad", [True, False, float("nan"), float("inf"), Decimal("NaN")])
 def test_booleans_and_non_finite_numbers_are_not_amounts(bad: object) -> None:
-    """JSON true/false and a non-finite float are refused; finite JSON numbers are accepted."""
+    """JSON true/false, a non-finite float and a non-finite Decimal are refused."""
     with pytest.raises(ValidationError):
         _Amount.model_validate({"amount": bad})
-    assert _Amount.model_validate_json('{"amount": 2.5}').amount == Decimal("2.5")
-    assert _Amount.model_validate_json('{"amount": 7}').amount == Decimal(7)
+
+
+@pytest.mark.parametrize("number", ["2.5", "7", "0", "-1", "1e2", "0.1234567"])
+def test_json_numbers_are_refused_with_a_one_line_hint_naming_the_field(number: str) -> None:
+    """A JSON number is never read as money (it may have been rounded already): a one-line hint
+    says to send the amount as a string, and the error's location names the field."""
+    with pytest.raises(ValidationError) as err:
+        _Amount.model_validate_json(f'{{"amount": {number}}}')
+    (only,) = err.value.errors()
+    assert only["loc"] == ("amount",) and only["type"] == "money_type"
+    assert "\n" not in only["msg"] and "decimal string" in only["msg"] and "quotes" in only["msg"]
+    with pytest.raises(ValidationError):  # as FastAPI validates a parsed body: Python int/float
+        _Amount.model_validate({"amount": json.loads(number)})
+    assert _Amount.model_validate_json('{"amount": "2.5"}').amount == Decimal("2.5")

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
+from mots.platform.problem_types import PROBLEM_TYPES
 from mots.platform.problems import (
     MAX_BODY_BYTES,
     MAX_JSON_DEPTH,
@@ -52,7 +53,8 @@ def _is_problem(r: Any, status: int) -> dict[str, Any]:
     assert r.status_code == status, r.text
     assert r.headers["content-type"] == "application/problem+json"
     body: dict[str, Any] = r.json()
-    assert body["status"] == status and body["type"] == "about:blank"
+    assert body["status"] == status and body["type"] == f"urn:mots:problem:{body['code']}"
+    assert body["code"] in PROBLEM_TYPES and body["request_id"] == r.headers["x-request-id"]
     assert isinstance(body["title"], str) and body["title"]
     assert isinstance(body["detail"], str) and body["detail"]
     r.content.decode("ascii")  # never a character a client could fail to decode

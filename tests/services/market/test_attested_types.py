@@ -170,12 +170,8 @@ def test_open_registration_is_pending_bounded_and_rate_limited(
         pending = first.json()
         assert _population(market) == {}
         assert market.get("/v1/me", headers=_auth(pending)).json()["status"] == "pending"
-        assert (
-            market.put(
-                "/v1/rounds/1/decision", json={"strategy": "join"}, headers=_auth(pending)
-            ).status_code
-            == 403
-        )
+        r = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=_auth(pending))
+        assert r.status_code == 403 and r.json()["code"] == "client-pending", r.text
         buy = market.post(
             "/v1/purchases",
             json={"round_id": 1},
@@ -195,12 +191,14 @@ def test_open_registration_is_pending_bounded_and_rate_limited(
 
 
 def test_a_revoked_client_loses_its_token_and_its_place(market: TestClient, register) -> None:
-    """Revoking a client: its token is refused at once (401) and pricing no longer sees it."""
+    """Revoking a client: its token is refused at once (403 client-revoked, as docs/errors.md
+    says: the credential is known, its client may no longer act) and pricing no longer sees it."""
     a, b = register(name="a"), register(name="b")
     assert market.get("/v1/me", headers=a["auth"]).status_code == 200
     r = market.delete(f"/v1/clients/{a['id']}", headers=OPERATOR)
     assert r.status_code == 200 and r.json()["status"] == "revoked"
-    assert market.get("/v1/me", headers=a["auth"]).status_code == 401
+    r = market.get("/v1/me", headers=a["auth"])
+    assert r.status_code == 403 and r.json()["code"] == "client-revoked", r.text
     assert _population(market) == {"small": [b["id"]]}
     assert market.delete(f"/v1/clients/{a['id']}", headers=OPERATOR).status_code == 409
     assert market.delete("/v1/clients/999999", headers=OPERATOR).status_code == 404

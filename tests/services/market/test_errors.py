@@ -7,9 +7,11 @@ import pytest
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
+from mots.platform.problem_types import BY_STATUS, code_for
 from mots.platform.problems import PROBLEM_JSON, install_problem_handlers
 from services.market.api.errors import as_http, install_refusal_handler, status_of
 from services.market.errors import (
+    BadEnrolmentCode,
     Conflict,
     NotFound,
     PaymentRequired,
@@ -28,6 +30,11 @@ CASES = [
         {"WWW-Authenticate": "Bearer"},
     ),
     (Unavailable("ledger", "retry with the same Idempotency-Key"), 503, None),
+    (
+        BadEnrolmentCode("enrolment_code", "unknown, expired, revoked or used up"),
+        401,
+        {"WWW-Authenticate": "Bearer"},
+    ),
 ]
 
 
@@ -57,10 +64,16 @@ def test_refusal_answers_like_its_http_exception(client: TestClient, i: int) -> 
     new = client.get(f"/refusal/{i}")
     old = client.get(f"/http/{i}")
     assert new.status_code == old.status_code == code == status_of(refusal)
-    assert new.content == old.content
+    body, before = new.json(), old.json()
+    assert body.pop("request_id") != before.pop("request_id")  # each answer its own id
+    if refusal.code is not None:  # a refusal with its own code; the HTTPException has none
+        assert body.pop("code") == refusal.code and before.pop("code") == BY_STATUS[code]
+        body.pop("type"), before.pop("type")
+    assert body == before
     assert new.headers["content-type"] == PROBLEM_JSON
-    body = new.json()
-    assert (body["status"], body["detail"], body["type"]) == (code, refusal.detail, "about:blank")
+    kind = code_for(code, refusal.code)
+    assert (body["status"], body["detail"]) == (code, refusal.detail)
+    assert body.get("type", kind.uri) == kind.uri
     assert new.headers.get("www-authenticate") == old.headers.get("www-authenticate")
     assert (headers or {}).get("WWW-Authenticate") == new.headers.get("www-authenticate")
 

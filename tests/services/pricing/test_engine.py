@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +32,8 @@ def test_quote_at_the_optimum_is_the_mechanisms() -> None:
     q = get_mechanism("swan_robust", sc).quote(opt.participants)
     assert result.participants == opt.participants.tolist()
     assert result.buyers == opt.buyers.tolist()
-    np.testing.assert_allclose(result.price, q.price)
-    np.testing.assert_allclose(result.rewards, q.rewards)
+    np.testing.assert_allclose(float(result.price), q.price, atol=5e-7)
+    np.testing.assert_allclose([float(r) for r in result.rewards], q.rewards, atol=5e-7)
     np.testing.assert_allclose(result.welfare, opt.welfare)
     assert result.optimal
     # Theorem 3: budget balance at K* when W* > 0.
@@ -45,7 +46,9 @@ def test_quote_at_a_realised_state_and_equilibrium_check() -> None:
     opt = solve_mots_optimum(sc)
     k = [1, 0, 5]
     result = engine.price(sc, "swan_robust", PricingRequest(scenario=PAPER, participants=k))
-    np.testing.assert_allclose(result.price, get_mechanism("swan_robust", sc).quote(k).price)
+    np.testing.assert_allclose(
+        float(result.price), get_mechanism("swan_robust", sc).quote(k).price, atol=5e-7
+    )
     assert not result.optimal
     assert engine.equilibrium(sc, "swan_robust", opt.participants.tolist(), opt.buyers.tolist())[
         "equilibrium"
@@ -58,7 +61,7 @@ def test_what_if_changes_one_thing() -> None:
     base = engine.what_if(WhatIfRequest(scenario=PAPER), "swan_robust", 32)
     free = engine.what_if(WhatIfRequest(scenario=PAPER, no_requirement=True), "swan_robust", 32)
     dear = engine.what_if(
-        WhatIfRequest(scenario=PAPER, type_name="type-3", cost=30.0), "swan_robust", 32
+        WhatIfRequest(scenario=PAPER, type_name="type-3", cost=Decimal(30)), "swan_robust", 32
     )
     expected = solve_mots_optimum(parse_scenario({**PAPER, "eps_req": None}))
     assert free.participants == expected.participants.tolist()
@@ -103,7 +106,9 @@ def test_large_populations_are_priced_and_checked(counts: tuple[int, int, int]) 
         opt = solve_mots_optimum(sc)
         assert result.participants == opt.participants.tolist() and result.optimal
         np.testing.assert_allclose(
-            result.rewards, get_mechanism(name, sc).quote(opt.participants).rewards
+            [float(r) for r in result.rewards],
+            get_mechanism(name, sc).quote(opt.participants).rewards,
+            atol=5e-7,
         )
         eq = engine.equilibrium(sc, name, result.participants, result.buyers)
         assert eq == {"equilibrium": True, "reason": "equilibrium"}
@@ -158,7 +163,7 @@ def test_api_answers_and_refuses() -> None:
     assert r.status_code == 200 and r.json()["mechanism"] == "swan_robust"
     r = client.post("/v1/quote", json={"scenario": PAPER, "mechanism": "nope"})
     assert r.status_code == 422 and "mechanism" in r.json()["detail"]
-    r = client.post("/v1/what-if", json={"scenario": PAPER, "type_name": "type-9", "cost": 1})
+    r = client.post("/v1/what-if", json={"scenario": PAPER, "type_name": "type-9", "cost": "1"})
     assert r.status_code == 422 and "type_name" in r.json()["detail"]
     assert "swan" in client.get("/v1/mechanisms").json()["items"]
     first = client.get("/v1/mechanisms", params={"limit": 1}).json()
@@ -167,3 +172,18 @@ def test_api_answers_and_refuses() -> None:
     r = client.post("/v1/quote", json={"scenario": {**PAPER, "types": _types(40)}})
     assert r.status_code == 422 and "MOTS_MAX_TYPES" in r.json()["detail"]
     assert "mots_pricing_requests_total" in client.get("/metrics").text
+
+
+def test_money_crosses_the_pricing_api_as_six_place_strings() -> None:
+    """Price, rewards and incentive cost leave as six-place decimal strings (as the market's do);
+    a JSON number given as the what-if ``cost`` is refused in one line naming body.cost."""
+    client = TestClient(create_app(), headers={"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"})
+    for route, extra in (("/v1/quote", {}), ("/v1/what-if", {"type_name": "type-3", "cost": "30"})):
+        body = client.post(route, json={"scenario": PAPER, **extra}).json()
+        amounts = [body["price"], body["incentive_cost"], *body["rewards"]]
+        assert all(isinstance(a, str) and len(a.split(".")[1]) == 6 for a in amounts), body
+        assert isinstance(body["welfare"], float) and isinstance(body["epsilon"], float)
+    r = client.post("/v1/what-if", json={"scenario": PAPER, "type_name": "type-3", "cost": 30})
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith("body.cost: ") and "decimal string" in detail and "\n" not in detail

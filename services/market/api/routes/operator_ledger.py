@@ -3,7 +3,6 @@ at a time with filters, and every account's balance (the platform's subsidy and 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -12,6 +11,7 @@ from sqlalchemy import select
 from mots.platform.money import from_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.schemas import AccountOut, TransactionEntry, TransactionOut
+from mots.platform.timestamps import TimestampIn
 from services.market.api.deps import OperatorDep, SessionFactoryDep
 from services.market.models import Account, Entry, LedgerTransaction
 
@@ -37,8 +37,12 @@ def transactions(
     kind: Annotated[
         str | None, Query(max_length=16, description="deposit, purchase, reward, …")
     ] = None,
-    since: Annotated[datetime | None, Query(description="created at or after (RFC 3339)")] = None,
-    until: Annotated[datetime | None, Query(description="created before (RFC 3339)")] = None,
+    since: Annotated[
+        TimestampIn | None, Query(description="created at or after (RFC 3339 with a zone)")
+    ] = None,
+    until: Annotated[
+        TimestampIn | None, Query(description="created before (RFC 3339 with a zone)")
+    ] = None,
     limit: Limit = DEFAULT_LIMIT,
     cursor: Cursor = None,
 ) -> Page[TransactionOut]:
