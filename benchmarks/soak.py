@@ -573,7 +573,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         stack.start(timeout_s=180, services=("market",))
         with soak.http("market") as http:  # the population first: the schedule opens at once
             soak.agents = register_population(http, DEMO_TYPES, OPERATOR_TOKEN, "1000")
-        stack.start(timeout_s=180, services=("pricing", "evaluation", "orchestration"))
+        stack.start(timeout_s=180, services=("pricing", "evaluation", "orchestration", "training"))
         soak.note_processes()
         with Progress(console=console) as progress:
             task = progress.add_task("rounds", total=args.rounds)

@@ -1,11 +1,22 @@
-"""Tables of the orchestration service: rounds (the persisted state machine) and their transitions."""
+"""Tables of the orchestration service: rounds (the persisted state machine), their transitions,
+and the calls the current step of each round has sent (with their replies)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from mots.economics.scenario import Scenario
@@ -78,3 +89,23 @@ class Transition(Base):
     seconds_in_from: Mapped[float] = mapped_column(Float)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class RoundCall(Base):
+    """A call the current step of a round sent to another service (or to the training worker),
+    keyed by its order within the step, with its reply once it came back: a step replayed from
+    the top reads its answered calls here instead of sending them again."""
+
+    __tablename__ = "round_calls"
+    __table_args__ = (UniqueConstraint("round_id", "state", "seq", name="uq_round_calls_step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    seq: Mapped[int] = mapped_column(Integer)
+    call_id: Mapped[str] = mapped_column(String(64), unique=True)
+    task: Mapped[str] = mapped_column(String(64))
+    sent_at: Mapped[float] = mapped_column(Float)
+    timeout_s: Mapped[float] = mapped_column(Float)
+    reply: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)

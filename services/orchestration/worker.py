@@ -2,27 +2,42 @@
 
 Run with ``celery -A services.orchestration.worker worker -Q orchestration --pool=solo``.
 On start it migrates its database, re-enqueues every unfinished round (restart safety) and
-starts the reconciler, which re-drives every round past its state's deadline (liveness).
+starts the reconciler, which re-drives every round past its state's deadline or with a call
+past its timeout (liveness). No task here waits for another: a step sends its call and returns,
+and the call's reply (:data:`~mots.platform.contracts.ORCHESTRATION_REPLY`) runs it again.
+Training runs on the training worker (:mod:`services.orchestration.training_worker`).
 """
 
 from __future__ import annotations
 
-from mots.platform.contracts import ORCHESTRATION_ADVANCE, ORCHESTRATION_DECISIONS_COMPLETE, send
+import functools
+from typing import Any
+
+from mots.platform.contracts import (
+    ORCHESTRATION_ADVANCE,
+    ORCHESTRATION_DECISIONS_COMPLETE,
+    reply_handlers,
+    send,
+    send_call,
+)
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.schemas import AdvanceRequest, AdvanceResult, RoundRef, RoundState
 from mots.platform.worker import service_worker
 from services.orchestration.core.config import get_settings
 from services.orchestration.migrations import upgrade
 from services.orchestration.rounds import prometheus
-from services.orchestration.rounds.celery_services import CeleryRoundServices
+from services.orchestration.rounds.call_log import SqlCallLog
+from services.orchestration.rounds.celery_services import (
+    CallPort,
+    CeleryRoundServices,
+    CeleryRoundTrainer,
+)
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.reconciler import Reconciler
 from services.orchestration.rounds.sql_store import SqlRoundStore
-from services.orchestration.trainer import Trainer
 
 settings = get_settings()
-trainer = Trainer(settings)
 
 
 def recover() -> list[int]:
@@ -33,20 +48,19 @@ def recover() -> list[int]:
     return pending
 
 
-def shutdown() -> None:
-    """Stop the reconciler and the trainer."""
-    reconciler.stop()
-    trainer.stop()
-
-
 prometheus.declare()
 app = service_worker(
     "orchestration",
     settings,
     migrate=lambda: upgrade(settings.database_url),
     on_ready=recover,
-    on_shutdown=shutdown,
+    on_shutdown=lambda: stop(),
 )
+
+
+def stop() -> None:
+    """Stop the reconciler's thread."""
+    reconciler.stop()
 
 
 def schedule(round_id: int, state: RoundState, countdown: float = 0.0) -> None:
@@ -54,28 +68,51 @@ def schedule(round_id: int, state: RoundState, countdown: float = 0.0) -> None:
     send(app, ORCHESTRATION_ADVANCE, AdvanceRequest(round_id=round_id, state=state), countdown)
 
 
+sessions = make_sessionmaker(make_engine(settings.database_url))
+calls = SqlCallLog(sessions)
+port = CallPort(functools.partial(send_call, app), calls, settings.task_timeout_s)
 machine = RoundMachine(
     RoundPorts(
-        services=CeleryRoundServices(app, settings.task_timeout_s, settings.evaluate_timeout_s),
-        store=SqlRoundStore(make_sessionmaker(make_engine(settings.database_url))),
-        trainer=trainer,
+        services=CeleryRoundServices(port, settings.evaluate_timeout_s),
+        store=SqlRoundStore(sessions),
+        trainer=CeleryRoundTrainer(port, settings.train_timeout_s),
         schedule=schedule,
         settings=settings,
+        calls=calls,
     )
 )
 reconciler = Reconciler(machine.ports)
 
 
-@ORCHESTRATION_ADVANCE.handler(app)
-def advance(request: AdvanceRequest) -> AdvanceResult:
-    """Run one step of a round and enqueue the next; a round that ended wakes the schedule."""
-    result = machine.advance(request.round_id, request.state)
-    if result.next is None and not result.retry:
+def _advance(round_id: int, state: RoundState) -> AdvanceResult:
+    """Run one step of a round; a round that ended wakes the schedule."""
+    result = machine.advance(round_id, state)
+    if result.next is None and not result.retry and not result.waiting:
         reconciler.wake()
     return result
+
+
+@ORCHESTRATION_ADVANCE.handler(app)
+def advance(request: AdvanceRequest) -> AdvanceResult:
+    """Run one step of a round and enqueue the next."""
+    return _advance(request.round_id, request.state)
 
 
 @ORCHESTRATION_DECISIONS_COMPLETE.handler(app)
 def decisions_complete(ref: RoundRef) -> AdvanceResult:
     """Event from the market: every client has declared; stop waiting for the poll."""
     return machine.advance(ref.round_id, RoundState.COLLECTING)
+
+
+def _answered(call_id: str, reply: dict[str, Any] | None, error: str | None) -> None:
+    """A call's answer came back: its step runs again (a forgotten call's answer is dropped)."""
+    result = machine.answered(call_id, reply, error)
+    if result is not None and result.next is None and not result.retry and not result.waiting:
+        reconciler.wake()
+
+
+reply_handlers(
+    app,
+    on_value=lambda call_id, value: _answered(call_id, value, None),
+    on_error=lambda call_id, error: _answered(call_id, None, error),
+)

@@ -1,5 +1,6 @@
-"""Compose and k8s wire the orchestration worker to the deployed SuperLink and expose the workers'
-metrics to Prometheus (the integration the services and the deployment must agree on).
+"""Compose and k8s wire the training worker (the orchestration's rounds trained on their own
+queue) to the deployed SuperLink and expose the workers' metrics to Prometheus (the integration
+the services and the deployment must agree on).
 
 Training: MOTS_SUPERLINK_ADDRESS names the SuperLink's Control API, which only the orchestration
 reaches (its own network in compose, its own Service and port in k8s), while the SuperNodes reach
@@ -63,14 +64,17 @@ def _args(argv: list[str], flag: str) -> list[str]:
     ]
 
 
-def test_compose_orchestration_worker_trains_on_the_compose_superlink(
+def test_compose_training_worker_trains_on_the_compose_superlink(
     compose: dict[str, Any],
 ) -> None:
     """The worker's SuperLink address is the superlink service's Control API at its fixed
     address on the control network (podman's internal networks resolve no names), a network no
     SuperNode is on; both see the same run files; TLS and node authentication are on."""
     services = compose["services"]
-    worker, superlink = services["orchestration-worker"], services["superlink"]
+    worker, superlink = services["training-worker"], services["superlink"]
+    command = worker["command"]
+    assert command[command.index("-Q") + 1] == "training"
+    assert "services.orchestration.training_worker" in command
     env = worker["environment"]
     host, port = env["MOTS_SUPERLINK_ADDRESS"].split(":")
     argv = superlink["command"]
@@ -111,6 +115,7 @@ def test_compose_workers_serve_metrics_on_all_interfaces(compose: dict[str, Any]
         "pricing-worker",
         "orchestration-worker",
         "evaluation-worker",
+        "training-worker",
     }
     for name, svc in workers.items():
         env = svc["environment"]
@@ -148,15 +153,16 @@ def _workload(overlay: list[dict[str, Any]], kind: str, name: str) -> dict[str, 
     return r
 
 
-def test_k8s_orchestration_worker_trains_on_the_superlink_service(
+def test_k8s_training_worker_trains_on_the_superlink_service(
     overlay: list[dict[str, Any]],
 ) -> None:
     """The address is the SuperLink Service; the StatefulSet mounts the worker's claims and data."""
     config_maps = {
         r["metadata"]["name"]: r.get("data", {}) for r in overlay if r["kind"] == "ConfigMap"
     }
-    worker_r = _workload(overlay, "Deployment", "orchestration-worker")
+    worker_r = _workload(overlay, "Deployment", "training-worker")
     (worker,) = containers(worker_r)
+    assert worker["command"][worker["command"].index("-Q") + 1] == "training"
     env = _env(worker, config_maps)
     host, port = env["MOTS_SUPERLINK_ADDRESS"].split(":")
     service = _workload(overlay, "Service", host)
@@ -249,7 +255,7 @@ def test_k8s_prometheus_may_scrape_every_worker(overlay: list[dict[str, Any]]) -
         for r in overlay
         if r["kind"] == "Deployment"
         and r["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
-        in ("worker", "api")
+        in ("worker", "api", "training")
     ]
     assert {r["metadata"]["name"] for r in workers} == {
         "market",
@@ -259,6 +265,7 @@ def test_k8s_prometheus_may_scrape_every_worker(overlay: list[dict[str, Any]]) -
         "pricing-worker",
         "orchestration-worker",
         "evaluation-worker",
+        "training-worker",
     }
     for r in workers:
         labels = r["spec"]["template"]["metadata"]["labels"]

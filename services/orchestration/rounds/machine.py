@@ -10,6 +10,14 @@ schedules the next one. A step that raises fails the round; settling a failed ro
 retried until the market answers. On start the worker re-enqueues the step of every round not in
 a terminal state (:meth:`RoundMachine.recover`).
 
+No step waits for another service. A step's call is sent and the step returns
+(:class:`~.ports.Pending`); the call's reply, stored in the :class:`~.ports.CallLog` by the
+order of the call within its step, runs the step again from the top, its answered calls read
+back from the log, until it sends the next call or decides. A replayed step reads the clock as
+of its first call, so what it computes from the time (the collection deadline) is the same on
+every replay. Once the step decides (a move, a wait, a retry or a failure) its calls are
+forgotten: its next run starts afresh, and a late reply to a forgotten call is dropped.
+
 Liveness: every move records the deadline of the state it enters (:func:`deadline_of`), which
 the worker's reconciler (:mod:`.reconciler`) enforces by re-driving a round past it. A step whose
 service call got no answer (:class:`~.ports.ServiceUnavailable`: a lost task or reply, the
@@ -20,6 +28,7 @@ for as long as its trained model exists (the work survives, so the round is not 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -27,12 +36,15 @@ from mots.platform.schemas import TERMINAL_STATES, AdvanceResult, RoundState
 from services.orchestration.core.config import Settings
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.ports import (
+    CURRENT_STEP,
     Move,
+    Pending,
     RoundFailure,
     RoundPorts,
     RoundRecord,
     RoundUpdate,
     ServiceUnavailable,
+    StepContext,
     Wait,
 )
 from services.orchestration.rounds.steps import HANDLERS
@@ -68,6 +80,8 @@ class Step:
 
     state: RoundState | None
     countdown: float = 0.0
+    waiting: bool = False
+    """The step sent a call and waits for its reply (which runs it again)."""
 
 
 class RoundMachine:
@@ -78,28 +92,49 @@ class RoundMachine:
 
     def step(self, round_id: int, expected: RoundState) -> Step:
         """Run ``expected``'s step if the round is still there; a lost service call runs it
-        again later, any other failure fails the round."""
+        again later, any other failure fails the round; a step waiting for a reply stops here."""
         rnd = self.ports.store.load(round_id)
         if rnd is None:
             raise RoundFailure(f"round {round_id} does not exist")
         handler = HANDLERS.get(expected)
         if rnd.state != expected or handler is None:
             return Step(None)
+        token = CURRENT_STEP.set(StepContext(round_id, expected))
         try:
-            decision = handler(rnd, self.ports)
+            decision = handler(rnd, self._ports_of(round_id, expected))
+        except Pending:
+            return Step(None, waiting=True)  # the call's reply runs the step again
         except ServiceUnavailable as exc:
+            self._forget_calls(round_id, expected)
             if expected == S.FAILED or self._may_retry(rnd):
                 log.warning("round %s: %s lost (%s); retrying", round_id, expected.value, exc)
                 prometheus.retried(expected)
                 return Step(expected, self.ports.settings.retry_interval_s)
             return self._fail(rnd, exc)
         except Exception as exc:
+            self._forget_calls(round_id, expected)
             if expected == S.FAILED:
                 raise  # settlement by rule is retried (see advance), not failed again
             return self._fail(rnd, exc)
+        finally:
+            CURRENT_STEP.reset(token)
+        self._forget_calls(round_id, expected)
         if isinstance(decision, Wait):
             return Step(expected, decision.seconds)
         return self._apply(rnd, decision)
+
+    def _ports_of(self, round_id: int, state: RoundState) -> RoundPorts:
+        """The ports a step runs with: a replayed step reads the clock as of its first call."""
+        calls = self.ports.calls
+        first = None if calls is None else calls.first_sent(round_id, state)
+        if first is None:
+            return self.ports
+        return dataclasses.replace(self.ports, clock=lambda: first)
+
+    def _forget_calls(self, round_id: int, state: RoundState) -> None:
+        """The step has decided: its calls are done with (its next run sends afresh)."""
+        if self.ports.calls is not None:
+            self.ports.calls.clear(round_id, state)
 
     def _may_retry(self, rnd: RoundRecord) -> bool:
         """A step whose call was lost runs again: evaluation while its model exists, any other
@@ -159,7 +194,20 @@ class RoundMachine:
             raise
         if step.state is not None:
             self.ports.schedule(round_id, step.state, step.countdown)
-        return AdvanceResult(round_id=round_id, next=step.state)
+        return AdvanceResult(round_id=round_id, next=step.state, waiting=step.waiting)
+
+    def answered(
+        self, call_id: str, reply: dict[str, object] | None, error: str | None = None
+    ) -> AdvanceResult | None:
+        """A call's answer came back: store it and run its step again; None if the call was
+        forgotten (its step decided without it, so the late answer is dropped)."""
+        if self.ports.calls is None:
+            raise RuntimeError("answers need a call log")
+        step = self.ports.calls.answer(call_id, reply, error)
+        if step is None:
+            log.info("call %s answered after its step moved on; dropped", call_id)
+            return None
+        return self.advance(*step)
 
     def recover(self) -> list[int]:
         """Schedule the current step of every round not in a terminal state (after a restart)."""

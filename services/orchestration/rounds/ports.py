@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypedDict
@@ -123,6 +124,78 @@ class ServiceUnavailable(RuntimeError):
     is away): the step may run again, unlike one the service refused."""
 
 
+class Pending(BaseException):
+    """A step sent a service call (or finds one in flight) and returns at once; the call's reply
+    runs the step again from the top, its answered calls read back from the :class:`CallLog`.
+    Not an ``Exception``, so a step's ``except Exception`` never takes it for a failure."""
+
+
+@dataclass
+class StepContext:
+    """The step running now: its round and state, and how many calls it has made so far (a
+    call's order within its step is its key in the :class:`CallLog`)."""
+
+    round_id: int
+    state: RoundState
+    calls: int = 0
+
+    def next_call(self) -> int:
+        """The order of the step's next call (0, 1, ...)."""
+        self.calls += 1
+        return self.calls - 1
+
+
+CURRENT_STEP: ContextVar[StepContext | None] = ContextVar("CURRENT_STEP", default=None)
+"""Set by the machine while a step runs; the Celery services port keys its calls by it."""
+
+
+@dataclass(frozen=True)
+class CallEntry:
+    """One call a step sent: its task, when, how long it may take, and its answer (``reply``, the
+    task's JSON result, or ``error``) once it came back."""
+
+    call_id: str
+    task: str
+    sent_at: float
+    timeout_s: float
+    reply: dict[str, object] | None = None
+    error: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        """The call's result or failure has come back."""
+        return self.reply is not None or self.error is not None
+
+
+class CallLog(Protocol):
+    """The calls each round's current step sent, by (round, state, order), and their replies:
+    what lets a step send, return, and be replayed from the top when a reply arrives."""
+
+    def entry(self, round_id: int, state: RoundState, seq: int) -> CallEntry | None:
+        """The step's call of that order, if it was sent."""
+
+    def claim(self, round_id: int, state: RoundState, seq: int, entry: CallEntry) -> bool:
+        """Record a call about to be sent; False if that order was claimed already."""
+
+    def answer(
+        self, call_id: str, reply: dict[str, object] | None = None, error: str | None = None
+    ) -> tuple[int, RoundState] | None:
+        """Store a call's answer (the first one); the step to run again, or None if the call is
+        no longer in the log (its step has finished or run again)."""
+
+    def first_sent(self, round_id: int, state: RoundState) -> float | None:
+        """When the step's first call was sent (the time a replayed step reads)."""
+
+    def clear(self, round_id: int, state: RoundState) -> None:
+        """Forget the step's calls (it has decided: its next run starts afresh)."""
+
+    def overdue(self, now: float) -> list[tuple[int, RoundState, str]]:
+        """Unanswered calls past their timeout: (round, state, call id)."""
+
+    def pending(self, call_id: str) -> bool:
+        """The call is in the log and unanswered (its step still waits for it)."""
+
+
 class RoundInFlight(RuntimeError):
     """A new round was asked for while another one is not finished (one round at a time)."""
 
@@ -231,3 +304,6 @@ class RoundPorts:
     settings: Settings
     clock: Callable[[], float] = time.time
     artifact_exists: Callable[[str], bool] = os.path.exists
+    calls: CallLog | None = None
+    """Where sent calls and their replies wait (None: the services answer synchronously, as
+    the in-memory fakes do)."""

@@ -6,7 +6,10 @@ where it is; the reconciler, a thread of the orchestration worker, looks every
 ``MOTS_RECONCILE_INTERVAL_S`` for unfinished rounds past their state's deadline (plus one
 interval of grace, so a step about to move the round is not raced) and sends that state's step
 again. A duplicated step is harmless: moves are compare-and-set. While a round stays overdue it
-is re-driven at most once per ``resend_after_s``, so a long step is not buried in copies.
+is re-driven at most once per ``resend_after_s``, so a long step is not buried in copies. A step
+waiting for a call's reply is re-driven once that call is past its timeout with no answer (its
+task, its worker or its reply was lost): the step then finds the call lost and runs again, as a
+step whose call got no answer always has.
 
 It also runs the market continuously when ``MOTS_ROUND_INTERVAL_S`` is set: once no round is in
 flight and the latest ended that many seconds ago, it opens the next one (until
@@ -34,6 +37,7 @@ class Reconciler:
         self.ports = ports
         self.resend_after_s = resend_after_s
         self._sent: dict[tuple[int, RoundState], float] = {}
+        self._lost: set[str] = set()
         self._wake = threading.Event()
         self._stop = threading.Event()
 
@@ -61,10 +65,28 @@ class Reconciler:
             self._sent[(round_id, state)] = now
             prometheus.redriven(state)
             redriven.append(round_id)
+        redriven.extend(self._lost_calls(now))
         self._sent = {key: at for key, at in self._sent.items() if key in pending}
         if not pending:
             self.open_next()
         retention.sweep(self.ports)
+        return redriven
+
+    def _lost_calls(self, now: float) -> list[int]:
+        """Re-drive, once each, the steps whose call is past its timeout with no answer."""
+        if self.ports.calls is None:
+            return []
+        redriven, overdue = [], self.ports.calls.overdue(now)
+        self._lost &= {call_id for _, _, call_id in overdue}
+        for round_id, state, call_id in overdue:
+            if call_id in self._lost:
+                continue
+            log.warning(
+                "round %s: %s's call %s is past its timeout", round_id, state.value, call_id
+            )
+            self.ports.schedule(round_id, state, 0.0)
+            self._lost.add(call_id)
+            redriven.append(round_id)
         return redriven
 
     def open_next(self) -> int | None:

@@ -37,7 +37,7 @@ def as_utc(at: datetime) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
-def _database(method: Callable[P, R]) -> Callable[P, R]:
+def database(method: Callable[P, R]) -> Callable[P, R]:
     """Turn a lost database connection into :class:`ServiceUnavailable`."""
 
     @functools.wraps(method)
@@ -67,7 +67,7 @@ class SqlRoundStore:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
 
-    @_database
+    @database
     def create(self, subsidy_budget_micros: int | None = None) -> int:
         """Insert a new round in ``open`` (with its own subsidy budget, if given); refuse while
         another round is in flight."""
@@ -80,14 +80,14 @@ class SqlRoundStore:
             session.flush()
             return rnd.id
 
-    @_database
+    @database
     def load(self, round_id: int) -> RoundRecord | None:
         """The round, or None."""
         with self.sessions() as session:
             row = session.get(Round, round_id)
             return None if row is None else record(row)
 
-    @_database
+    @database
     def latest(self, limit: int, before: int | None = None) -> list[RoundRecord]:
         """The newest ``limit`` rounds (older than round ``before`` if given), newest first."""
         query = select(Round).order_by(Round.id.desc()).limit(limit)
@@ -103,7 +103,7 @@ class SqlRoundStore:
             query = select(Transition).where(Transition.round_id == round_id)
             return list(session.scalars(query.order_by(Transition.id)))
 
-    @_database
+    @database
     def move(
         self, round_id: int, src: RoundState, dst: RoundState, note: str, update: RoundUpdate
     ) -> float | None:
@@ -132,7 +132,7 @@ class SqlRoundStore:
             )
         return seconds
 
-    @_database
+    @database
     def record_progress(self, round_id: int, progress: TrainingProgress) -> None:
         """Note the latest FedAvg round, if the round is still training."""
         with self.sessions() as session, session.begin():
@@ -142,7 +142,7 @@ class SqlRoundStore:
                 .values(training_progress=progress)
             )
 
-    @_database
+    @database
     def phase_seconds(self, round_id: int) -> dict[str, float]:
         """Seconds spent in each state the round has left."""
         phases: dict[str, float] = {}
@@ -150,14 +150,14 @@ class SqlRoundStore:
             phases[t.from_state] = phases.get(t.from_state, 0.0) + t.seconds_in_from
         return phases
 
-    @_database
+    @database
     def unfinished(self) -> list[tuple[int, RoundState]]:
         """Every round not in a terminal state."""
         with self.sessions() as session:
             rows = session.execute(select(Round.id, Round.state).where(_UNFINISHED))
             return [(round_id, RoundState(state)) for round_id, state in rows]
 
-    @_database
+    @database
     def mark_expired(self, round_id: int) -> None:
         """Note that retention removed the round's model artifact."""
         with self.sessions() as session, session.begin():

@@ -23,6 +23,7 @@ FIXED_PORTS = {
     "pricing-worker": 9102,
     "orchestration-worker": 9103,
     "evaluation-worker": 9104,
+    "training-worker": 9105,
 }
 """The ports monitoring/prometheus.yml scrapes."""
 

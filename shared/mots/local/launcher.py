@@ -24,7 +24,15 @@ from mots.local.keys import process_secrets
 
 SERVICES_WITH_API = ("market", "pricing", "orchestration")
 PROMETHEUS_BINARY = "/usr/bin/prometheus"
-WORKERS = ("market", "pricing", "orchestration", "evaluation")
+WORKERS = ("market", "pricing", "orchestration", "evaluation", "training")
+WORKER_OF = {"training": ("orchestration", "services.orchestration.training_worker")}
+"""A worker that is not its own service: the service whose settings and database it shares, and
+its module (the training worker trains the orchestration's rounds on the ``training`` queue)."""
+
+
+def worker_module(name: str) -> tuple[str, str]:
+    """(the service whose environment it gets, the Celery app module) of worker ``name``."""
+    return WORKER_OF.get(name, (name, f"services.{name}.worker"))
 
 
 def exit_on_sigterm() -> None:
@@ -195,7 +203,8 @@ class Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             for service in services:
-                env = self.env(service)
+                owner, module = worker_module(service)
+                env = self.env(owner)
                 if service in SERVICES_WITH_API:
                     port = self.ports.setdefault(service, free_port())
                     argv = [
@@ -215,7 +224,7 @@ class Stack:
                 mport = self.ports.setdefault(f"{service}-worker", free_port())
                 wenv = {**env, "MOTS_METRICS_PORT": str(mport)}
                 argv = [
-                    self.python, "-m", "celery", "-A", f"services.{service}.worker", "worker",
+                    self.python, "-m", "celery", "-A", module, "worker",
                     "-Q", service, "--pool=solo", "--concurrency=1", "-n", f"{service}@%h",
                     "--without-gossip", "--without-mingle", "--without-heartbeat",
                     "--loglevel", "INFO",
@@ -318,8 +327,7 @@ class Stack:
                 p.log.close()
                 argv = [str(a) for a in p.popen.args]  # type: ignore[union-attr]
                 del self.processes[i]
-                service = name.split("-")[0]
-                env = self.env(service)
+                env = self.env(worker_module(name.split("-")[0])[0])
                 if name.endswith("-worker"):
                     env["MOTS_METRICS_PORT"] = str(self.ports[name])
                 self._spawn(name, argv, env, p.ready_url)

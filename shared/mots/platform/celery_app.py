@@ -10,8 +10,9 @@ from celery import Celery
 
 from mots.platform.contracts import ALL_TASKS
 
-QUEUES = ("market", "pricing", "orchestration", "evaluation")
-"""One queue per service; a task named ``<service>.<verb>`` is routed to ``<service>``."""
+QUEUES = ("market", "pricing", "orchestration", "evaluation", "training")
+"""One queue per service (and the orchestration's training worker); a task named
+``<queue>.<verb>`` is routed to ``<queue>``."""
 
 
 def make_celery(

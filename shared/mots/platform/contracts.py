@@ -1,8 +1,11 @@
 """Every Celery task of the platform, declared once: its name, queue, input model and output model.
 
 Services never import one another. They share these declarations: a sender calls
-``call(app, MARKET_SETTLE_ROUND, SettlePayload(...), timeout_s)`` and gets a validated
-:class:`~mots.platform.schemas.SettleResult` back; a worker registers its function with
+``send_call(app, MARKET_SETTLE_ROUND, SettlePayload(...), call_id)`` and returns at once; the
+task's JSON result comes back as an :data:`ORCHESTRATION_REPLY` task on the orchestration queue
+(a Celery ``link``), its failure as :data:`ORCHESTRATION_REPLY_ERROR` (``link_error``), and the
+receiver validates it with ``spec.output`` (:class:`~mots.platform.schemas.SettleResult`). Nobody
+waits on a task's result inside a task. A worker registers its function with
 ``@MARKET_SETTLE_ROUND.handler(app)``, and mypy checks that the function takes a ``SettlePayload``
 and returns a ``SettleResult``. A renamed task or a changed field is a type error on both sides.
 On the wire a payload stays plain JSON (``model_dump(mode="json")``), validated on arrival.
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from celery import Celery
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mots.platform.metrics import TASKS
 from mots.platform.schemas import (
@@ -106,12 +109,47 @@ class TaskSpec(Generic[In, Out]):
         return payload.model_dump(mode="json")
 
 
-def call(app: Celery, spec: TaskSpec[In, Out], payload: In, timeout_s: float) -> Out:
-    """Run another service's task and wait for its validated result (raises the task's error)."""
-    result = app.send_task(spec.name, args=[spec.body(payload)], queue=spec.queue)
-    value = result.get(timeout=timeout_s, disable_sync_subtasks=False)
-    result.forget()
-    return spec.output.model_validate(value)
+ORCHESTRATION_REPLY = "orchestration.reply"
+"""A call's result, back on the orchestration queue: run as ``reply(value, call_id)``."""
+ORCHESTRATION_REPLY_ERROR = "orchestration.reply_error"
+"""A call's failure, back on the orchestration queue: run as ``reply_error(call_id)`` (Celery
+sends a failed task's id to an errback its worker does not know); the error is read from the
+result backend, where the failed task stored it before its errbacks were sent."""
+
+
+def send_call(app: Celery, spec: TaskSpec[In, Out], payload: In, call_id: str) -> None:
+    """Send another service's task as call ``call_id`` (also its task id) and return: its result
+    comes back as :data:`ORCHESTRATION_REPLY`, its failure as :data:`ORCHESTRATION_REPLY_ERROR`."""
+    app.send_task(
+        spec.name,
+        args=[spec.body(payload)],
+        queue=spec.queue,
+        task_id=call_id,
+        link=app.signature(ORCHESTRATION_REPLY, args=(call_id,), queue="orchestration"),
+        link_error=app.signature(ORCHESTRATION_REPLY_ERROR, queue="orchestration"),
+    )
+
+
+def reply_handlers(
+    app: Celery,
+    on_value: Callable[[str, dict[str, Any]], None],
+    on_error: Callable[[str, str], None],
+) -> None:
+    """Register the two reply tasks of ``app``: ``on_value(call_id, json)`` for a call's result,
+    ``on_error(call_id, "Type: message")`` for its failure. Both forget the task's stored result."""
+
+    def reply(value: dict[str, Any], call_id: str) -> None:
+        on_value(call_id, value)
+        app.AsyncResult(call_id).forget()
+
+    def reply_error(call_id: str) -> None:
+        stored = app.AsyncResult(call_id)
+        failure = stored.result  # the failed task's stored exception: read, never waited for
+        on_error(call_id, f"{type(failure).__name__}: {failure}")
+        stored.forget()
+
+    app.task(name=ORCHESTRATION_REPLY, ignore_result=True)(reply)
+    app.task(name=ORCHESTRATION_REPLY_ERROR, ignore_result=True)(reply_error)
 
 
 def send(app: Celery, spec: TaskSpec[In, Out], payload: In, countdown: float = 0.0) -> None:
@@ -167,6 +205,44 @@ EVALUATION_ERROR_MODEL = TaskSpec(
 EVALUATION_PUBLISHED = TaskSpec("evaluation.published", "evaluation", RoundRef, PublishedRound)
 """A round's model was published: its measurement now counts in the error model's fit."""
 
+# ---------------------------------------------------------------- training (its worker: training)
+
+
+class TrainRequest(BaseModel):
+    """Train a round's coalition: K per type (``participants``), the types' data sizes, each
+    enrolled node's type, and who the participants are (client ids per type, every enrolled
+    client per type, their SuperNode keys, the quoted ε the quality gate compares with)."""
+
+    round_id: int
+    participants: list[int]
+    sizes: list[float]
+    node_types: list[int]
+    clients: list[list[int]] = Field(default_factory=list)
+    enrolled: list[list[int]] = Field(default_factory=list)
+    node_keys: dict[int, str] = Field(default_factory=dict)
+    quoted_epsilon: float | None = None
+    type_names: list[str] = Field(default_factory=list)
+
+
+class TrainResult(BaseModel):
+    """What a round's training produced (``services.orchestration.trainer.TrainingOutcome``)."""
+
+    epsilon: float
+    losses: list[float]
+    round_seconds: list[float]
+    artifact_path: str
+    artifact_sha256: str
+    completed: list[int]
+    seconds: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    participants: list[dict[str, Any]] = Field(default_factory=list)
+
+
+TRAINING_TRAIN = TaskSpec("training.train", "training", TrainRequest, TrainResult)
+"""Train a round's coalition with Flower on the training worker (its own queue: a long training
+never holds the worker that answers the round's next step). Its task id is the round's call id,
+by which the worker skips a training whose call the round has given up."""
+
 # ---------------------------------------------------------------- orchestration
 
 ORCHESTRATION_ADVANCE = TaskSpec(
@@ -191,6 +267,7 @@ ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     EVALUATION_EVALUATE,
     EVALUATION_ERROR_MODEL,
     EVALUATION_PUBLISHED,
+    TRAINING_TRAIN,
     ORCHESTRATION_ADVANCE,
     ORCHESTRATION_DECISIONS_COMPLETE,
 )

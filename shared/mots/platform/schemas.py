@@ -871,11 +871,13 @@ class AdvanceRequest(_Schema):
 
 
 class AdvanceResult(_Schema):
-    """What a step did: the state whose step comes next (None: none), or a retry scheduled."""
+    """What a step did: the state whose step comes next (None: none), a retry scheduled, or
+    (``waiting``) a call sent whose reply runs the step again."""
 
     round_id: int
     next: RoundState | None = None
     retry: bool = False
+    waiting: bool = False
 
 
 class PopulationType(_Schema):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,13 +21,15 @@ from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.launcher import Stack
 from mots.platform.celery_app import make_celery
+from mots.platform.contracts import TaskSpec
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.schemas import RoundState, Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.migrations import upgrade
-from services.orchestration.rounds.celery_services import CeleryRoundServices
+from services.orchestration.rounds.call_log import SqlCallLog
+from services.orchestration.rounds.celery_services import CallPort, CeleryRoundServices
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.sql_store import SqlRoundStore
@@ -77,13 +80,17 @@ def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> No
         engine = make_engine(settings.database_url)
         store = SqlRoundStore(make_sessionmaker(engine))
         celery = make_celery("orchestration", redis_url, stack.key_prefix)
+        calls = SqlCallLog(make_sessionmaker(engine))
+        sent: list[tuple[TaskSpec[Any, Any], Any, str]] = []
+        port = CallPort(lambda *call: sent.append(call), calls, settings.task_timeout_s)
         machine = RoundMachine(
             RoundPorts(
-                services=CeleryRoundServices(celery, settings.task_timeout_s),
+                services=CeleryRoundServices(port),
                 store=store,
                 trainer=LeavingNodeTrainer(settings),
                 schedule=lambda *_: None,  # this test runs the steps itself
                 settings=settings,
+                calls=calls,
             )
         )
         round_id = store.create()
@@ -91,6 +98,11 @@ def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> No
         choices: dict[int, Strategy] = {}
         while state is not None:
             step = machine.step(round_id, state)
+            if step.waiting:  # the step sent a call: this test (no task) carries it and its reply
+                spec, payload, call_id = sent.pop(0)
+                task = celery.signature(spec.name, args=[spec.body(payload)], queue=spec.queue)
+                calls.answer(call_id, task.apply_async().get(timeout=120))
+                continue
             if step.state == RoundState.COLLECTING and not choices:
                 quote = wait_for_quote(market, agents[0], round_id)
                 choices = choose(agents, quote, PowerUtility.model_validate(UTILITY))
