@@ -24,8 +24,6 @@ EXCEPTIONS: dict[str, str] = {
     "services/market/alembic/versions/0001_market_tables.py::_create_tables_with_references": (
         "an applied migration: its text stays as deployed databases ran it"
     ),
-    "edge/flower_app/server_app.py::run": "the ServerApp becomes wiring on a Flower Strategy in"
-    " issue 25 item 4",
     "services/market/registration.py::register_clients": _BUSY,
 }
 """Functions over the limit for now, each with the reason; an entry that is no longer over fails."""

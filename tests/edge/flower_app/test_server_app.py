@@ -1,22 +1,26 @@
 """The ServerApp's phases on a stand-in Grid (the SuperLink is the outer edge here; the real one
 runs in tests/benchmarks/test_integrity_federation.py): choosing participants by the node map,
-drop-outs at the round's deadline, the minimum share, and the per-participant record."""
+drop-outs at the round's deadline, the minimum share, the per-participant record, and Flower's own
+round loop (``Strategy.start``) driving :class:`VerifyingFedAvg`."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
-from flwr.app import Error, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Error, Message, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from edge.flower_app import server_app as sa
+from edge.flower_app import server_app as app
 from mots.training import flower_messages as fm
+from mots.training import participants as sa
 from mots.training.config import TrainConfig
 from mots.training.partition import round_sample
+from mots.training.strategy import Model, QuorumGrid, VerifyingFedAvg
 from mots.training.verification import VerificationPolicy
 
 Reply = Callable[[Message], Message | None]
@@ -84,8 +88,7 @@ def _setup(node_map: dict[int, tuple[int, int]], k: list[int], **policy: object)
         node_map=node_map,
         policy=VerificationPolicy(**policy),  # type: ignore[arg-type]
     )
-    ctx = type("Ctx", (), {"run_config": rc})()
-    return sa.setup(ctx)  # type: ignore[arg-type]
+    return sa.setup(rc)
 
 
 def test_participants_come_from_the_node_map_not_from_the_nodes() -> None:
@@ -107,20 +110,75 @@ def test_participants_come_from_the_node_map_not_from_the_nodes() -> None:
         fm.node_map_from_run({fm.RUN_NODE_MAP: "{}"})
 
 
+def _strategy(s: sa.RunSetup, weights: list[np.ndarray]) -> VerifyingFedAvg:
+    """The strategy on a stand-in model (verification off: the model is only combined)."""
+    model = Model(None, ["w"], weights, None, None, None, float("nan"), (1, 1, 3))
+    return VerifyingFedAvg(s, sa.choose(s), model)
+
+
 def test_a_missing_or_failed_reply_drops_the_node_and_the_round_goes_on() -> None:
     """One good reply, one error reply, one silence: the silent node is dropped soon after the
     quorum replied (not at the hard deadline), the failing one at once; nothing raises."""
-    s = _setup({1: (0, 0), 2: (0, 1), 3: (0, 2)}, [3, 0], straggler_grace_s=0.5)
-    chosen = sa.choose(s)
-    grid = FakeGrid({1: ok, 2: fails, 3: silent})
-    weights = [np.zeros(3, np.float32)]
+    s = _setup(
+        {1: (0, 0), 2: (0, 1), 3: (0, 2)},
+        [3, 0],
+        straggler_grace_s=0.5,
+        verify=False,
+        min_share=0.3,
+    )
+    weights = [np.ones(3, np.float32)]
+    strategy = _strategy(s, weights)
+    chosen = strategy.chosen
+    grid = QuorumGrid(FakeGrid({1: ok, 2: fails, 3: silent}), strategy.quorum)  # type: ignore[arg-type]
     start = time.monotonic()
-    good = sa.train_round(grid, 0, weights, chosen, s, on_reply=lambda n: None)  # type: ignore[arg-type]
+    msgs = strategy.configure_train(1, ArrayRecord(weights), ConfigRecord(), grid)
+    replies = grid.send_and_receive(msgs, timeout=s.policy.round_timeout_s)
     assert time.monotonic() - start < 5.0, "the round waited for the straggler's hard deadline"
-    assert list(good) == [1]
+    arrays, metrics = strategy.aggregate_train(1, replies)
+    assert list(strategy._good) == [1]
+    assert arrays is not None and metrics is not None and metrics["verified"] == 1
+    np.testing.assert_array_equal(arrays.to_numpy_ndarrays()[0], weights[0])
     status = {p.node_id: (p.status, p.left_in_round, p.rounds_asked) for p in chosen}
     assert status == {1: ("verified", None, 1), 2: ("dropped", 0, 1), 3: ("dropped", 0, 1)}
     assert "ClientApp crashed" in chosen[1].reason and "deadline" in chosen[2].reason
+
+
+def test_flowers_round_loop_runs_the_strategy_and_records_each_round(tmp_path: Path) -> None:
+    """Strategy.start (Flower's loop) on the stand-in Grid: each round asks the participants
+    (round r = server_round − 1 in the message), combines their updates (the nodes here add
+    1 + node id to every weight: uniform FedAvg of two), writes one progress line per round plus
+    the partial ones, and the outcome counts both participants as completed."""
+
+    def adds(m: Message) -> Message:
+        w = m.content.array_records["arrays"].to_numpy_ndarrays()
+        r = int(m.content.config_records["config"]["round"])
+        assert m.metadata.group_id == str(r)
+        step = 1.0 + m.metadata.dst_node_id
+        metrics = MetricRecord({"train_seconds": 0.1, "client_seconds": 0.2})
+        return Message(
+            RecordDict({"arrays": ArrayRecord([w[0] + step]), "metrics": metrics}), reply_to=m
+        )
+
+    s = _setup({1: (0, 0), 2: (1, 0)}, [1, 1], verify=False)
+    s.out = tmp_path
+    s.noop = True  # no test model: ε is NaN, nothing is published but the record
+    s.cfg = s.cfg.model_copy(update={"rounds": 2, "aggregation": "uniform"})
+    strategy = _strategy(s, [np.zeros(3, np.float32)])
+    strategy.start(
+        grid=QuorumGrid(FakeGrid({1: adds, 2: adds}), strategy.quorum, strategy.on_reply),  # type: ignore[arg-type]
+        initial_arrays=ArrayRecord(strategy.model.weights),
+        num_rounds=2,
+        timeout=5.0,
+        evaluate_fn=strategy.evaluate,
+    )
+    np.testing.assert_allclose(strategy.model.weights[0], [5.0, 5.0, 5.0])  # 2 × mean(2, 3)
+    lines = [json.loads(x) for x in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    assert [x["round"] for x in lines if not x.get("partial")] == [0, 1]
+    assert [x["clients_done"] for x in lines if not x.get("partial")] == [2, 2]
+    out = strategy.outcome(run_id=7, discover_seconds=0.0)
+    assert out["completed_participants"] == [1, 1] and out["asked_per_round"] == [[1, 2], [1, 2]]
+    assert len(out["losses"]) == 2 and out["run_id"] == 7
+    json.dumps(out)
 
 
 def test_min_share_ends_training_with_each_participants_record() -> None:
@@ -142,7 +200,7 @@ def test_absent_nodes_are_dropped_before_round_one_and_completed_counts_verified
     participants verified in every round they were asked."""
     s = _setup({1: (0, 0), 2: (1, 0), 3: (1, 1)}, [1, 2])
     chosen = sa.choose(s)
-    sa.wait_connected(FakeGrid({1: ok, 2: ok, 3: ok}, online={1, 2}), chosen, timeout=0.2)  # type: ignore[arg-type]
+    app.wait_connected(FakeGrid({1: ok, 2: ok, 3: ok}, online={1, 2}), chosen, timeout=0.2)  # type: ignore[arg-type]
     assert [p.status for p in chosen] == [sa.VERIFIED, sa.VERIFIED, sa.DROPPED]
     chosen[0].rounds_asked = chosen[0].rounds_verified = 2
     chosen[1].rounds_asked, chosen[1].rounds_verified = 2, 1
