@@ -34,7 +34,7 @@ VERIFIED = "verified"
 def superlink_port(configured: int, n_nodes: int) -> int:
     """The local SuperLink's first port: the configured one, or (0) the first block of free
     ports a federation of ``n_nodes`` needs (`mots platform up --free-ports`)."""
-    from mots.training.federation import free_port_block, ports_needed
+    from mots.training.processes import free_port_block, ports_needed
 
     return configured or free_port_block(ports_needed(n_nodes))
 
@@ -116,7 +116,8 @@ class Trainer:
     def _ensure_federation(self, node_types: list[int]) -> Any:
         """The external SuperLink if one is configured; else a running local federation whose
         nodes match the population's types (restarted if not)."""
-        from mots.training.federation import ExternalSuperLink, LocalFederation
+        from mots.training.external_superlink import ExternalSuperLink
+        from mots.training.federation import LocalFederation
 
         address = self.settings.superlink_address
         policy = self.settings.verification_policy()
@@ -154,7 +155,7 @@ class Trainer:
         """Train the coalition K (participants per type) and save the model artifact;
         ``progress`` hears of every FedAvg round (and clients finishing within one);
         ``coalition`` names the participants (and, on an external SuperLink, their keys)."""
-        from mots.training.federation import ExternalSuperLink
+        from mots.training.external_superlink import ExternalSuperLink
         from mots.training.runner import train_coalition
 
         with self._lock:

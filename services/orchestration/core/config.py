@@ -45,7 +45,7 @@ class Settings(
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:
         """Empty means unset; anything else must be host:port."""
-        from mots.training.federation import parse_address
+        from mots.training.external_superlink import parse_address
 
         if value is None or not value.strip():
             return None

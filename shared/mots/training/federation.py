@@ -14,8 +14,8 @@ gets a resident trainer (:mod:`mots.training.edge_trainer`) on a Unix socket. Ev
 starts in its own session; :meth:`LocalFederation.stop` signals whole process groups and every
 descendant found (SuperExec, ServerApp and ClientApp children included), so nothing strays.
 The state file ``<workdir>/federation.json`` lets another process (``mots federation down``) stop it.
-:class:`ExternalSuperLink` stands for a SuperLink started elsewhere (the deployed one, with the
-edge devices' SuperNodes): the launcher only submits runs to its Control API.
+The processes are supervised by :class:`mots.training.processes.ProcessSupervisor`;
+:class:`mots.training.external_superlink.ExternalSuperLink` stands for a SuperLink started elsewhere.
 """
 
 from __future__ import annotations
@@ -28,27 +28,65 @@ import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
+from mots.training.external_superlink import (
+    CONNECTION,
+    ExternalSuperLink,
+    Federation,
+    parse_address,
+    write_connection,
+)
 from mots.training.pki import NodeKey, TlsFiles, make_node_key, make_tls
+from mots.training.processes import (
+    SUPERNODE_START_ATTEMPTS,
+    FederationError,
+    ProcessInfo,
+    ProcessSupervisor,
+    alive,
+    bin_dir,
+    descendants,
+    free_port_block,
+    listening,
+    port_free,
+    ports_needed,
+    reap_strays,
+    rss_mb,
+    strays,
+)
 from mots.training.verification import VerificationPolicy
+
+__all__ = [
+    "CONNECTION",
+    "LAYOUTS",
+    "STATE_FILE",
+    "SUPERNODE_START_ATTEMPTS",
+    "ExternalSuperLink",
+    "Federation",
+    "FederationError",
+    "LocalFederation",
+    "ProcessInfo",
+    "alive",
+    "descendants",
+    "free_port_block",
+    "parse_address",
+    "ports_needed",
+    "reap_strays",
+    "strays",
+    "write_connection",
+]
+"""The names this module has always offered; those of the process and external-SuperLink roles
+live in :mod:`mots.training.processes` and :mod:`mots.training.external_superlink`."""
 
 log = logging.getLogger(__name__)
 STATE_FILE = "federation.json"
-CONNECTION = "mots-local"
-SUPERNODE_START_ATTEMPTS = 3
-"""A SuperNode that exits before registering is started again, up to this many attempts in all:
-under load Flower 1.42's SuperNode gives up activation after a refused attempt (exit code 305)."""
 
 
 LAYOUTS = ("warm", "subprocess")
@@ -58,272 +96,7 @@ or ``subprocess`` (Flower's own: SuperNode, SuperExec, one ``flwr-clientapp`` pr
 and a resident trainer per node)."""
 
 
-class FederationError(RuntimeError):
-    """The federation could not start, or its state file is missing or unreadable."""
-
-
-@dataclass
-class ProcessInfo:
-    """One process the federation started (its own session: pgid == pid)."""
-
-    role: str
-    name: str
-    pid: int
-    log: str
-
-
-class Federation(Protocol):
-    """What the launcher (``flwr run``) needs of a federation: its address, directories, who
-    each registered node is, and the verification policy of its runs."""
-
-    policy: VerificationPolicy
-
-    def node_map(self) -> dict[int, tuple[int, int]]:
-        """Flower node id → (type index, client index) of every registered participant node."""
-        ...
-
-    @property
-    def address(self) -> str:
-        """host:port of the SuperLink's Control API."""
-        ...
-
-    @property
-    def flwr_home(self) -> Path:
-        """FLWR_HOME of ``flwr run``: holds the connection to the SuperLink."""
-        ...
-
-    @property
-    def workdir(self) -> Path:
-        """Where run directories (progress.jsonl, result.json) are created."""
-        ...
-
-
-def write_connection(flwr_home: Path, address: str, ca_cert: Path | None = None) -> None:
-    """Write the ``flwr`` connection ``mots-local`` to ``address`` into FLWR_HOME: TLS verified
-    by ``ca_cert``, or insecure when None (only to measure what TLS costs)."""
-    flwr_home.mkdir(parents=True, exist_ok=True)
-    tls = (
-        "insecure = true\n"
-        if ca_cert is None
-        else f'root-certificates = "{Path(ca_cert).resolve()}"\n'
-    )
-    (flwr_home / "config.toml").write_text(
-        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-        f'address = "{address}"\n{tls}'
-    )
-
-
-def parse_address(address: str, field: str = "address") -> tuple[str, int]:
-    """(host, port) of a ``host:port`` address; ValueError naming ``field`` and the rule."""
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(f"{field}: expected host:port with a port in 1..65535, got {address!r}")
-    return host, int(port)
-
-
-class ExternalSuperLink:
-    """A SuperLink this process did not start (e.g. the deployed one with the Pis' SuperNodes).
-
-    The ServerApp runs next to that SuperLink and writes the run's ``progress.jsonl``,
-    ``result.json`` and artifacts to the paths the launcher passes, so ``workdir`` and the
-    artifact directory must be shared with it at the same paths (a volume in compose and k8s).
-    The SuperLink's CA certificate is ``ca_cert``, by default ``<workdir>/tls/ca.crt`` (the
-    SuperLink publishes it on that shared volume). :meth:`register_nodes` registers the
-    participants' SuperNode keys through the Control API and keeps the node map.
-    """
-
-    def __init__(
-        self,
-        address: str,
-        workdir: str | Path,
-        *,
-        ca_cert: Path | None = None,
-        policy: VerificationPolicy | None = None,
-    ) -> None:
-        parse_address(address)
-        self._address = address.strip()
-        self._workdir = Path(workdir)
-        self._ca_cert = ca_cert
-        self.policy = policy or VerificationPolicy()
-        self._node_map: dict[int, tuple[int, int]] = {}
-
-    @property
-    def ca_cert(self) -> Path:
-        """The CA certificate that verifies the SuperLink."""
-        return self._ca_cert if self._ca_cert is not None else self._workdir / "tls" / "ca.crt"
-
-    def register_nodes(self, keys: Mapping[tuple[int, int], bytes]) -> dict[int, tuple[int, int]]:
-        """Make the SuperLink admit exactly these SuperNode keys ((type, index) → public key PEM),
-        unregistering any other; return and keep the node map."""
-        from mots.training.control import ControlClient
-
-        with ControlClient(self.address, self.ca_cert) as control:
-            ids = control.sync({f"{i}-{j}": pem for (i, j), pem in keys.items()})
-        self._node_map = {
-            node_id: (int(label.split("-")[0]), int(label.split("-")[1]))
-            for label, node_id in ids.items()
-        }
-        return dict(self._node_map)
-
-    def node_map(self) -> dict[int, tuple[int, int]]:
-        """Flower node id → (type index, client index) of the last registration."""
-        return dict(self._node_map)
-
-    def supernodes_per_type(self) -> dict[int, int]:
-        """Type index → SuperNodes registered with the external SuperLink (whether each is
-        connected right now only the SuperLink knows)."""
-        return dict(Counter(t for t, _ in self._node_map.values()))
-
-    @property
-    def address(self) -> str:
-        """host:port of the SuperLink's Control API."""
-        return self._address
-
-    @property
-    def workdir(self) -> Path:
-        """Where run directories are created (shared with the SuperLink's ServerApp)."""
-        return self._workdir
-
-    @property
-    def flwr_home(self) -> Path:
-        """FLWR_HOME of the launcher: holds the connection to the external SuperLink."""
-        return self._workdir / "flwr-home"
-
-    def connect(self) -> ExternalSuperLink:
-        """Write the connection for ``flwr run`` (TLS, verified by the CA); nothing is started."""
-        if not self.ca_cert.is_file():
-            raise FederationError(
-                f"ca_cert: the SuperLink's CA certificate {self.ca_cert} is missing (the SuperLink "
-                "publishes it on the federation volume when it first starts)"
-            )
-        write_connection(self.flwr_home, self.address, self.ca_cert)
-        return self
-
-    def stop(self) -> list[int]:
-        """Nothing to stop: the SuperLink and its SuperNodes belong to the deployment."""
-        return []
-
-
-def _bin_dir() -> Path:
-    return Path(sys.executable).parent
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def ports_needed(n_nodes: int) -> int:
-    """Ports a local federation of ``n_nodes`` takes from its ``superlink_port`` on: the Control
-    API, one per SuperNode and the Fleet API."""
-    return n_nodes + 2
-
-
-def free_port_block(n: int, start: int = 9600, stop: int = 30000) -> int:
-    """The first port p ≥ start with p..p+n-1 all free (for tests and temporary federations)."""
-    p = start
-    while p + n < stop:
-        if all(_port_free(q) for q in range(p, p + n)):
-            return p
-        p += n
-    raise FederationError(f"no block of {n} free ports in {start}..{stop}")
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, parent pid) of a process, or None when it does not exist."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    rest = raw[raw.rfind(")") + 2 :].split()
-    return rest[0], int(rest[1])
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    st = _proc_stat(pid)
-    return st is not None and st[0] not in ("Z", "X")
-
-
-def descendants(pids: Sequence[int]) -> set[int]:
-    """Every live process below ``pids`` in the parent tree (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            st = _proc_stat(int(entry.name))
-            if st is not None:
-                children.setdefault(st[1], []).append(int(entry.name))
-    out: set[int] = set()
-    stack = list(pids)
-    while stack:
-        for c in children.get(stack.pop(), []):
-            if c not in out:
-                out.add(c)
-                stack.append(c)
-    return out
-
-
-FEDERATION_MARKERS = (b"flower-superlink", b"flower-supernode", b"flwr", b"mots.training")
-"""What a federation process's command line holds (SuperLink, SuperNodes, ServerApps, trainers)."""
-
-
-def strays(workdir: Path) -> list[int]:
-    """Live federation processes (not this one) whose working directory is ``workdir`` or below
-    it: a federation's SuperLink, SuperNodes, trainers and ServerApps all run there
-    (:meth:`LocalFederation._spawn`); other processes there are never counted."""
-    root = str(Path(workdir).resolve())
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        inside = cwd == root or cwd.startswith(root + os.sep)
-        if inside and any(m in cmdline for m in FEDERATION_MARKERS) and alive(int(entry.name)):
-            out.append(int(entry.name))
-    return sorted(out)
-
-
-def reap_strays(workdir: Path, timeout: float = 10.0) -> list[int]:
-    """SIGKILL a previous federation's processes left in ``workdir`` (its owner was killed before
-    it could stop them: they run in their own sessions, so they outlive it and hold its ports);
-    returns the pids killed, once they are gone."""
-    killed = strays(workdir)
-    for pid in killed:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(alive(p) for p in killed):
-        time.sleep(0.05)
-    return killed
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process in MiB (0 when gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return 0.0
-
-
-class LocalFederation:
+class LocalFederation(ProcessSupervisor):
     """SuperLink + ``n_nodes`` SuperNodes (+ resident trainers) on this machine.
 
     Ports: ``superlink_port`` serves the Control and Runtime APIs (:attr:`address`), the next
@@ -372,23 +145,19 @@ class LocalFederation:
         )
         self.superlink_port = superlink_port
         self._fleet_port = superlink_port + n_nodes + 1
-        self.workdir = (
+        super().__init__(
             Path(workdir).resolve()
             if workdir is not None
-            else Path(tempfile.mkdtemp(prefix="mots-fed-"))
+            else Path(tempfile.mkdtemp(prefix="mots-fed-")),
+            start_timeout,
         )
         self.trainer = trainer
         self.layout = layout
         self.warm_options: list[str] = []
         """Extra options of :mod:`mots.training.warm_node` (e.g. ``--fleet-pull-interval``)."""
-        self.start_timeout = start_timeout
         self.secure = secure
         self.policy = policy or VerificationPolicy()
         self.trainer_argv = {int(k): list(v) for k, v in (trainer_argv or {}).items()}
-        self.processes: list[ProcessInfo] = []
-        self._popen: dict[int, subprocess.Popen[bytes]] = {}
-        self._launch: dict[str, tuple[str, list[str], Path]] = {}
-        self._attempts: dict[str, int] = {}
         counters: dict[int, int] = {}
         self.nodes: list[dict[str, Any]] = []
         for n, t in enumerate(node_types):
@@ -491,36 +260,6 @@ class LocalFederation:
             for n in self.nodes
         }
 
-    def _env(self, flwr_home: Path) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PATH"] = f"{_bin_dir()}{os.pathsep}{env.get('PATH', '')}"
-        env["FLWR_HOME"] = str(flwr_home)
-        env.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-        env["OMP_NUM_THREADS"] = "1"
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
-
-    def _spawn(self, role: str, name: str, argv: list[str], flwr_home: Path) -> ProcessInfo:
-        log = self.workdir / "logs" / f"{name}.log"
-        flwr_home.mkdir(parents=True, exist_ok=True)
-        self._launch[name] = (role, argv, flwr_home)
-        self._attempts[name] = self._attempts.get(name, 0) + 1
-        with log.open("ab") as f:
-            proc = subprocess.Popen(
-                argv,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self._env(flwr_home),
-                cwd=self.workdir,
-                start_new_session=True,
-            )
-        info = ProcessInfo(role, name, proc.pid, str(log))
-        self._popen[proc.pid] = proc
-        self.processes.append(info)
-        self._save()
-        return info
-
     def _save(self) -> None:
         state = {
             "superlink_port": self.superlink_port,
@@ -547,7 +286,7 @@ class LocalFederation:
             )
         ports = [self.superlink_port, self.fleet_port] + [n["port"] for n in self.nodes]
         deadline = time.monotonic() + (10.0 if reaped else 0.0)
-        while (busy := [p for p in ports if not _port_free(p)]) and time.monotonic() < deadline:
+        while (busy := [p for p in ports if not port_free(p)]) and time.monotonic() < deadline:
             time.sleep(0.2)
         if busy:
             raise FederationError(
@@ -604,7 +343,7 @@ class LocalFederation:
         write_connection(self.flwr_home, self.address, self.ca_cert)
         self._spawn("superlink", "superlink", argv, self.workdir / "superlink-home")
         self._wait(
-            lambda: _listening(self.superlink_port) and _listening(self.fleet_port),
+            lambda: listening(self.superlink_port) and listening(self.fleet_port),
             "SuperLink to listen on " + self.address,
         )
 
@@ -633,7 +372,7 @@ class LocalFederation:
         command = (
             [sys.executable, "-m", "mots.training.warm_node", *self.warm_options]
             if self.layout == "warm"
-            else [str(_bin_dir() / "flower-supernode")]
+            else [str(bin_dir() / "flower-supernode")]
         )
         argv = [
             *command,
@@ -736,39 +475,6 @@ class LocalFederation:
                 os.kill(pid, signal.SIGKILL)
         return sorted(pids)
 
-    def _wait(self, ready: Any, what: str, watch: Sequence[str] | None = None) -> None:
-        """Wait until ``ready()``; restart a SuperNode that exits before registering (up to
-        SUPERNODE_START_ATTEMPTS), fail when another process dies. ``watch`` limits the processes
-        looked at to these names (default: all)."""
-        deadline = time.monotonic() + self.start_timeout
-        while not ready():
-            dead = [
-                p for p in self.processes if not alive(p.pid) and (watch is None or p.name in watch)
-            ]
-            retry = [
-                p
-                for p in dead
-                if p.role == "supernode"
-                and self._attempts.get(p.name, 0) < SUPERNODE_START_ATTEMPTS
-                and "SuperNode ID" not in Path(p.log).read_text(errors="replace")
-            ]
-            for p in retry:
-                self.processes.remove(p)
-                self._popen.pop(p.pid, None)
-                role, argv, home = self._launch[p.name]
-                self._spawn(role, p.name, argv, home)
-            dead = [p for p in dead if p not in retry]
-            if dead:
-                tail = Path(dead[0].log).read_text(errors="replace")[-1500:]
-                raise FederationError(
-                    f"{dead[0].name} (pid {dead[0].pid}) exited while waiting for {what}:\n{tail}"
-                )
-            if time.monotonic() > deadline:
-                raise FederationError(
-                    f"timed out after {self.start_timeout:.0f}s waiting for {what}"
-                )
-            time.sleep(0.3)
-
     def _all_registered(self) -> bool:
         """Every SuperNode registered (and, warm, has torch and the ClientApp loaded)."""
         from mots.training.warm_node import READY_LINE
@@ -782,50 +488,14 @@ class LocalFederation:
         return True
 
     def stop(self, timeout: float = 15.0) -> list[int]:
-        """SIGTERM every process group and descendant, SIGKILL what remains; return survivors."""
-        roots = [p.pid for p in self.processes]
-        targets = set(roots) | descendants(roots)
-        for pid in roots:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGTERM)
-        for pid in targets:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._reap()
-            targets |= descendants([p for p in targets if alive(p)])
-            if not any(alive(p) for p in targets):
-                break
-            time.sleep(0.2)
-        for pid in [p for p in targets if alive(p)]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in roots:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and any(alive(p) for p in targets):
-            self._reap()
-            time.sleep(0.1)
-        self._reap()
+        """SIGTERM every process group and descendant, SIGKILL what remains; remove the trainers'
+        sockets and, when nothing survived, the state file; return survivors."""
+        survivors = super().stop(timeout)
         shutil.rmtree(self._socket_path(0).parent, ignore_errors=True)
-        survivors = sorted(p for p in targets if alive(p))
         if not survivors:
-            self.processes = []
             with contextlib.suppress(FileNotFoundError):
                 (self.workdir / STATE_FILE).unlink()
         return survivors
-
-    def _reap(self) -> None:
-        for pid, proc in list(self._popen.items()):
-            if proc.poll() is not None:
-                del self._popen[pid]
-
-    def all_pids(self) -> set[int]:
-        """Our processes and all their live descendants."""
-        roots = [p.pid for p in self.processes]
-        return {p for p in roots if alive(p)} | descendants(roots)
 
     def status(self) -> dict[str, Any]:
         """Each started process: role, name, pid, alive, resident memory (with its descendants)."""

@@ -17,7 +17,7 @@ from mots.training.progress import ProgressPrinter, RoundProgress
 from mots.training.result import ArtifactWriter, TrainingResult, round_metadata
 
 if TYPE_CHECKING:
-    from mots.training.federation import Federation
+    from mots.training.external_superlink import Federation
 
 
 def _inprocess(

@@ -55,6 +55,9 @@ FLEET_PULL_SLEEP_S = 3.0
 READY_LINE = "warm node: preloaded"
 """Logged once torch and the ClientApp's imports are loaded (the node's first task waits for it)."""
 _AUTH_METHODS = frozenset({"/flwr.proto.Runtime/AcquireTask"})
+ADMISSION_RETRY_MAX_S = 5.0
+"""Longest wait between two ``ActivateNode`` calls while the SuperLink does not admit the node's
+key yet (:func:`wait_for_admission`): a chosen node connects within this of its registration."""
 
 
 def preload() -> None:
@@ -403,6 +406,53 @@ def set_fleet_pull_interval(seconds: float) -> None:
     setattr(sci, "time", shim)  # noqa: B010 - the module global its loop reads
 
 
+def not_admitted(exc: BaseException) -> bool:
+    """Whether ``exc`` is the SuperLink refusing to activate this node: its key is not (yet)
+    registered, or the SuperLink still counts the node's previous connection as online."""
+    import httpx
+    from flwr.supercore.error import ApiErrorCode, FlowerError
+
+    if not isinstance(exc, httpx.HTTPStatusError):
+        return False
+    error = FlowerError.from_json(exc.response.text)
+    return error is not None and error.code == ApiErrorCode.FLEET_NODE_ACTIVATION_FAILED
+
+
+def wait_for_admission(max_delay_s: float = ADMISSION_RETRY_MAX_S) -> None:
+    """Make the SuperNode wait until the SuperLink admits its key, asking again every
+    ``max_delay_s`` s at most, instead of exiting with Flower's code 305.
+
+    A deployed edge node starts before its key is registered: the orchestration registers the
+    round's participants' keys when training starts (and unregisters the others), and a
+    restarted node is still "online" until the SuperLink's heartbeat patience ends. Flower 1.42
+    gives up on the first refused ``ActivateNode``; the container then restarts without pause
+    (podman) or backs off up to 5 minutes (Kubernetes' CrashLoopBackOff), longer than the
+    ServerApp waits for a chosen node (``node-timeout``, 180 s), so the node missed the round it
+    was chosen for. Flower's retry policy is kept for every other error (the connection's
+    retry invoker is Flower's own, with this one refusal made retryable and the delay capped)."""
+    import flwr.supernode.fleet_http_connection as fleet
+    from flwr.supercore.retry import exponential, make_simple_http_retry_invoker
+
+    if not 0.1 <= max_delay_s <= 60.0:
+        raise ValueError(f"admission retry: must be in 0.1..60 s, got {max_delay_s}")
+
+    def make_retry_invoker() -> Any:
+        retry = make_simple_http_retry_invoker()
+        flower_giveup = retry.should_giveup
+
+        def should_giveup(exc: Exception) -> bool:
+            if not_admitted(exc):
+                log.info("the SuperLink has not admitted this node's key yet: asking again")
+                return False
+            return bool(flower_giveup(exc)) if flower_giveup is not None else False
+
+        retry.should_giveup = should_giveup
+        retry.wait_gen_factory = lambda: exponential(max_delay=max_delay_s)  # type: ignore[arg-type]
+        return retry
+
+    setattr(fleet, "make_simple_http_retry_invoker", make_retry_invoker)  # noqa: B010
+
+
 def _option(argv: list[str], name: str, default: str | None = None) -> str | None:
     """The value of ``name`` in argv (``--x v`` or ``--x=v``), else ``default``."""
     for i, arg in enumerate(argv):
@@ -461,6 +511,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(str(err)) from err
     if pull is not None:
         set_fleet_pull_interval(float(pull))
+    wait_for_admission()
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     log.addHandler(handler)  # Flower logs through its own handler; the root stays unconfigured

@@ -89,3 +89,40 @@ def test_a_published_token_is_dead_for_a_reader_within_its_refresh() -> None:
     took = asyncio.run(scenario())
     assert took <= revocation.REFRESH_S + 0.5
     assert asyncio.run(reader.why_dead(token)) == "rotated"
+
+
+def _env_example() -> dict[str, str]:
+    example = Path(__file__).resolve().parents[3] / "docker" / ".env.example"
+    lines = (ln.strip() for ln in example.read_text().splitlines())
+    return dict(ln.split("=", 1) for ln in lines if ln and not ln.startswith("#"))
+
+
+@pytest.mark.usefixtures("bare_env")
+@pytest.mark.parametrize(
+    ("field", "var"),
+    [("operator_token", "MOTS_OPERATOR_TOKEN"), ("token_secret", "MOTS_TOKEN_SECRET")],
+)
+def test_the_env_example_placeholders_are_refused(field: str, var: str) -> None:
+    """docker/.env.example's values (`change-me-…`) are public too: a deployment that copied the
+    file without changing them does not start (attack: the file's token key forges any token)."""
+    placeholder = _env_example()[var]
+    with pytest.raises(ValidationError, match="placeholder"):
+        PlatformSettings(**{**GOOD, field: placeholder})  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="placeholder"):
+        PlatformSettings(**{**GOOD, field: placeholder.upper() + "-2"})  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("bare_env")
+def test_the_env_example_database_password_is_refused() -> None:
+    """A database URL carrying docker/.env.example's password is refused by every service."""
+    from services.evaluation.core.config import Settings as Evaluation
+    from services.market.core.config import Settings as Market
+    from services.orchestration.core.config import Settings as Orchestration
+
+    password = _env_example()["MOTS_DB_PASSWORD"]
+    url = f"postgresql+psycopg://mots:{password}@postgres:5432/market"
+    for service in (Market, Orchestration, Evaluation):
+        with pytest.raises(ValidationError, match=r"MOTS_DATABASE_URL: .*placeholder"):
+            service(database_url=url, **GOOD)  # type: ignore[arg-type]
+        ok = service(database_url=url.replace(password, "s3cret-of-our-own"), **GOOD)  # type: ignore[arg-type]
+        assert ok.database_url.endswith("@postgres:5432/market")

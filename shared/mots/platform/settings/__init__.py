@@ -17,12 +17,14 @@ from mots.platform.settings.common import (
     DEV_OPERATOR_TOKEN,
     DEV_TOKEN_SECRET,
     MIN_SECRET_CHARS,
+    PLACEHOLDER_PREFIX,
     PUBLIC_SECRETS,
     Broker,
     Deployment,
     Observability,
     Operator,
     Tokens,
+    placeholder,
 )
 from mots.platform.settings.evaluation import CALIBRATED_PRIOR
 
@@ -52,6 +54,11 @@ class PlatformSettings(BaseSettings, Deployment, Broker, Operator, Tokens, Obser
                 raise ValueError(
                     f"{name}: the tests' public value is refused outside the test suite "
                     "(MOTS_ENVIRONMENT=test); set a secret of your own"
+                )
+            if placeholder(value):
+                raise ValueError(
+                    f"{name}: docker/.env.example's placeholder ({PLACEHOLDER_PREFIX}…) is public "
+                    "with the repository; set a secret of your own in docker/.env"
                 )
             if len(value) < MIN_SECRET_CHARS:
                 raise ValueError(f"{name}: shorter than {MIN_SECRET_CHARS} characters")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import ClassVar, Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 
@@ -14,6 +15,13 @@ DEV_TOKEN_SECRET = "dev-token-secret"
 accepted anywhere: `mots platform up` generates a workdir's own, a deployment sets its own)."""
 PUBLIC_SECRETS = frozenset({DEV_OPERATOR_TOKEN, DEV_TOKEN_SECRET})
 MIN_SECRET_CHARS = 16
+PLACEHOLDER_PREFIX = "change-me"
+"""docker/.env.example's values start so: published with the repository, as public as the tests'."""
+
+
+def placeholder(value: str) -> bool:
+    """True for a value copied from docker/.env.example (``change-me…``, any case) unchanged."""
+    return value.strip().lower().startswith(PLACEHOLDER_PREFIX)
 
 
 class Deployment(Group):
@@ -107,7 +115,15 @@ class Database(Group):
 
     @model_validator(mode="after")
     def _default_database(self) -> Database:
-        """Empty means the service's SQLite file under out/platform."""
+        """Empty means the service's SQLite file under out/platform; a URL whose password is
+        docker/.env.example's placeholder is refused (the file is public)."""
         if not self.database_url:
             self.database_url = f"sqlite:///out/platform/{self.database_name}.db"
+        password = urlsplit(self.database_url).password
+        if password is not None and placeholder(unquote(password)):
+            raise ValueError(
+                "MOTS_DATABASE_URL: its password is docker/.env.example's placeholder "
+                f"({PLACEHOLDER_PREFIX}…), public with the repository; set MOTS_DB_PASSWORD of "
+                "your own in docker/.env"
+            )
         return self
