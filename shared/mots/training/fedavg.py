@@ -38,22 +38,40 @@ def aggregation_weights(data_sizes: Sequence[float], mode: str) -> npt.NDArray[n
     raise ValueError(f"aggregation must be 'uniform' or 'weighted', got {mode!r}")
 
 
+class RunningAverage:
+    """Σ_k w_k · model_k layer by layer, one model at a time: float64 accumulation in the order
+    models arrive, float32 result. :func:`aggregate` (the strategy's FedAvg mean) and the
+    in-process engine's per-client loop (which holds one model at a time) both sum with it."""
+
+    def __init__(self) -> None:
+        self._acc: list[npt.NDArray[np.float64]] | None = None
+
+    def add(self, model: Sequence[FloatArray], weight: float) -> None:
+        """Add w · model."""
+        if self._acc is None:
+            self._acc = [np.zeros(np.shape(layer), dtype=np.float64) for layer in model]
+        if len(model) != len(self._acc):
+            raise ValueError("aggregate: models differ in their number of layers")
+        for acc, layer in zip(self._acc, model, strict=True):
+            acc += float(weight) * np.asarray(layer, dtype=np.float64)
+
+    def result(self) -> list[FloatArray]:
+        """The weighted sum as float32 layers."""
+        if self._acc is None:
+            raise ValueError("aggregate: no model was added")
+        return [acc.astype(np.float32) for acc in self._acc]
+
+
 def aggregate(
     models: Sequence[Sequence[FloatArray]], weights: Sequence[float] | npt.NDArray[np.float64]
 ) -> list[FloatArray]:
     """Σ_k w_k · model_k, layer by layer (float64 accumulation, float32 result)."""
     if len(models) == 0 or len(models) != len(weights):
         raise ValueError(f"aggregate: {len(models)} models but {len(weights)} weights")
-    n_layers = len(models[0])
-    if any(len(m) != n_layers for m in models):
-        raise ValueError("aggregate: models differ in their number of layers")
-    out: list[FloatArray] = []
-    for layer in range(n_layers):
-        acc = np.zeros(np.shape(models[0][layer]), dtype=np.float64)
-        for m, w in zip(models, weights, strict=True):
-            acc += float(w) * np.asarray(m[layer], dtype=np.float64)
-        out.append(acc.astype(np.float32))
-    return out
+    average = RunningAverage()
+    for m, w in zip(models, weights, strict=True):
+        average.add(m, float(w))
+    return average.result()
 
 
 def trimmed_mean(models: Sequence[Sequence[FloatArray]], trim_fraction: float) -> list[FloatArray]:

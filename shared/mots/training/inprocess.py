@@ -26,7 +26,7 @@ from torch.nn import functional as F
 
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, load_dataset, to_float
-from mots.training.fedavg import aggregation_weights, learning_rate
+from mots.training.fedavg import RunningAverage, aggregation_weights, learning_rate
 from mots.training.local import ClientData, batch_indices, evaluate, torch_threads, train_local
 from mots.training.models import build_model, get_weights, set_weights, weight_names
 from mots.training.partition import (
@@ -214,30 +214,6 @@ def _vectorised_rounds(
         if on_round is not None:
             on_round(outcome)
     return out
-
-
-class RunningAverage:
-    """Σ_k w_k · model_k layer by layer, one model at a time: float64 accumulation in the order
-    models arrive, float32 result (exactly :func:`mots.training.fedavg.aggregate`'s arithmetic,
-    without holding every model)."""
-
-    def __init__(self) -> None:
-        self._acc: list[npt.NDArray[np.float64]] | None = None
-
-    def add(self, model: Sequence[FloatArray], weight: float) -> None:
-        """Add w · model."""
-        if self._acc is None:
-            self._acc = [np.zeros(np.shape(layer), dtype=np.float64) for layer in model]
-        if len(model) != len(self._acc):
-            raise ValueError("aggregate: models differ in their number of layers")
-        for acc, layer in zip(self._acc, model, strict=True):
-            acc += float(weight) * np.asarray(layer, dtype=np.float64)
-
-    def result(self) -> list[FloatArray]:
-        """The weighted sum as float32 layers."""
-        if self._acc is None:
-            raise ValueError("aggregate: no model was added")
-        return [acc.astype(np.float32) for acc in self._acc]
 
 
 def _loop_rounds(

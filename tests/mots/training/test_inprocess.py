@@ -155,12 +155,17 @@ def test_a_population_larger_than_the_data_set_trains(fashion_dir: Path) -> None
     seed=st.integers(0, 1000),
 )
 def test_running_average_is_fedavg_aggregate(shapes: list[int], n_models: int, seed: int) -> None:
-    """The loop engine's running average equals fedavg.aggregate bit for bit."""
+    """The running average (the loop engine's, and fedavg.aggregate's, which the strategy's
+    mean uses) equals the layer-by-layer float64 sum Σ w_k · model_k bit for bit."""
     rng = np.random.default_rng(seed)
     models = [[rng.normal(size=(s, 3)).astype(np.float32) for s in shapes] for _ in range(n_models)]
     weights = rng.dirichlet(np.ones(n_models))
     avg = inprocess.RunningAverage()
     for m, w in zip(models, weights, strict=True):
         avg.add(m, float(w))
-    for got, want in zip(avg.result(), aggregate(models, weights), strict=True):
-        np.testing.assert_array_equal(got, want)
+    for layer, (got, agg) in enumerate(zip(avg.result(), aggregate(models, weights), strict=True)):
+        want = np.zeros(models[0][layer].shape, dtype=np.float64)
+        for m, w in zip(models, weights, strict=True):
+            want += float(w) * m[layer].astype(np.float64)
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+        np.testing.assert_array_equal(agg, want.astype(np.float32))
