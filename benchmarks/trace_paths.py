@@ -1,7 +1,7 @@
 """Count the project's files whose code runs on a purchase and on a round (issue 25, item 6).
 
 Run with ``.venv/bin/python -m benchmarks.trace_paths [--trainer inprocess|deployment]``. Starts
-the four services (as ``mots.local`` does) with a profile hook in every process
+the four services and the training worker (as ``mots.local`` does) with a profile hook in every process
 (``benchmarks/trace/sitecustomize.py``), registers the demo's 20 clients, and traces two windows:
 
 - ``purchase``: one buyer's ``POST /v1/purchases`` while the round collects, in the market API
@@ -30,13 +30,14 @@ import httpx
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
+from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.schemas import Strategy
-from mots.platform.settings import DEV_OPERATOR_TOKEN
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACER = Path(__file__).resolve().parent / "trace"
-OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
+OPERATOR_TOKEN = process_secrets().operator_token
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
 def project_file(path: str) -> str | None:
@@ -88,7 +89,7 @@ def run(trainer: str, out: Path) -> dict[str, Any]:
     try:
         market = httpx.Client(base_url=stack.url("market"), timeout=60)
         orch = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
-        agents = register_population(market, DEMO_TYPES, DEV_OPERATOR_TOKEN, deposit="1000")
+        agents = register_population(market, DEMO_TYPES, OPERATOR_TOKEN, deposit="1000")
         utility = PowerUtility.model_validate(DEMO_UTILITY)
         _window(traces, "round", "start")
         round_id = orch.post("/v1/rounds").json()["round_id"]
