@@ -75,6 +75,8 @@ class Round(Base):
     )
     subsidy_budget_micros: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     """The round's own subsidy budget (POST /v1/rounds); None: MOTS_ROUND_SUBSIDY_BUDGET."""
+    collect_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """The round's own collection window (POST /v1/rounds); None: MOTS_COLLECT_TIMEOUT_S."""
 
 
 class Transition(Base):

@@ -50,11 +50,18 @@ TRANSITION_EXAMPLE: dict[str, Any] = {
 """Realistic instances (the demo's round 3) for the OpenAPI examples."""
 
 
+MIN_COLLECT_S = 1.0
+"""Shortest collection window a round may be given (a client needs a moment to answer)."""
+MAX_COLLECT_S = 86_400.0
+"""Longest collection window a round may be given (a day: one round at a time blocks the next)."""
+
+
 class RoundStart(BaseModel):
     """Options of a new round (the body of ``POST /v1/rounds`` is optional)."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"subsidy_budget": "50.000000"}]}
+        extra="forbid",
+        json_schema_extra={"examples": [{"subsidy_budget": "50.000000", "collect_seconds": 120}]},
     )
 
     subsidy_budget: Money | None = Field(
@@ -63,6 +70,14 @@ class RoundStart(BaseModel):
         le=MAX_AMOUNT,
         description="most the platform subsidises this round (currency units); payouts beyond it"
         " are scaled down at settlement. Omitted: MOTS_ROUND_SUBSIDY_BUDGET",
+    )
+    collect_seconds: float | None = Field(
+        None,
+        ge=MIN_COLLECT_S,
+        le=MAX_COLLECT_S,
+        allow_inf_nan=False,
+        description=f"how long the round takes decisions, {MIN_COLLECT_S:g} to {MAX_COLLECT_S:g} s;"
+        " the silent then abstain. Omitted: MOTS_COLLECT_TIMEOUT_S",
     )
 
 

@@ -72,6 +72,8 @@ class RoundRecord:
     deadlines: Deadlines | None = None
     subsidy_budget_micros: int | None = None
     """The round's own subsidy budget in micro-units (None: the settings' budget)."""
+    collect_seconds: float | None = None
+    """The round's own collection window in seconds (None: MOTS_COLLECT_TIMEOUT_S)."""
     artifact_expired_at: datetime | None = None
     """When retention removed the round's model artifact (None: it is kept)."""
 
@@ -243,8 +245,11 @@ class RoundServices(Protocol):
 class RoundStore(Protocol):
     """Where rounds persist; every move is a compare-and-set on the round's state."""
 
-    def create(self, subsidy_budget_micros: int | None = None) -> int:
-        """A new round in ``open`` (with its own subsidy budget, if given); raises
+    def create(
+        self, subsidy_budget_micros: int | None = None, collect_seconds: float | None = None
+    ) -> int:
+        """A new round in ``open`` (with its own subsidy budget and collection window, if
+        given); raises
         :class:`RoundInFlight` while another is unfinished."""
 
     def load(self, round_id: int) -> RoundRecord | None:

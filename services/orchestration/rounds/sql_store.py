@@ -68,14 +68,20 @@ class SqlRoundStore:
         self.sessions = sessions
 
     @database
-    def create(self, subsidy_budget_micros: int | None = None) -> int:
-        """Insert a new round in ``open`` (with its own subsidy budget, if given); refuse while
-        another round is in flight."""
+    def create(
+        self, subsidy_budget_micros: int | None = None, collect_seconds: float | None = None
+    ) -> int:
+        """Insert a new round in ``open`` (with its own subsidy budget and collection window, if
+        given); refuse while another round is in flight."""
         with self.sessions() as session, session.begin():
             busy = session.scalars(select(Round).where(_UNFINISHED).with_for_update()).first()
             if busy is not None:
                 raise RoundInFlight(f"round {busy.id} is still {busy.state}; one round at a time")
-            rnd = Round(state=RoundState.OPEN.value, subsidy_budget_micros=subsidy_budget_micros)
+            rnd = Round(
+                state=RoundState.OPEN.value,
+                subsidy_budget_micros=subsidy_budget_micros,
+                collect_seconds=collect_seconds,
+            )
             session.add(rnd)
             session.flush()
             return rnd.id

@@ -117,7 +117,8 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         )
     )
     names = quote.type_names
-    deadline = ports.clock() + ports.settings.collect_timeout_s
+    window = rnd.collect_seconds or ports.settings.collect_timeout_s
+    deadline = ports.clock() + window
     ports.services.open(
         OpenRoundPayload(
             round_id=rnd.id,

@@ -35,16 +35,24 @@ def rounds() -> None:
     callback=decimal_amount,
     help="most the platform subsidises this round (default: MOTS_ROUND_SUBSIDY_BUDGET)",
 )
+@click.option(
+    "--collect-seconds",
+    type=float,
+    help="how long the round takes decisions, 1 to 86400 s; the silent then abstain "
+    "(default: MOTS_COLLECT_TIMEOUT_S, 60 s)",
+)
 @connection
-def open_round(session: Session, subsidy_budget: Decimal | None) -> None:
+def open_round(
+    session: Session, subsidy_budget: Decimal | None, collect_seconds: float | None
+) -> None:
     """(operator) Open a market round; clients then see its quote and declare.
 
     \b
     Example:
-      mots rounds open --subsidy-budget 5 --workdir /tmp/mots
+      mots rounds open --subsidy-budget 5 --collect-seconds 120 --workdir /tmp/mots
     """
     with session.rounds(operator=True) as r:
-        out = r.open_round(subsidy_budget)
+        out = r.open_round(subsidy_budget, collect_seconds)
     session.emit(out, f"round {out.round_id} opened ({out.state.value})")
 
 

@@ -103,6 +103,11 @@ class RoundOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     subsidy_budget: Money | None = Field(None, description="most this round may subsidise")
+    collect_seconds: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="how long the round takes decisions (the service bounds it)",
+    )
 
 
 _LIST: TypeAdapter[list[RoundView]] = TypeAdapter(list[RoundView])
@@ -140,12 +145,20 @@ class RoundsClient:
             ) from exc
         return None if r is None else r.content
 
-    def open_round(self, subsidy_budget: Decimal | None = None) -> RoundOpened:
+    def open_round(
+        self, subsidy_budget: Decimal | None = None, collect_seconds: float | None = None
+    ) -> RoundOpened:
         """``POST /v1/rounds`` (operator): open a market round (409 while another is in flight),
-        with its own cap on the subsidy (else the platform's ``MOTS_ROUND_SUBSIDY_BUDGET``).
+        with its own cap on the subsidy (else the platform's ``MOTS_ROUND_SUBSIDY_BUDGET``) and
+        its own collection window in seconds (else ``MOTS_COLLECT_TIMEOUT_S``; the service
+        refuses one outside its bounds, 422 naming ``body.collect_seconds``).
 
         Not retried: a lost answer may have opened it; :meth:`rounds` shows the newest."""
-        body = None if subsidy_budget is None else RoundOptions(subsidy_budget=subsidy_budget)
+        body = (
+            None
+            if subsidy_budget is None and collect_seconds is None
+            else RoundOptions(subsidy_budget=subsidy_budget, collect_seconds=collect_seconds)
+        )
         content = self._get("POST", "/v1/rounds", body=body, retry=False)
         return self._parse(RoundOpened, content, "POST", "/v1/rounds")
 

@@ -64,11 +64,12 @@ def _transition(t: Transition) -> TransitionOut:
     responses={409: {"description": "another round is in flight"}},
 )
 def start_round(request: Request, body: RoundStart | None = None) -> RoundStarted:
-    """Open a new market round, optionally with its own subsidy budget (409 while another is in
-    flight)."""
+    """Open a new market round, optionally with its own subsidy budget and collection window
+    (409 while another is in flight)."""
     budget = None if body is None or body.subsidy_budget is None else body.subsidy_budget
+    window = None if body is None else body.collect_seconds
     try:
-        round_id = _store(request).create(None if budget is None else to_micros(budget))
+        round_id = _store(request).create(None if budget is None else to_micros(budget), window)
     except RoundInFlight as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
     advance = AdvanceRequest(round_id=round_id, state=RoundState.OPEN)

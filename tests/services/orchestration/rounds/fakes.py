@@ -217,14 +217,21 @@ class MemoryStore:
         self.transitions: list[tuple[int, RoundState, RoundState, float, str]] = []
         self.progress_fails = False
 
-    def create(self, subsidy_budget_micros: int | None = None) -> int:
+    def create(
+        self, subsidy_budget_micros: int | None = None, collect_seconds: float | None = None
+    ) -> int:
         for rnd in self.rounds.values():
             if rnd.state not in TERMINAL_STATES:
                 raise RoundInFlight(f"round {rnd.id} is still {rnd.state}; one round at a time")
         round_id = len(self.rounds) + 1
         now = self.clock.datetime()
         self.rounds[round_id] = RoundRecord(
-            round_id, RoundState.OPEN, now, now, subsidy_budget_micros=subsidy_budget_micros
+            round_id,
+            RoundState.OPEN,
+            now,
+            now,
+            subsidy_budget_micros=subsidy_budget_micros,
+            collect_seconds=collect_seconds,
         )
         return round_id
 
@@ -366,9 +373,11 @@ class Rig:
     machine: RoundMachine
     missing_artifacts: set[str] = dataclasses.field(default_factory=set)
 
-    def start(self, subsidy_budget_micros: int | None = None) -> int:
+    def start(
+        self, subsidy_budget_micros: int | None = None, collect_seconds: float | None = None
+    ) -> int:
         """Create a round and enqueue its first step, as ``POST /v1/rounds`` does."""
-        round_id = self.store.create(subsidy_budget_micros)
+        round_id = self.store.create(subsidy_budget_micros, collect_seconds)
         self.queue.append((round_id, RoundState.OPEN, 0.0))
         return round_id
 

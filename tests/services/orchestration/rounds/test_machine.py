@@ -116,6 +116,24 @@ def test_collection_waits_for_the_silent_until_the_deadline_then_they_abstain() 
     assert rnd is not None and rnd.state == S.PUBLISHED
 
 
+def test_a_round_s_own_collection_window_sets_its_deadline() -> None:
+    """A round opened with collect_seconds = 3 (the settings say 30): the market's collection
+    deadline and the round's collecting deadline are 3 s after it opened, and the silent abstain
+    after about 3 s of polls, not 30."""
+    r = rig(collect_timeout_s=30.0, poll_interval_s=1.0)
+    r.services.declared = 3
+    opened = r.clock.now
+    round_id = r.start(collect_seconds=3.0)
+    r.run()
+    (payload, *_) = r.services.opened
+    assert payload.collect_deadline is not None
+    assert payload.collect_deadline.timestamp() == pytest.approx(opened + 3.0, abs=0.5)
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.state == S.PUBLISHED and rnd.collect_seconds == 3.0
+    assert (rnd.deadlines or {})["collecting"] == pytest.approx(opened + 3.0, abs=0.5)
+    assert 2 <= r.services.calls.count("progress") <= 4
+
+
 def test_no_participant_settles_by_rule_and_refunds_every_buyer() -> None:
     """Nobody joins: no model, no training; the round fails and every buyer is refunded."""
     r = rig()

@@ -172,6 +172,30 @@ def test_a_round_may_have_its_own_subsidy_budget(api: tuple[TestClient, SqlRound
     assert r.status_code == 401
 
 
+def test_a_round_may_have_its_own_collection_window(
+    api: tuple[TestClient, SqlRoundStore],
+) -> None:
+    """POST /v1/rounds {"collect_seconds": 120} stores it; outside [1, 86400] (or not a number)
+    a 422 names body.collect_seconds and the bound, and opens nothing."""
+    client, store = api
+    operator = {"Authorization": "Bearer dev-operator-token"}
+    for bad, bound in (
+        (0.5, "greater than or equal to 1"),
+        (86_401, "less than or equal to 86400"),
+    ):
+        r = client.post("/v1/rounds", json={"collect_seconds": bad}, headers=operator)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert detail.startswith("body.collect_seconds: ") and bound in detail, detail
+    r = client.post("/v1/rounds", json={"collect_seconds": "soon"}, headers=operator)
+    assert r.status_code == 422 and "body.collect_seconds" in r.json()["detail"], r.text
+    assert store.latest(10) == []
+    r = client.post("/v1/rounds", json={"collect_seconds": 120}, headers=operator)
+    assert r.status_code == 202, r.text
+    rnd = store.load(r.json()["round_id"])
+    assert rnd is not None and rnd.collect_seconds == 120.0
+
+
 def test_a_round_is_for_the_operator_and_its_clients(
     api: tuple[TestClient, SqlRoundStore],
 ) -> None:
