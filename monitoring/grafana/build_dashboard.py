@@ -15,6 +15,7 @@ person wants "lately" rather than "since the process started". Round-level figur
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,70 @@ OUTPUTS = (
     ROOT / "monitoring/grafana/dashboards/mots.json",
     ROOT / "k8s/base/grafana/dashboards/mots.json",
 )
-DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+"""Every panel reads the dashboard's ``datasource`` variable, never a fixed uid: imported into any
+Grafana (its ``__inputs`` asks for a Prometheus) or provisioned, the panels follow the choice."""
+JOB_MATCHER = 'job=~"$job"'
+"""Every series selector is narrowed to the ``job`` variable (All: every scraped process)."""
+_SELECTOR = re.compile(r"\b(mots_[a-z0-9_]+)(\{)?")
+
+
+def scoped(expr: str) -> str:
+    """``expr`` with :data:`JOB_MATCHER` in each of its ``mots_*`` series selectors."""
+
+    def one(m: re.Match[str]) -> str:
+        return f"{m.group(1)}{{{JOB_MATCHER}" + ("," if m.group(2) else "}")
+
+    return _SELECTOR.sub(one, expr)
+
+
+def templating() -> dict[str, Any]:
+    """The dashboard's variables: the Prometheus data source, and the scrape jobs to show."""
+    return {
+        "list": [
+            {
+                "name": "datasource",
+                "label": "Prometheus",
+                "type": "datasource",
+                "query": "prometheus",
+                "current": {"text": "${DS_PROMETHEUS}", "value": "${DS_PROMETHEUS}"},
+                "hide": 0,
+                "refresh": 1,
+                "regex": "",
+                "options": [],
+            },
+            {
+                "name": "job",
+                "label": "Process (job)",
+                "type": "query",
+                "datasource": DATASOURCE,
+                "query": {"query": "label_values(up, job)", "refId": "jobs"},
+                "definition": "label_values(up, job)",
+                "refresh": 2,
+                "multi": True,
+                "includeAll": True,
+                "allValue": ".*",
+                "current": {"text": ["All"], "value": ["$__all"]},
+                "sort": 1,
+                "hide": 0,
+                "options": [],
+            },
+        ]
+    }
+
+
+INPUTS = [
+    {
+        "name": "DS_PROMETHEUS",
+        "label": "Prometheus",
+        "description": "the Prometheus that scrapes the MoTS services",
+        "type": "datasource",
+        "pluginId": "prometheus",
+        "pluginName": "Prometheus",
+    }
+]
+"""What Grafana's import dialog asks for: the Prometheus data source (it fills ``${DS_PROMETHEUS}``,
+the ``datasource`` variable's initial choice; provisioned, the variable takes the default one)."""
 ROUND_WINDOW = "1h"
 """The window of round-level figures: rounds last seconds to minutes, so an hour holds several."""
 RATE_WINDOW = "5m"
@@ -130,7 +194,7 @@ def market_panels() -> list[Panel]:
             "currencyUSD",
             "Σ balances per account category, read from the market's ledger at each scrape "
             "(Σ over all categories is 0).",
-            (_t("mots_ledger_total", "{{account}}"),),
+            (_t("mots_ledger_balance", "{{account}}"),),
             kind="bargauge",
         ),
         Panel(
@@ -442,7 +506,7 @@ def _panel_json(p: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
         "targets": [
             {
                 "refId": chr(ord("A") + i),
-                "expr": t.expr,
+                "expr": scoped(t.expr),
                 "legendFormat": t.legend,
                 "datasource": DATASOURCE,
             }
@@ -474,6 +538,10 @@ def build() -> dict[str, Any]:
             pid, x, row_h = pid + 1, x + p.width, max(row_h, p.height)
         y += row_h
     return {
+        "__inputs": INPUTS,
+        "__requires": [
+            {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"}
+        ],
         "uid": "mots-platform",
         "title": "MoTS platform",
         "description": "Market rounds priced by SWAN: welfare, price, rewards, states per type, "
@@ -485,7 +553,7 @@ def build() -> dict[str, Any]:
         "version": 1,
         "refresh": "10s",
         "time": {"from": "now-1h", "to": "now"},
-        "templating": {"list": []},
+        "templating": templating(),
         "annotations": {"list": []},
         "panels": panels,
     }

@@ -306,7 +306,7 @@ def check(session: Session) -> LedgerCheck:
 
 
 def totals_by_category(session: Session) -> dict[str, int]:
-    """Σ balances per account category, for the ``mots_ledger_total`` gauge."""
+    """Σ balances per account category, for the ``mots_ledger_balance`` gauge."""
     rows = session.execute(
         select(Account.category, func.sum(Account.balance_micros)).group_by(Account.category)
     ).all()

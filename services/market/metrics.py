@@ -1,4 +1,4 @@
-"""The market's ledger gauge: ``mots_ledger_total{account=…}``, Σ balances per account category.
+"""The market's ledger gauge: ``mots_ledger_balance{account=…}``, Σ balances per account category.
 
 A scrape reads cached totals, never the ledger: a background thread refreshes them every
 :data:`REFRESH_S` seconds (one query, whatever the scrape rate), so scraping cannot load the
@@ -44,7 +44,7 @@ class LedgerCollector(Collector):
             with factory() as session:
                 totals = ledger.totals_by_category(session)
         except Exception:  # the gauge keeps its last values; the next refresh tries again
-            log.warning("mots_ledger_total: the ledger could not be read", exc_info=True)
+            log.warning("mots_ledger_balance: the ledger could not be read", exc_info=True)
             return
         for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
             totals.setdefault(category, 0)
@@ -57,7 +57,7 @@ class LedgerCollector(Collector):
         if totals is None:
             return
         family = GaugeMetricFamily(
-            "mots_ledger_total",
+            "mots_ledger_balance",
             "Sum of ledger balances by account category, in currency units (Σ over all is 0).",
             labels=["account"],
         )
@@ -77,7 +77,7 @@ def _refresh_forever(collector: LedgerCollector) -> None:
 
 
 def watch_ledger(factory: sessionmaker[Session]) -> LedgerCollector:
-    """Export ``mots_ledger_total`` from this database: read once now, then every
+    """Export ``mots_ledger_balance`` from this database: read once now, then every
     :data:`REFRESH_S` seconds by one daemon thread (one collector per process, registered once)."""
     global _collector
     with _lock:

@@ -28,7 +28,11 @@ DASHBOARD = Path(__file__).parents[2] / "monitoring" / "grafana" / "dashboards" 
 
 def _queries() -> list[tuple[str, str]]:
     dash = json.loads(DASHBOARD.read_text())
-    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
+    return [
+        (p["title"], t["expr"].replace("$job", ".*"))  # the job variable at "All"
+        for p in dash["panels"]
+        for t in p.get("targets", [])
+    ]
 
 
 def test_dashboard_has_a_panel_per_required_metric() -> None:
@@ -43,7 +47,7 @@ def test_dashboard_has_a_panel_per_required_metric() -> None:
         "mots_participants",
         "mots_buyers",
         "mots_generalization_error",
-        "mots_ledger_total",
+        "mots_ledger_balance",
         "mots_http_requests_total",
         "mots_http_request_duration_seconds",
     ):

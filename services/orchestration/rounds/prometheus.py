@@ -14,6 +14,9 @@ def declare() -> None:
     for lazy in ("ROUND_DURATION", "ROUND_WAITING", "ROUND_PLATFORM"):
         getattr(metrics, lazy)  # creates the lazy histogram
     for state in RoundState:
+        if state not in TERMINAL_STATES:  # states a step runs in, retried or re-driven
+            metrics.ROUND_STEP_RETRIES.labels(state.value)
+            metrics.ROUNDS_REDRIVEN.labels(state.value)
         if state not in TERMINAL_STATES and state != RoundState.FAILED:  # states a round leaves
             metrics.ROUND_PHASE_DURATION.labels(state.value)
     for state in TERMINAL_STATES:

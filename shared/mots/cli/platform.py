@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from mots.cli import platform_ops
 from mots.client.config import DEFAULT_WORKDIR, ENDPOINTS_FILE
 
 PIDS_FILE = "pids.json"
@@ -77,12 +78,14 @@ def demo(out_dir: Path, n_nodes: int, trainer: str, train_rounds: int) -> None:
 
 @click.group("platform")
 def platform() -> None:
-    """Run the four services locally (foreground) and stop them from anywhere.
+    """Run the four services locally (foreground or --detach), see them, stop them.
 
     \b
     Example:
-      mots platform up --workdir /tmp/mots     # prints every URL and the operator token
-      mots platform down --workdir /tmp/mots   # from any folder
+      mots platform up --detach --workdir /tmp/mots  # prints every URL, returns
+      mots platform status --workdir /tmp/mots
+      mots platform logs market --workdir /tmp/mots
+      mots platform down --workdir /tmp/mots         # from any folder
     """
 
 
@@ -105,8 +108,23 @@ WORKDIR_OPTION = click.option(
     help="any free ports instead of the fixed ones monitoring/prometheus.yml scrapes, the local"
     " SuperLink's included (several platforms on one machine)",
 )
-def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
-    """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all.
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="start in the background and return once every service answers (its output in "
+    "WORKDIR/logs/platform.log); `mots platform down` stops it",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(10, 1800),
+    default=300,
+    show_default=True,
+    help="with --detach: seconds to wait for the platform to answer",
+)
+def up(workdir: Path, prometheus: bool, free_ports: bool, detach: bool, timeout_s: float) -> None:
+    """Start Redis (if needed), the four services and Prometheus; Ctrl-C stops them all
+    (with --detach they run in the background until `mots platform down`).
 
     Prints every service's URL and Prometheus's, and writes them with the operator token to
     WORKDIR/endpoints.json (mode 600), which `mots market` and `mots rounds` read by default.
@@ -116,9 +134,23 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
 
     \b
     Example:
-      mots platform up --workdir /tmp/mots &
-      mots market quote --workdir /tmp/mots --token TOKEN
+      mots platform up --detach --free-ports --workdir /tmp/mots
+      mots market config --workdir /tmp/mots
     """
+    if detach:
+        workdir = workdir.resolve()
+        if _alive(workdir):
+            raise click.ClickException(
+                f"{workdir / PIDS_FILE}: a platform is already running there "
+                f"(`mots platform down --workdir {workdir}` stops it)"
+            )
+        platform_ops.detach(workdir, prometheus, free_ports, timeout_s)
+        return
+    _foreground(workdir, prometheus, free_ports)
+
+
+def _foreground(workdir: Path, prometheus: bool, free_ports: bool) -> None:
+    """`mots platform up` in this process: start everything, wait, stop everything."""
     from mots.local.demo import start_redis
     from mots.local.keys import SECRETS_FILE, workdir_secrets
     from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm
@@ -151,6 +183,9 @@ def up(workdir: Path, prometheus: bool, free_ports: bool) -> None:
         pids = [p.popen.pid for p in stack.processes] + ([redis_proc.pid] if redis_proc else [])
         metrics = {job: f"http://{t}/metrics" for job, t in stack.scrape_targets().items()}
         endpoints = {**urls, "operator_token": keys.operator_token, "metrics": metrics}
+        if urls["prometheus"] is not None:
+            provisioning = platform_ops.write_grafana_provisioning(workdir, urls["prometheus"])
+            endpoints["grafana_provisioning"] = str(provisioning)
         _write_json(workdir / PIDS_FILE, {"pid": os.getpid(), "pids": pids, "urls": urls})
         _write_json(workdir / ENDPOINTS_FILE, endpoints)
         for name, url in urls.items():
@@ -217,6 +252,45 @@ def down(workdir: Path, timeout_s: float) -> None:
         pidfile.unlink(missing_ok=True)
         (workdir.resolve() / ENDPOINTS_FILE).unlink(missing_ok=True)
     click.echo(f"stopped the platform of {workdir.resolve()}")
+
+
+@platform.command("status")
+@WORKDIR_OPTION
+@click.option("--json", "as_json", is_flag=True, help="one JSON object instead of the table")
+def status(workdir: Path, as_json: bool) -> None:
+    """Whether WORKDIR's platform runs, and each service's and metrics endpoint's answer.
+
+    Exit status: 0 every process answers, 1 some do not, 3 no platform runs there.
+
+    \b
+    Example:
+      mots platform status --workdir /tmp/mots --json
+    """
+    workdir = workdir.resolve()
+    platform_ops.status(workdir, _alive(workdir), as_json)
+
+
+@platform.command("logs")
+@WORKDIR_OPTION
+@click.argument("name", required=False)
+@click.option(
+    "-n", "--lines", type=click.IntRange(0, 100_000), default=20, show_default=True,
+    help="lines from the end of each log",
+)  # fmt: skip
+@click.option("-f", "--follow", is_flag=True, help="then print what the logs gain (Ctrl-C ends)")
+def logs(workdir: Path, name: str | None, lines: int, follow: bool) -> None:
+    """The end of each process's log (WORKDIR/logs), or of NAME's (market: its API and worker;
+    platform: `up --detach`'s own output).
+
+    \b
+    Example:
+      mots platform logs market-worker -n 50 --workdir /tmp/mots
+    """
+    files = platform_ops.log_files(workdir.resolve(), name)
+    if not files:
+        click.echo(f"no logs in {workdir.resolve() / 'logs'}")
+        return
+    platform_ops.show_logs(files, lines, follow)
 
 
 def _signal(pid: int, sig: int, *, group: bool = False) -> bool:

@@ -219,6 +219,18 @@ class HttpMetricsMiddleware:
             )
 
 
+def declare_routes(app: Any, service: str) -> None:
+    """Export every route's request counter (at its success status) and latency histogram at 0
+    before its first request, so that ``rate()`` counts that request too."""
+    from fastapi.routing import APIRoute
+
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.include_in_schema:
+            for method in sorted(route.methods or ()):
+                HTTP_REQUESTS.labels(service, method, route.path, str(route.status_code or 200))
+                HTTP_DURATION.labels(service, method, route.path)
+
+
 def install_http_metrics(app: object, service: str, route: bool = True) -> None:
     """Add request counting and timing middleware to a FastAPI app and, with ``route``, a
     ``/metrics`` route on its own port (without: the registry is served on MOTS_METRICS_PORT)."""
@@ -226,6 +238,7 @@ def install_http_metrics(app: object, service: str, route: bool = True) -> None:
 
     assert isinstance(app, FastAPI)
     app.add_middleware(HttpMetricsMiddleware, service=service)
+    declare_routes(app, service)
     if not route:
         return
 

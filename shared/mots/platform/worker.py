@@ -12,8 +12,19 @@ from typing import Any
 from celery import Celery, signals
 
 from mots.platform.celery_app import make_celery
-from mots.platform.metrics import serve_worker_metrics
+from mots.platform.metrics import TASKS, serve_worker_metrics
 from mots.platform.settings import PlatformSettings
+
+
+def declare_tasks(app: Celery) -> None:
+    """Export ``mots_tasks_total`` at 0 for each task this worker runs, both outcomes, before
+    its first run (``rate()`` cannot count the run that would create the series)."""
+    from mots.platform.contracts import ALL_TASKS
+
+    for spec in ALL_TASKS:
+        if spec.name in app.tasks:
+            for outcome in ("ok", "error"):
+                TASKS.labels(spec.queue, spec.verb, outcome)
 
 
 def service_worker(
@@ -36,6 +47,7 @@ def service_worker(
     def ready(**_: Any) -> None:
         if migrate is not None:
             migrate()
+        declare_tasks(app)
         serve_worker_metrics(settings.metrics_port, settings.metrics_host)
         if on_ready is not None:
             on_ready()

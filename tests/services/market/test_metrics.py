@@ -22,5 +22,5 @@ def test_scrapes_read_the_cache_not_the_ledger(market: TestClient, register, fun
     refreshes = (time.monotonic() - start) / metrics.REFRESH_S + 1  # the background thread's
     assert collector.reads - reads <= refreshes
     collector.refresh()
-    assert REGISTRY.get_sample_value("mots_ledger_total", {"account": "wallets"}) == 7.0
+    assert REGISTRY.get_sample_value("mots_ledger_balance", {"account": "wallets"}) == 7.0
     assert metrics.REFRESH_S <= 5
