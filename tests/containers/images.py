@@ -4,8 +4,12 @@ cannot drift), on the local base (tests/containers/base.py) for linux/amd64 or l
 
 What differs from a `docker buildx bake` on a connected machine is passed in, never written into
 the Dockerfiles: PYTHON_IMAGE (the local base), this machine's CA bundle as the build secret
-`pip-ca`, and for amd64 this machine's CPU torch wheel in docker/wheelhouse/ (PyTorch's CPU index
-is unreachable here) with TORCH_VERSION set to that wheel's version.
+`pip-ca`, and wheels in docker/wheelhouse/ (the Dockerfiles' optional find-links folder): for amd64
+this machine's CPU torch wheel (PyTorch's CPU index is unreachable here) with TORCH_VERSION set to
+that wheel's version; for arm64 every pin of docker/constraints.txt and the Dockerfile's default
+torch as aarch64 wheels, downloaded natively on the host (`pip download --platform`), so that pip
+under QEMU only resolves and unpacks (without them its pip step timed out under QEMU). pip takes a find-links
+wheel over the index's same file, so the image holds the same packages either way.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +31,11 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 WHEEL_DIRS = (*os.environ.get("PIP_FIND_LINKS", "").split(), "/opt/wheels")
 PREFIX = "localhost/mots"
 TORCH_IMAGES = ("orchestration", "evaluation", "superlink", "edge")
+CONSTRAINTS = ROOT / "docker" / "constraints.txt"
+# The aarch64 wheels' platform tags pip may take for CPython 3.11 on Debian bookworm (glibc 2.36).
+AARCH64_TAGS = ("manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux_2_26_aarch64",
+                "manylinux_2_24_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64",
+                "linux_aarch64")  # fmt: skip
 
 
 def image_ref(name: str, arch: str = "amd64") -> str:
@@ -46,10 +57,40 @@ def local_torch_wheel() -> Path:
     raise FileNotFoundError(f"no CPU torch wheel for cp311 x86_64 in {WHEEL_DIRS}")
 
 
+def dockerfile_default(name: str, arg: str) -> str:
+    """The default of `ARG arg=...` in the image's Dockerfile (what a real build gets)."""
+    match = re.search(rf"^ARG {arg}=(\S+)$", dockerfile_of(name).read_text(), re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{dockerfile_of(name)} has no default for ARG {arg}")
+    return match.group(1)
+
+
+def aarch64_wheelhouse(name: str) -> list[str]:
+    """Download (natively, on the host) every pin of docker/constraints.txt and the Dockerfile's
+    default torch as CPython 3.11 aarch64 wheels into docker/wheelhouse; return their names.
+    `--no-deps`: the pins are the closure already, and pip would otherwise follow torch's CUDA
+    requirements, which are marked x86_64-only but read with this host's markers."""
+    pins = [line.split("#")[0].strip() for line in CONSTRAINTS.read_text().splitlines()]
+    pins = [p for p in pins if p] + [f"torch=={dockerfile_default(name, 'TORCH_VERSION')}"]
+    WHEELHOUSE.mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+           "--python-version", "3.11", "--implementation", "cp", "--dest", str(WHEELHOUSE)]  # fmt: skip
+    for tag in AARCH64_TAGS:
+        cmd += ["--platform", tag]
+    # --isolated: this host's pip configuration (its x86_64 find-links and local indexes) is not
+    # for aarch64; its CA bundle is passed on, as the builds' `pip-ca` secret.
+    cmd += ["--isolated", *(["--cert", str(CA_BUNDLE)] if CA_BUNDLE.exists() else [])]
+    subprocess.run([*cmd, *pins], check=True, timeout=1800)
+    return sorted(p.name for p in WHEELHOUSE.glob("*aarch64*.whl"))
+
+
 def local_overrides(name: str, arch: str) -> dict[str, str]:
-    """What this machine must pass beyond the bake args: the base, and for amd64 torch images the
-    local CPU wheel's version (put in docker/wheelhouse) with PyPI as the 'CPU index'."""
+    """What this machine must pass beyond the bake args: the base; for amd64 torch images the
+    local CPU wheel's version (put in docker/wheelhouse) with PyPI as the 'CPU index'; for arm64
+    the aarch64 wheelhouse (no arg: the Dockerfile's defaults stand)."""
     out = {"PYTHON_IMAGE": ensure_base(arch)}
+    if arch == "arm64":
+        aarch64_wheelhouse(name)
     if arch == "amd64" and name in TORCH_IMAGES:
         wheel = local_torch_wheel()
         WHEELHOUSE.mkdir(exist_ok=True)
