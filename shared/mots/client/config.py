@@ -155,6 +155,17 @@ def read_endpoints(workdir: Path) -> dict[str, Any]:
     return data
 
 
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be requested (a bad port, a broken IPv6 host, no host), or None."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        return str(exc)
+    return None if parsed.host else "it names no host"
+
+
 def resolve(
     flags: Mapping[str, str | None],
     *,
@@ -204,6 +215,8 @@ def resolve(
             raise ConfigError(
                 f"{key}: must start with http:// or https:// (got {url!r} from {sources[key]})"
             )
+        if url and (why := _url_problem(url)) is not None:
+            raise ConfigError(f"{key}: not a usable URL: {why} (got {url!r} from {sources[key]})")
     found = folder.expanduser().resolve() if endpoints else None
     return ClientConfig(sources=sources, workdir=found, role=role, profile=name, **values)
 

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mots.client.config import ConfigError, resolve, save_profile
 
@@ -131,3 +133,25 @@ def test_a_client_profile_never_reads_the_operator_token(tmp_path: Path) -> None
     bad = _profiles(tmp_path, '[profiles.x]\nrole = "admin"\n')
     with pytest.raises(ConfigError, match=r"profiles\.x\.role: must be one of client, operator"):
         resolve({}, profile="x", env=bad)
+
+
+@given(
+    st.lists(
+        st.sampled_from([*"ab1:/[]@%?#. -_\\x\u00e9", "http://", "https://", "::", "99999"]),
+        max_size=12,
+    ).map(lambda parts: "http://" + "".join(parts))
+)
+@settings(max_examples=120, deadline=None)
+def test_any_url_is_refused_as_a_setting_or_usable(url: str) -> None:
+    """Whatever URL a user gives (broken IPv6 host, bad port, no host, blanks): a ConfigError that
+    names the setting (the CLI's one-line usage error), or a URL httpx can build a request on:
+    never an exception from inside httpx (issue 26: a 34-line traceback)."""
+    import httpx
+
+    try:
+        c = resolve({"market_url": url}, env={"MOTS_PROFILES": "/nonexistent/profiles.toml"})
+    except ConfigError as exc:
+        assert str(exc).startswith("market_url: ")
+        return
+    assert c.market_url is not None
+    httpx.Client(base_url=c.market_url).build_request("GET", "/v1/me")
