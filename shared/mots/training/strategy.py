@@ -241,7 +241,7 @@ class VerifyingFedAvg(FedAvg):
         super().__init__(
             fraction_train=setup.cfg.fraction_train,
             fraction_evaluate=0.0,
-            min_train_nodes=1,
+            min_train_nodes=setup.cfg.min_train_clients,
             min_available_nodes=1,
         )
         self.setup = setup
