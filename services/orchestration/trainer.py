@@ -137,6 +137,7 @@ class Trainer:
             superlink_port=superlink_port(self.settings.superlink_port, len(node_types)),
             workdir=Path(self.settings.federation_dir),
             policy=policy,
+            fork=True,  # one host runs every node: import Flower and torch once, fork the nodes
         )
         fed.start()
         self._federation, self._node_types = fed, node_types

@@ -119,6 +119,7 @@ class LocalFederation(ProcessSupervisor):
         policy: VerificationPolicy | None = None,
         trainer_argv: Mapping[int, Sequence[str]] | None = None,
         layout: str = "warm",
+        fork: bool = False,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -153,6 +154,10 @@ class LocalFederation(ProcessSupervisor):
         )
         self.trainer = trainer
         self.layout = layout
+        self.fork = fork and layout == "warm"
+        """Warm nodes forked from one template that imported Flower and torch once
+        (:mod:`mots.training.warm_fork`): a host running many nodes starts them in seconds."""
+        self._fork_socket: Path | None = None
         self.warm_options: list[str] = []
         """Extra options of :mod:`mots.training.warm_node` (e.g. ``--fleet-pull-interval``)."""
         self.secure = secure
@@ -294,9 +299,13 @@ class LocalFederation(ProcessSupervisor):
             )
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         try:
+            if self.fork:
+                self._start_template()
             self._start_superlink()
             if self.secure:
                 self._register_nodes()
+            if self._fork_socket is not None:
+                self._wait(self._template_ready, "the warm nodes' template", watch=["template"])
             for n in range(self.n_nodes):
                 if self.has_trainer(n):
                     self._start_trainer(n)
@@ -318,6 +327,20 @@ class LocalFederation(ProcessSupervisor):
             self.stop()
             raise
         return self
+
+    def _start_template(self) -> None:
+        """The process that imports a warm node's modules once and forks every node."""
+        from mots.training.warm_fork import socket_path
+
+        self._fork_socket = socket_path()
+        argv = [sys.executable, "-m", "mots.training.warm_fork", "--socket", str(self._fork_socket)]
+        self._spawn("template", "template", argv, self.workdir / "template-home")
+
+    def _template_ready(self) -> bool:
+        from mots.training.warm_fork import READY_LINE
+
+        log = self.workdir / "logs" / "template.log"
+        return log.exists() and READY_LINE in log.read_text(errors="replace")
 
     def _start_superlink(self) -> None:
         """The SuperLink (TLS and node authentication when secure); waits until it listens."""
@@ -369,8 +392,13 @@ class LocalFederation(ProcessSupervisor):
     ) -> ProcessInfo:
         """Start a SuperNode against this SuperLink's Fleet API (TLS verified by the CA and,
         with ``private_key``, signing as that key). Tests start extra (attacking) nodes with it."""
+        warm = (
+            ["mots.training.warm_node"]
+            if self._fork_socket is None
+            else ["mots.training.warm_fork", "--socket", str(self._fork_socket), "--node"]
+        )
         command = (
-            [sys.executable, "-m", "mots.training.warm_node", *self.warm_options]
+            [sys.executable, "-m", *warm, *self.warm_options]
             if self.layout == "warm"
             else [str(bin_dir() / "flower-supernode")]
         )
@@ -492,6 +520,9 @@ class LocalFederation(ProcessSupervisor):
         sockets and, when nothing survived, the state file; return survivors."""
         survivors = super().stop(timeout)
         shutil.rmtree(self._socket_path(0).parent, ignore_errors=True)
+        if self._fork_socket is not None and not survivors:
+            shutil.rmtree(self._fork_socket.parent, ignore_errors=True)
+            self._fork_socket = None
         if not survivors:
             with contextlib.suppress(FileNotFoundError):
                 (self.workdir / STATE_FILE).unlink()
@@ -502,6 +533,11 @@ class LocalFederation(ProcessSupervisor):
         rows = []
         for p in self.processes:
             kids = descendants([p.pid])
+            if self._fork_socket is not None and p.role == "supernode":
+                from mots.training.warm_fork import forked_pid
+
+                forked = forked_pid(self._fork_socket, p.pid)
+                kids |= set() if forked is None else {forked}
             rows.append(
                 {
                     **asdict(p),
