@@ -296,11 +296,17 @@ def orphans(pgids: set[int], workdir: Path) -> int:
 # ---------------------------------------------------------------- rounds
 
 
+def epoch(at: str | float) -> float:
+    """Epoch seconds of a deadline as the round API gives it (an RFC 3339 string since issue 26;
+    a number before)."""
+    return datetime.fromisoformat(at).timestamp() if isinstance(at, str) else float(at)
+
+
 def overrun_s(body: dict[str, Any]) -> float:
     """The most any state of the round was left after its deadline (0 if always in time)."""
     deadlines = body.get("deadlines") or {}
     late: list[float] = [
-        datetime.fromisoformat(t["at"]).timestamp() - float(deadlines[t["from"]])
+        datetime.fromisoformat(t["at"]).timestamp() - epoch(deadlines[t["from"]])
         for t in body["transitions"]
         if t["from"] in deadlines
     ]

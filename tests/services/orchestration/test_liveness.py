@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.soak import epoch
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.demo import wait_round
@@ -35,7 +36,7 @@ def overruns(body: dict[str, Any]) -> dict[str, float]:
     for t in body["transitions"]:
         if t["from"] in deadlines:
             left = datetime.fromisoformat(t["at"]).timestamp()
-            out[t["from"]] = left - deadlines[t["from"]]
+            out[t["from"]] = left - epoch(deadlines[t["from"]])
     return out
 
 
@@ -78,7 +79,7 @@ def test_a_round_outlives_a_redis_crash_that_loses_its_messages(
         assert opened["state"] == "collecting"
         assert quote.collect_deadline is not None  # the quote says until when it collects
         assert quote.collect_deadline.timestamp() == pytest.approx(
-            opened["deadlines"]["collecting"]
+            epoch(opened["deadlines"]["collecting"])
         )
         private_redis.stop()
         shutil.rmtree(private_redis.workdir / "redis")  # the messages are lost, not replayed
