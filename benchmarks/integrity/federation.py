@@ -232,16 +232,32 @@ def _private(path: Path) -> Any:
     return serialization.load_ssh_private_key(path.read_bytes(), None)
 
 
+REFUSED = ("[code: 2001]", "has not admitted this node's key")
+"""Log lines of a refused activation: Flower's (the node then exits), and the warm node's, which
+asks again (mots.training.warm_node.wait_for_admission, 1e4579e)."""
+
+
 def _refused(fed: LocalFederation, name: str, timeout: float = 60.0) -> tuple[bool, str]:
-    """Wait for SuperNode ``name`` to exit; (refused, last log line)."""
+    """Wait for SuperNode ``name`` to exit or to be refused activation; (refused, last log line).
+    A warm node asks again after a refused activation (a deployed node may start before its key
+    is registered), so it may stay up: refused means never admitted (no node id), and either gone
+    or refused by the SuperLink."""
     proc = next(p for p in fed.processes if p.name == name)
+    log = Path(proc.log)
     deadline = time.monotonic() + timeout
     while alive(proc.pid) and time.monotonic() < deadline:
+        if any(m in log.read_text(errors="replace") for m in REFUSED):
+            break
         time.sleep(0.5)
-    text = Path(proc.log).read_text(errors="replace")
-    refused = not alive(proc.pid) and "SuperNode ID" not in text
+    text = log.read_text(errors="replace")
+    gone_or_refused = not alive(proc.pid) or any(m in text for m in REFUSED)
+    refused = gone_or_refused and "SuperNode ID" not in text
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # Flower colours its log
-    lines = [ln for ln in text.splitlines() if "[code:" in ln or "Exit Code" in ln]
+    lines = [
+        ln
+        for ln in text.splitlines()
+        if "[code:" in ln or "Exit Code" in ln or "has not admitted" in ln
+    ]
     return refused, " ".join(ln.strip() for ln in lines[-2:]) or text[-200:].strip()
 
 
