@@ -202,14 +202,6 @@ class Agent:
             sleep(self.settings.poll_interval_s)
 
 
-def heartbeat_age_s(state_dir: Path, now: float | None = None) -> float:
-    """Seconds since the last successful poll (inf if never)."""
-    path = state_dir / "heartbeat"
-    if not path.exists():
-        return float("inf")
-    return (time.time() if now is None else now) - float(path.read_text().strip())
-
-
 def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
