@@ -2,7 +2,7 @@
 order, each writing its key of out/deploy/report.json; then everything the run created is removed
 and what is left is the report's `leftovers` (zero, or the run fails). A part is a function
 returning its report entry (a dict with "incomplete" counts as failed: part of it was not
-run); add one by appending to PARTS (and its object names to PREFIXES).
+run; one with "failed": it ran and a check did not hold); add one by appending to PARTS (and its object names to PREFIXES).
 
   python -m tests.containers.run                  # every part
   python -m tests.containers.run --parts images   # `make images`
@@ -43,19 +43,30 @@ def _kube_play() -> object:
     return kube_play.run(report.REPORT.parent / "kube-play", wanted)
 
 
+def _arm64() -> object:
+    """The arm64 edge image under QEMU: --help, imports and a warm node's local round, against the
+    amd64 image's."""
+    from tests.containers import arm64
+
+    return arm64.part()
+
+
 def _network() -> object:
-    """Edge links shaped like a Pi on Wi-Fi, measured; the fault round is not written yet."""
-    from tests.containers import network
+    """Edge links shaped like a Pi on Wi-Fi, measured; then the three fault rounds on the compose
+    stack with every edge link shaped (tests/containers/faults.py)."""
+    from tests.containers import faults, network
     from tests.containers.base import ensure_base
 
     netem = network.measure(ensure_base("amd64"))
-    return {"netem": netem, "faults": [], "incomplete": "the fault round has not been run"}
+    got = faults.run_faults()
+    return {"netem": netem, **got} | faults.verdict(got["faults"])
 
 
 PARTS: list[tuple[str, Part]] = [
     ("images", _images),
     ("compose", _compose),
     ("kube_play", _kube_play),
+    ("arm64", _arm64),
     ("network", _network),
 ]
 # Names of the containers, pods, volumes and networks the parts create: what cleanup removes and
@@ -76,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result = part()
                 report.write_part(name, result)
-                if isinstance(result, dict) and result.get("incomplete"):
-                    failed.append(name)  # measured what it could; the rest is not done
+                if isinstance(result, dict) and (result.get("incomplete") or result.get("failed")):
+                    failed.append(name)  # measured what it could; the rest is not done or failed
             except Exception as exc:  # every part runs; its failure goes into the report
                 traceback.print_exc()
                 report.write_part(name, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
