@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -101,7 +102,8 @@ def test_endpoints_file_names_every_service_and_the_operator_token(workdir: Path
     }  # fmt: skip
     jobs = endpoints["metrics"]  # every API's and every worker's metrics endpoint (issue 26)
     assert {"market", "pricing", "orchestration", "market-worker", "evaluation-worker"} <= set(jobs)
-    assert {"pricing-worker", "orchestration-worker"} <= set(jobs) and len(jobs) == 7
+    assert {"pricing-worker", "orchestration-worker", "training-worker"} <= set(jobs)
+    assert len(jobs) == 8
     for url in jobs.values():
         assert "# HELP" in httpx.get(url, timeout=10).text, url
     assert endpoints["prometheus"] is None
@@ -340,3 +342,94 @@ def test_a_client_profile_never_acts_as_the_operator(workdir: Path, tmp_path: Pa
     # the operator, from the workdir, is no client: a client command asks for a token
     as_operator = _mots("market", "me", **w)
     assert as_operator.exit_code == 2 and "token: not configured" in as_operator.output
+
+
+NOT_RUN_HERE = {
+    "mots demo": "a whole market cycle with training (make demo, tests/mots/local)",
+    "mots reproduce": "the paper's evaluation: minutes to hours (make reproduce)",
+    "mots sweep": "simulated FedAvg rounds per coalition: minutes",
+    "mots train": "trains a model: minutes (tests/mots/training)",
+    "mots federation": "starts a SuperLink and SuperNodes (tests/mots/training)",
+    "mots platform up": "starts a platform: this module's fixture and test_platform_detached",
+    "mots platform down": "stops the platform: this module's fixture does, twice",
+    "mots COMMAND": "a placeholder for any command",
+    "export ": "a shell line: its setting applies to the lines after it",
+}
+"""Example lines not run against the live platform here, and where they run instead."""
+OPERATOR_VERBS = {cmd[:2] for cmd in OPERATOR_COMMANDS} | {("rounds", "ls"), ("rounds", "show")}
+OPERATOR_VERBS |= {("rounds", "watch"), ("market", "config"), ("platform", "status")}
+OPERATOR_VERBS |= {("platform", "logs")}
+
+
+def _examples() -> list[tuple[str, str]]:
+    """Every example line of every `mots … --help`, with the command path whose help shows it."""
+    import click
+
+    def walk(cmd: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+        yield path
+        if isinstance(cmd, click.Group):
+            for name, sub in sorted(cmd.commands.items()):
+                yield from walk(sub, (*path, name))
+
+    out = []
+    for path in walk(cli):
+        text = CliRunner().invoke(cli, [*path, "--help"], terminal_width=80).output
+        block = re.search(r"^\s*Examples?(?: \(.*\))?:\n((?:[ \t]+\S.*\n?)+)", text, re.M)
+        assert block, path
+        for line in block.group(1).splitlines():
+            out.append((" ".join(path), line.split("  #")[0].strip()))
+    return out
+
+
+def test_every_help_example_runs_against_the_platform(
+    workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: each example line of each --help, as written (the workdir /tmp/mots, a CODE and
+    the examples/ paths filled in), run against this live platform: exit 0, or the platform's own
+    one-line refusal of that id in this state (exit 1, `Error: 4xx: …`). Never a usage error,
+    never a traceback. Client commands run as the example's profile (alice, pi-1: registered with
+    `--save-as` as the market help shows); lines that start processes for minutes are listed in
+    NOT_RUN_HERE with where they run."""
+    import shlex
+
+    root = Path(__file__).resolve().parents[3]
+    profiles = tmp_path / "profiles.toml"
+    base = {"MOTS_WORKDIR": str(workdir), "MOTS_PROFILES": str(profiles)}
+    monkeypatch.chdir(tmp_path)  # downloads land here
+    code = lambda: str(  # noqa: E731
+        _json("market", "enrol", "--type", "type-1", "--data-size", "50", "--cost", "0.5", **base)[
+            "code"  # type: ignore[index]
+        ]
+    )
+    _ok("market", "register", "--name", "pi-1", "--code", code(), "--save-as", "pi-1", **base)
+    ran, refused, profile = [], [], {}
+    for where, line in _examples():
+        if line.startswith("export MOTS_PROFILE="):
+            profile[where] = line.split("=", 1)[1]
+        if any(line.startswith(prefix) for prefix in NOT_RUN_HERE):
+            continue
+        line = line.replace("/tmp/mots", str(workdir)).replace("examples/", f"{root}/examples/")
+        if " CODE" in line:
+            line = line.replace(" CODE", f" {code()}")
+        args = shlex.split(line)[1:]
+        env = dict(base)
+        if tuple(args[:2]) not in OPERATOR_VERBS and "--profile" not in args:
+            env["MOTS_PROFILE"] = profile.get(where, "alice")
+        result = _mots(*args, **env)
+        lines = result.output.strip().splitlines()
+        assert "Traceback" not in result.output, (line, result.output)
+        if result.exit_code == 0:
+            ran.append(line)
+            continue
+        if "model info mots-round-1.pt" in line and any("download 1" in r for r, _ in refused):
+            assert result.exit_code == 2 and "does not exist" in lines[-1], result.output
+            refused.append((line, "no file: the download before it was refused in this state"))
+            continue
+        notes = [x for x in lines[:-1] if not x.startswith("Idempotency-Key ")]  # retry hint
+        assert result.exit_code == 1 and lines and not notes, (where, line, result.output)
+        assert re.match(r"Error: 4\d\d: ", lines[-1]), (where, line, result.output)
+        refused.append((line, lines[-1]))
+    assert len(ran) >= 30, (ran, refused)
+    print(f"{len(ran)} examples ran, {len(refused)} refused in this state:")
+    for line, why in refused:
+        print(f"  {line}  ->  {why}")

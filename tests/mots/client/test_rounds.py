@@ -85,7 +85,10 @@ def test_refusals_and_timeouts() -> None:
 
 def test_the_current_states_deadline() -> None:
     """deadline() is the current state's entry of ``deadlines``; none once the round has ended."""
-    body = {**_round(5, "collecting"), "deadlines": {"open": 10.0, "collecting": 70.5}}
+    body = {
+        **_round(5, "collecting"),
+        "deadlines": {"open": "1970-01-01T00:00:10Z", "collecting": "1970-01-01T00:01:10.500000Z"},
+    }
     view = _client(lambda _: httpx.Response(200, json=body)).round(5)
     assert view is not None and view.deadline() == 70.5
     body = {**body, "state": "published"}

@@ -78,6 +78,7 @@ def test_a_round_outlives_a_redis_crash_that_loses_its_messages(
         opened = orchestration.get(f"/v1/rounds/{round_id}").json()
         assert opened["state"] == "collecting"
         assert quote.collect_deadline is not None  # the quote says until when it collects
+        assert opened["deadlines"]["collecting"].endswith("Z")  # RFC 3339 UTC (issue 26)
         assert quote.collect_deadline.timestamp() == pytest.approx(
             epoch(opened["deadlines"]["collecting"])
         )
