@@ -164,6 +164,7 @@ def run_seed(
             policy,
             reference_update=holdout.reference_update(weights, r) if holdout else None,
             validation_loss=holdout.loss if holdout else None,
+            validation_accuracy=holdout.accuracy if holdout else None,
             expected_samples=expected,
             reference_losses=holdout.reference_losses(weights, r, policy.reference_draws)
             if holdout and policy.harm_check == "reference"

@@ -24,6 +24,11 @@ Checks, in order (the first failure is the verdict):
    with noise (isotropic noise puts most of its energy outside the span).
 3. ``too_little_work``: ‖Δ_i‖ below ``min_work_ratio`` × the median norm of the T references:
    fewer of the E steps than asked (norms grow with the steps taken).
+4. ``accuracy``: the validation accuracy of w + Δ_i (the server's validation split) below
+   min_t a_t − ``accuracy_spread`` × (median_t a_t − min_t a_t) − ``accuracy_margin``, a_t the
+   accuracy of w + Δ_t for the T references: the update moves the model toward other labels than
+   the data's (a label flip). The bound is the references' own worst draw widened by their own
+   spread, so it follows each round's model and the declared D_i.
 
 Every bound is a statistic of the server's own draws, so the verdict on an update is the same
 whoever else is in the round (a majority of attackers included). Pure: numpy in, verdicts out.
@@ -47,6 +52,8 @@ class AnchorTolerance:
     replay_distance: float = 0.05
     off_data_margin: float = 0.10
     min_work_ratio: float = 0.45
+    accuracy_spread: float = 0.5
+    accuracy_margin: float = 0.20
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,16 @@ class References:
     basis: Flat | None = None
     first_layer: tuple[int, int, int] | None = None
     """(offset, rows, n) of the first layer's weights in a flattened update."""
+    accuracies: Flat | None = None
+    """(T,) validation accuracy of w + Δ_t for each reference (None: the accuracy check is off)."""
+
+    def accuracy_floor(self, tol: AnchorTolerance) -> float | None:
+        """The least validation accuracy an honest update reaches (None when not measured)."""
+        if self.accuracies is None or self.accuracies.size == 0:
+            return None
+        worst = float(np.min(self.accuracies))
+        spread = float(np.median(self.accuracies)) - worst
+        return worst - tol.accuracy_spread * spread - tol.accuracy_margin
 
     def off_share(self, delta: Flat) -> float:
         """Share of the first layer's ‖ΔW‖² outside the span of ``basis`` (0 when unknown)."""
@@ -108,10 +125,11 @@ def judge(
     refs: References,
     history: Sequence[tuple[Flat, Flat]] = (),
     tol: AnchorTolerance | None = None,
+    accuracy: float | None = None,
 ) -> AnchoredVerdict:
     """Anchored verdict on one update Δ (flattened) of the model ``global_flat``, given the
-    server's ``refs`` for the participant's declared size and the earlier rounds' (model, update)
-    pairs in ``history``."""
+    server's ``refs`` for the participant's declared size, the earlier rounds' (model, update)
+    pairs in ``history`` and the validation ``accuracy`` of w + Δ (None: not checked)."""
     t = tol or AnchorTolerance()
     norms = refs.reference_norms()
     median = float(np.median(norms)) if norms.size else 0.0
@@ -151,4 +169,15 @@ def judge(
             "asked",
             stats,
         )
+    floor = refs.accuracy_floor(t)
+    if floor is not None and accuracy is not None:
+        stats["accuracy"], stats["accuracy_floor"] = accuracy, floor
+        if not accuracy >= floor:  # NaN fails
+            return AnchoredVerdict(
+                "accuracy",
+                f"validation accuracy of its model {accuracy:.3f} < {floor:.3f}, the worst of the "
+                f"server's own draws less {t.accuracy_spread} × their spread and "
+                f"{t.accuracy_margin}: trained toward other labels than the data's",
+                stats,
+            )
     return AnchoredVerdict(None, "", stats)

@@ -102,6 +102,12 @@ class Holdout:
             set_weights(self.model, weights)
             return evaluate(self.model, self.x_val, self.y_val)[0]
 
+    def accuracy(self, weights: list[FloatArray]) -> float:
+        """Accuracy of ``weights`` on the validation half (the anchored accuracy check)."""
+        with torch_threads(1):
+            set_weights(self.model, weights)
+            return evaluate(self.model, self.x_val, self.y_val)[1]
+
     def reference_update(
         self, weights: list[FloatArray], round_index: int, draw: int = 0
     ) -> list[FloatArray]:
@@ -150,13 +156,14 @@ class Holdout:
     ) -> References:
         """The server's own updates of ``weights`` for a participant declaring ``size`` samples:
         ``draws`` runs of the round's E steps of b draws, each on ``size`` anchor samples
-        (disjoint draws while the anchor holds them), flattened; with the input basis."""
+        (disjoint draws while the anchor holds them), flattened; with the input basis and the
+        validation accuracy of each w + Δ_t."""
         cfg = self.config
         n = self.anchor.size
         d = max(1, min(size, n))
         perm = np.random.default_rng([cfg.seed, round_index, d, 0xA2C]).permutation(n)
         flat_w = np.concatenate([np.asarray(w, dtype=np.float64).ravel() for w in weights])
-        out = []
+        out, accuracies = [], []
         with torch_threads(1):
             for t in range(draws):
                 start = (t * d) % (n - d + 1)
@@ -171,8 +178,14 @@ class Holdout:
                     [np.asarray(a, dtype=np.float64).ravel() for a in get_weights(self.model)]
                 )
                 out.append(new - flat_w)
+                accuracies.append(evaluate(self.model, self.x_val, self.y_val)[1])
         first = None
         if self.basis is not None and len(weights) and np.ndim(weights[0]) == 2:
             rows, cols = np.shape(weights[0])
             first = (0, int(rows), int(cols)) if cols == self.basis.shape[1] else None
-        return References(np.stack(out), self.basis if first else None, first)
+        return References(
+            np.stack(out),
+            self.basis if first else None,
+            first,
+            np.asarray(accuracies, dtype=np.float64),
+        )

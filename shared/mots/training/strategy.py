@@ -383,6 +383,7 @@ class VerifyingFedAvg(FedAvg):
             policy,
             reference_update=ho.reference_update(model.weights, r) if ho is not None else None,
             validation_loss=ho.loss if ho is not None else None,
+            validation_accuracy=ho.accuracy if ho is not None else None,
             aggregation_weights={p.node_id: float(cfg.sizes[p.type_index]) for p in self._asked}
             if cfg.aggregation == "weighted"
             else None,

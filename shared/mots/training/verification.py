@@ -27,11 +27,13 @@ aggregates a round, each update Δ_i = w_i − w (w the global model sent) passe
    worst of several honest draws bounds it where one draw did not (one draw flagged 2-5% of
    honest round-1 updates, among them the README journey's pi-1).
 
-With the server's anchored references (``anchored``), three more checks judge each update
+With the server's anchored references (``anchored``), four more checks judge each update
 against updates the server trained itself on D_i of its own samples, never against the peers
 (:mod:`mots.training.anchored`): ``stale`` (a replay of an earlier update or model),
-``off_data`` (trained on inputs unlike the declared data, or diluted with noise) and
-``too_little_work`` (fewer steps than asked). With an anchor, the peers' median of check 6 is not
+``off_data`` (trained on inputs unlike the declared data, or diluted with noise),
+``too_little_work`` (fewer steps than asked) and, given ``validation_accuracy``, ``accuracy``
+(its model's validation accuracy below what the server's own draws reach: trained toward other
+labels, a label flip). With an anchor, the peers' median of check 6 is not
 used: a majority of attackers would steer it.
 
 The scale s is ‖Δ_ref‖ when the server has an anchor split, else the median of the round's
@@ -68,6 +70,7 @@ CHECKS = (
     "stale",
     "off_data",
     "too_little_work",
+    "accuracy",
     "harmful",
 )
 
@@ -149,6 +152,13 @@ class VerificationPolicy(BaseModel):
     min_work_ratio: float = Field(
         0.45, ge=0.0, description="too_little_work: ‖Δ‖ below this × the server's draws' median"
     )
+    accuracy_spread: float = Field(
+        0.5,
+        ge=0.0,
+        description="accuracy: validation accuracy below the server's draws' worst less this × "
+        "their spread (median − worst)…",
+    )
+    accuracy_margin: float = Field(0.20, ge=0.0, description="…and less this (absolute accuracy)")
 
 
 @dataclass(frozen=True)
@@ -315,17 +325,26 @@ def _anchored(
     anchored: Mapping[int, References],
     history: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
     policy: VerificationPolicy,
+    accuracy: Callable[[int], float] | None = None,
 ) -> tuple[dict[int, tuple[str, str]], dict[int, dict[str, float]]]:
-    """Checks stale, off_data and too_little_work (:mod:`mots.training.anchored`) of each update
-    against the server's references for its declared size (none there: skipped)."""
-    tol = AnchorTolerance(policy.replay_distance, policy.off_data_margin, policy.min_work_ratio)
+    """Checks stale, off_data, too_little_work and accuracy (:mod:`mots.training.anchored`) of
+    each update against the server's references for its declared size (none there: skipped);
+    ``accuracy`` gives a candidate's validation accuracy by key."""
+    tol = AnchorTolerance(
+        policy.replay_distance,
+        policy.off_data_margin,
+        policy.min_work_ratio,
+        policy.accuracy_spread,
+        policy.accuracy_margin,
+    )
     failed: dict[int, tuple[str, str]] = {}
     stats: dict[int, dict[str, float]] = {}
     for k, d in deltas.items():
         refs = anchored.get(sizes[k])
         if refs is None:
             continue
-        v = judge(d, g, refs, history, tol)
+        acc = accuracy(k) if accuracy is not None and refs.accuracies is not None else None
+        v = judge(d, g, refs, history, tol, acc)
         stats[k] = v.stats
         if v.check is not None:
             failed[k] = (v.check, v.detail)
@@ -409,6 +428,7 @@ def verify_round(
     reference_losses: Sequence[float] = (),
     anchored: Mapping[int, References] | None = None,
     history: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]] = (),
+    validation_accuracy: LossFn | None = None,
 ) -> RoundVerification:
     """Verdicts on a round's candidates (see the module docstring for the checks, in order).
 
@@ -420,7 +440,8 @@ def verify_round(
     ``anchored`` maps a declared data size to the server's references for it
     (:meth:`~mots.training.holdout.Holdout.anchored_references`) and ``history`` holds the
     earlier rounds' (model, update) pairs, flattened: the checks stale, off_data and
-    too_little_work (:mod:`mots.training.anchored`).
+    too_little_work (:mod:`mots.training.anchored`); ``validation_accuracy`` maps weights to the
+    server's validation accuracy, for the accuracy check against references that carry theirs.
     """
     verdicts: dict[int, Verdict] = {}
     deltas: dict[int, npt.NDArray[np.float64]] = {}
@@ -445,7 +466,13 @@ def verify_round(
     failed, stats, scale = _statistical(deltas, reference, policy)
     if anchored:
         sizes = {c.key: c.declared_size for c in candidates}
-        _merge(failed, stats, *_anchored(deltas, sizes, g, anchored, history, policy))
+        by_key = {c.key: c.weights for c in candidates}
+        acc = (
+            None
+            if validation_accuracy is None
+            else lambda k: validation_accuracy([np.asarray(a, dtype=np.float32) for a in by_key[k]])
+        )
+        _merge(failed, stats, *_anchored(deltas, sizes, g, anchored, history, policy, acc))
     # the per-model harm checks also measure the updates already refused (reported in stats);
     # leave-one-out is a property of the set, so only the survivors take part in it
     loo = policy.harm_check == "leave_one_out"

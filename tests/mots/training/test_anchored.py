@@ -16,23 +16,46 @@ BASIS = np.eye(N)[:K]  # the real inputs span the first K coordinates
 G = [np.zeros((ROWS, N), np.float32), np.zeros(ROWS, np.float32)]
 
 
+CLASS_ROWS = 1.0 + np.random.default_rng(42).standard_normal((ROWS, K))
+"""Each output row (a class) has its own pattern over the inputs, as a classifier's rows do."""
+
+
 def honest_delta(seed: int, scale: float = 1.0) -> np.ndarray:
     """A first layer in the inputs' span (a little outside), a bias, flattened."""
     r = np.random.default_rng(seed)
     w = np.zeros((ROWS, N))
-    w[:, :K] = 1.0 + 0.2 * r.standard_normal((ROWS, K))
+    w[:, :K] = CLASS_ROWS + 0.2 * r.standard_normal((ROWS, K))
     w[:, K:] = 0.05 * r.standard_normal((ROWS, N - K))
     return scale * np.concatenate([w.ravel(), 0.1 * r.standard_normal(ROWS)])
 
 
-REFS = References(np.stack([honest_delta(100 + t) for t in range(8)]), BASIS, (0, ROWS, N))
+def flipped(delta: np.ndarray) -> np.ndarray:
+    """The update of a label flipper: each class's row learnt from another class's inputs."""
+    w = delta[: ROWS * N].reshape(ROWS, N)
+    return np.concatenate([np.roll(w, 1, axis=0).ravel(), delta[ROWS * N :]])
+
+
+DRAWS = np.stack([honest_delta(100 + t) for t in range(8)])
+
+
+def accuracy_of(delta: np.ndarray) -> float:
+    """A stand-in for the validation accuracy of w + Δ (w = 0): high when the rows point where
+    the server's draws do, low when they point elsewhere."""
+    return 0.1 + 0.75 * float(
+        np.dot(delta, DRAWS.mean(0)) / (np.linalg.norm(delta) * np.linalg.norm(DRAWS.mean(0)))
+    )
+
+
+REFS = References(
+    DRAWS, BASIS, (0, ROWS, N), np.array([accuracy_of(d) for d in DRAWS], dtype=np.float64)
+)
 ZERO = np.zeros(ROWS * N + ROWS)
 
 
 def check(
     delta: np.ndarray, history: list[tuple[np.ndarray, np.ndarray]] | None = None
 ) -> str | None:
-    return judge(delta, ZERO, REFS, history or [], AnchorTolerance()).check
+    return judge(delta, ZERO, REFS, history or [], AnchorTolerance(), accuracy_of(delta)).check
 
 
 def test_honest_passes_and_each_attack_fails_its_check() -> None:
@@ -49,6 +72,21 @@ def test_honest_passes_and_each_attack_fails_its_check() -> None:
     assert check(h + 1e-4, [(ZERO + h, h)]) == "stale"  # within the replay distance
     assert check(h, [(ZERO + honest_delta(9), honest_delta(9))]) is None
     assert check(0.3 * h) == "too_little_work"
+    assert check(flipped(h)) == "accuracy"
+
+
+def test_accuracy_floor_is_the_draws_worst_widened_by_their_spread() -> None:
+    """floor = min a_t − spread × (median a_t − min a_t) − margin; NaN fails; no accuracies: off."""
+    refs = References(DRAWS, accuracies=np.array([0.60, 0.70, 0.72, 0.80]))
+    tol = AnchorTolerance(accuracy_spread=0.5, accuracy_margin=0.15)
+    floor = refs.accuracy_floor(tol)
+    assert floor is not None and abs(floor - (0.60 - 0.5 * 0.11 - 0.15)) < 1e-12
+    h = honest_delta(1)
+    assert judge(h, ZERO, refs, tol=tol, accuracy=floor + 1e-9).check is None
+    v = judge(h, ZERO, refs, tol=tol, accuracy=floor - 1e-9)
+    assert v.check == "accuracy" and v.stats["accuracy_floor"] == floor
+    assert judge(h, ZERO, refs, tol=tol, accuracy=float("nan")).check == "accuracy"
+    assert judge(h, ZERO, References(DRAWS), tol=tol, accuracy=0.0).check is None
 
 
 def test_without_basis_off_data_is_skipped() -> None:
@@ -68,16 +106,20 @@ def _cand(key: int, delta: np.ndarray) -> Candidate:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.sampled_from(["garbage", "lazy", "copy"]), min_size=0, max_size=9))
+@given(st.lists(st.sampled_from(["garbage", "lazy", "flip", "copy"]), min_size=0, max_size=9))
 def test_verdict_does_not_depend_on_the_peers(attackers: list[str]) -> None:
-    """An honest update and an off-span one get the same verdicts alone and beside any number of
-    attackers (a majority included)."""
+    """An honest update, an off-span one and a label flipper get the same verdicts alone and
+    beside any number of attackers (a majority included)."""
     pol = VerificationPolicy(harm_check="off")
     h, bad = honest_delta(5), np.random.default_rng(6).standard_normal(ZERO.shape)
-    mine = [_cand(1, h), _cand(2, bad)]
+    mine = [_cand(1, h), _cand(2, bad), _cand(3, flipped(honest_delta(7)))]
     others = []
     for n, kind in enumerate(attackers):
-        d = {"garbage": np.random.default_rng(n).standard_normal(ZERO.shape), "lazy": 0.2 * h}
+        d = {
+            "garbage": np.random.default_rng(n).standard_normal(ZERO.shape),
+            "lazy": 0.2 * h,
+            "flip": flipped(honest_delta(60 + n)),
+        }
         others.append(_cand(10 + n, d.get(kind, honest_delta(50 + n))))
 
     def verdicts(cands: list[Candidate]) -> dict[int, str | None]:
@@ -88,9 +130,13 @@ def test_verdict_does_not_depend_on_the_peers(attackers: list[str]) -> None:
             reference_update=[G[0] + REFS.deltas[0][: ROWS * N].reshape(ROWS, N), G[1]],
             expected_samples=640,
             anchored={50: REFS},
+            history=[],
+            validation_accuracy=lambda w: accuracy_of(
+                np.concatenate([np.asarray(a, np.float64).ravel() for a in w])
+            ),
         )
-        return {v.key: v.check for v in res.verdicts if v.key in (1, 2)}
+        return {v.key: v.check for v in res.verdicts if v.key in (1, 2, 3)}
 
     alone = verdicts(mine)
-    assert alone == {1: None, 2: "off_data"}
+    assert alone == {1: None, 2: "off_data", 3: "accuracy"}
     assert verdicts(others + mine) == alone
