@@ -36,9 +36,9 @@ import uvloop
 from benchmarks.raw_http import exchange
 from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
+from mots.platform.contracts import OpenRoundPayload
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.money import to_micros
-from mots.platform.schemas import OpenRoundPayload
 from services.market import ledger, rounds
 from services.market.auth import hash_token, issue_token, new_token
 from services.market.core.config import Settings

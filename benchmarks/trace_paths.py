@@ -32,7 +32,7 @@ from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
 from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
-from mots.platform.schemas import Strategy
+from mots.platform.api.base import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACER = Path(__file__).resolve().parent / "trace"

@@ -38,7 +38,8 @@ from benchmarks.integrity.suite import SuiteResult
 from mots.local.agents import Agent, register_population
 from mots.local.keys import process_secrets
 from mots.local.launcher import SERVICES_WITH_API, Stack
-from mots.platform.schemas import TERMINAL_STATES, QuoteOut, Strategy
+from mots.platform.api.base import TERMINAL_STATES, Strategy
+from mots.platform.api.market import QuoteOut
 
 OPERATOR_TOKEN = process_secrets().operator_token
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}

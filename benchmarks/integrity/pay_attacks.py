@@ -36,7 +36,8 @@ from benchmarks.integrity.money import (
     wait_terminal,
 )
 from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
-from mots.platform.schemas import QuoteOut, Strategy
+from mots.platform.api.base import Strategy
+from mots.platform.api.market import QuoteOut
 
 VICTIM_TYPE = {"name": "type-3", "count": 1, "data_size": 300, "cost": "3.0"}
 WHEN = ("collecting", "training")

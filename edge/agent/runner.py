@@ -18,7 +18,8 @@ from pathlib import Path
 from edge.agent.settings import AgentSettings
 from mots.client import ClientFacts, MarketClient, MarketError, draw_place, respond
 from mots.economics.best_response import Choice
-from mots.platform.schemas import ClientRegistration, RoundState, Strategy
+from mots.platform.api.base import RoundState, Strategy
+from mots.platform.api.market import ClientRegistration
 
 log = logging.getLogger("edge.agent")
 

@@ -20,10 +20,6 @@ from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
     EVALUATION_PUBLISHED,
-)
-from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.metrics import ERROR_MODEL, EVALUATIONS, GENERALIZATION_ERROR
-from mots.platform.schemas import (
     CurrentErrorModel,
     ErrorFit,
     ErrorPosteriorEstimate,
@@ -33,6 +29,8 @@ from mots.platform.schemas import (
     PublishedRound,
     RoundRef,
 )
+from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.metrics import ERROR_MODEL, EVALUATIONS, GENERALIZATION_ERROR
 from mots.platform.transactions import in_transaction
 from mots.platform.worker import service_worker
 from services.evaluation.core.config import get_settings

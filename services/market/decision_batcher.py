@@ -17,8 +17,8 @@ from typing import TypeAlias
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform.api.market import DecisionOut
 from mots.platform.batching import MicroBatcher
-from mots.platform.schemas import DecisionOut
 from services.market import ledger
 from services.market.decisions import Declaration, book_declarations
 from services.market.errors import Unavailable

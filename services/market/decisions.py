@@ -19,8 +19,9 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
+from mots.platform.api.base import MarketRoundState, Strategy
+from mots.platform.api.market import DecisionIn, DecisionOut
 from mots.platform.bulk import BatchWrite, Tally, one_of
-from mots.platform.schemas import DecisionIn, DecisionOut, MarketRoundState, Strategy
 from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
 from services.market.models import (
     Base,

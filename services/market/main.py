@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from mots.platform import metrics
 from mots.platform.celery_app import make_celery
-from mots.platform.contracts import ORCHESTRATION_DECISIONS_COMPLETE, send
+from mots.platform.contracts import ORCHESTRATION_DECISIONS_COMPLETE, RoundRef, send
 from mots.platform.db import (
     make_async_engine,
     make_async_sessionmaker,
@@ -23,7 +23,6 @@ from mots.platform.db import (
     make_read_sessionmaker,
     make_sessionmaker,
 )
-from mots.platform.schemas import RoundRef
 from mots.platform.web import service_app
 from services.market.api.errors import install_refusal_handler
 from services.market.api.routes import (

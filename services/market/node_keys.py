@@ -19,9 +19,10 @@ import time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mots.platform.api.market import NodeKeyOut
 from mots.platform.bulk import one_of
+from mots.platform.contracts import NodeKeys
 from mots.platform.node_proof import signed_by
-from mots.platform.schemas import NodeKeyOut, NodeKeys
 from mots.training.pki import fingerprint, public_pem_from_text
 from services.market import ledger
 from services.market.errors import Conflict

@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.bulk import BatchWrite, one_of, reserve_ids
 from mots.platform.money import from_micros
-from mots.platform.schemas import MarketRoundState, Strategy
 from services.market import ledger
 from services.market.decisions import declared_tally, not_a_member
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized

@@ -36,19 +36,18 @@ from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from mots.economics.capture import capture
+from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.bulk import BatchWrite, one_of
-from mots.platform.money import from_micros, to_micros
-from mots.platform.schemas import (
+from mots.platform.contracts import (
     DeclarationProgress,
-    MarketRoundState,
     OpenRoundPayload,
     Population,
     PopulationType,
     RoundDecisions,
     SettlePayload,
     SettleResult,
-    Strategy,
 )
+from mots.platform.money import from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
 from services.market import ledger
 from services.market.decisions import declared

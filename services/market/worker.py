@@ -13,9 +13,6 @@ from mots.platform.contracts import (
     MARKET_POPULATION,
     MARKET_PUBLISH,
     MARKET_SETTLE_ROUND,
-)
-from mots.platform.db import make_engine, make_read_sessionmaker, make_sessionmaker
-from mots.platform.schemas import (
     DeclarationProgress,
     MarketRoundStatus,
     NodeKeys,
@@ -28,6 +25,7 @@ from mots.platform.schemas import (
     SettlePayload,
     SettleResult,
 )
+from mots.platform.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from mots.platform.transactions import in_transaction
 from mots.platform.worker import service_worker
 from services.market import node_keys, rounds

@@ -20,8 +20,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from mots.economics.scenario import Scenario
+from mots.platform.api.pricing import PricingResult
+from mots.platform.contracts import EvaluationResult, RoundDecisions, SettleResult
 from mots.platform.json_column import TypedJSON
-from mots.platform.schemas import EvaluationResult, PricingResult, RoundDecisions, SettleResult
 from services.orchestration.products import (
     Deadlines,
     RoundSummary,

@@ -2,10 +2,10 @@
 
 The round's table stores each product in a typed JSON column (see :mod:`.models`); the round API
 shows some of them. The others come from the services' contracts and are stored as they came:
-the quote (:class:`~mots.platform.schemas.PricingResult`), the decisions
-(:class:`~mots.platform.schemas.RoundDecisions`), the evaluation
-(:class:`~mots.platform.schemas.EvaluationResult`), the settlement
-(:class:`~mots.platform.schemas.SettleResult`); the priced market is the economics core's
+the quote (:class:`~mots.platform.api.pricing.PricingResult`), the decisions
+(:class:`~mots.platform.contracts.RoundDecisions`), the evaluation
+(:class:`~mots.platform.contracts.EvaluationResult`), the settlement
+(:class:`~mots.platform.contracts.SettleResult`); the priced market is the economics core's
 :class:`~mots.economics.scenario.Scenario`.
 """
 
@@ -16,16 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mots.platform.api.base import SETTLE_EXAMPLE, RoundState, example
+from mots.platform.api.pricing import EquilibriumResult, PricingResult
+from mots.platform.contracts import ErrorFit, SettleResult
 from mots.platform.money import Money, money
-from mots.platform.schemas import (
-    SETTLE_EXAMPLE,
-    EquilibriumResult,
-    ErrorFit,
-    PricingResult,
-    RoundState,
-    SettleResult,
-    example,
-)
 from mots.training.progress import RoundProgress
 
 TypeClients = dict[str, list[int]]

@@ -13,15 +13,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from mots.platform.api.base import RoundState
 from mots.platform.contracts import (
     ORCHESTRATION_ADVANCE,
     ORCHESTRATION_DECISIONS_COMPLETE,
+    AdvanceRequest,
+    AdvanceResult,
+    RoundRef,
     reply_handlers,
     send,
     send_call,
 )
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.schemas import AdvanceRequest, AdvanceResult, RoundRef, RoundState
 from mots.platform.worker import service_worker
 from services.orchestration.core.config import get_settings
 from services.orchestration.migrations import upgrade

@@ -29,8 +29,8 @@ from mots.economics.mechanisms.registry import MECHANISMS, get_mechanism
 from mots.economics.optimum import regime, solve_mots_optimum
 from mots.economics.scenario import Scenario
 from mots.economics.welfare import welfare_mots
+from mots.platform.api.pricing import PricingRequest, PricingResult, WhatIfRequest
 from mots.platform.money import money
-from mots.platform.schemas import PricingRequest, PricingResult, WhatIfRequest
 from mots.scenario_file import MAX_CLIENTS, ScenarioError, parse_scenario
 
 SWAN_MAX_THETA_TYPES = 20

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import time
 
-from mots.platform.contracts import PRICING_EQUILIBRIUM, PRICING_QUOTE
-from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
-from mots.platform.schemas import (
+from mots.platform.api.pricing import (
     EquilibriumRequest,
     EquilibriumResult,
     PricingRequest,
     PricingResult,
 )
+from mots.platform.contracts import PRICING_EQUILIBRIUM, PRICING_QUOTE
+from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
 from mots.platform.worker import service_worker
 from services.pricing import engine
 from services.pricing.core.config import get_settings

@@ -111,8 +111,8 @@ def test_every_schema_property_has_an_example(service: str, tmp_path: Path) -> N
 def _example_models() -> list[type[BaseModel]]:
     import mots.economics.scenario
     import mots.economics.utility
+    import mots.platform.api
     import mots.platform.problems
-    import mots.platform.schemas
     import services.orchestration.api.schemas
     import services.orchestration.products
 
@@ -120,7 +120,7 @@ def _example_models() -> list[type[BaseModel]]:
         mots.economics.scenario,
         mots.economics.utility,
         mots.platform.problems,
-        mots.platform.schemas,
+        mots.platform.api,
         services.orchestration.api.schemas,
         services.orchestration.products,
     ]

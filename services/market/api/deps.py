@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Request
 
+from mots.platform.api.base import MAX_ID
 from mots.platform.batching import MicroBatcher
 from mots.platform.deps import (
     CeleryDep,
@@ -27,7 +28,6 @@ from mots.platform.deps import (
 )
 from mots.platform.problem_types import ProblemError
 from mots.platform.revocation import RevocationList
-from mots.platform.schemas import MAX_ID
 from services.market.auth import hash_token
 from services.market.core.config import Settings
 from services.market.models import Client

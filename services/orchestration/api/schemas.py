@@ -7,14 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mots.economics.scenario import SCENARIO_EXAMPLE, Scenario
+from mots.platform.api.base import MAX_AMOUNT, PRICED_EXAMPLE, RoundState, example
+from mots.platform.api.pricing import PricingResult
 from mots.platform.money import Money, money
-from mots.platform.schemas import (
-    MAX_AMOUNT,
-    PRICED_EXAMPLE,
-    PricingResult,
-    RoundState,
-    example,
-)
 from mots.platform.timestamps import Timestamp
 from services.orchestration.products import (
     PROGRESS_EXAMPLE,

@@ -11,7 +11,7 @@ from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from mots.platform.schemas import RoundState
+from mots.platform.api.base import RoundState
 from services.orchestration.models import RoundCall
 from services.orchestration.rounds.ports import CallEntry
 from services.orchestration.rounds.sql_store import database

@@ -21,6 +21,12 @@ import redis.exceptions
 from kombu.exceptions import OperationalError
 from pydantic import BaseModel
 
+from mots.platform.api.pricing import (
+    EquilibriumRequest,
+    EquilibriumResult,
+    PricingRequest,
+    PricingResult,
+)
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
@@ -35,26 +41,20 @@ from mots.platform.contracts import (
     PRICING_EQUILIBRIUM,
     PRICING_QUOTE,
     TRAINING_TRAIN,
-    TaskSpec,
-    TrainRequest,
-)
-from mots.platform.schemas import (
     CurrentErrorModel,
     DeclarationProgress,
-    EquilibriumRequest,
-    EquilibriumResult,
     EvaluationRequest,
     EvaluationResult,
     NodeKeysRequest,
     NoInput,
     OpenRoundPayload,
     Population,
-    PricingRequest,
-    PricingResult,
     RoundDecisions,
     RoundRef,
     SettlePayload,
     SettleResult,
+    TaskSpec,
+    TrainRequest,
 )
 from mots.training.progress import RoundProgress
 from services.orchestration.rounds.ports import (

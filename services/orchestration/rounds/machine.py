@@ -32,7 +32,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from mots.platform.schemas import TERMINAL_STATES, AdvanceResult, RoundState
+from mots.platform.api.base import TERMINAL_STATES, RoundState
+from mots.platform.contracts import AdvanceResult
 from services.orchestration.core.config import Settings
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.ports import (

@@ -17,19 +17,21 @@ from datetime import datetime
 from typing import Protocol, TypedDict
 
 from mots.economics.scenario import Scenario
-from mots.platform.schemas import (
-    CurrentErrorModel,
-    DeclarationProgress,
+from mots.platform.api.base import RoundState
+from mots.platform.api.pricing import (
     EquilibriumRequest,
     EquilibriumResult,
+    PricingRequest,
+    PricingResult,
+)
+from mots.platform.contracts import (
+    CurrentErrorModel,
+    DeclarationProgress,
     EvaluationRequest,
     EvaluationResult,
     OpenRoundPayload,
     Population,
-    PricingRequest,
-    PricingResult,
     RoundDecisions,
-    RoundState,
     SettlePayload,
     SettleResult,
 )

@@ -4,7 +4,9 @@ gauges of the latest round (dashboards in ``monitoring/grafana``)."""
 from __future__ import annotations
 
 from mots.platform import metrics
-from mots.platform.schemas import TERMINAL_STATES, EvaluationResult, PricingResult, RoundState
+from mots.platform.api.base import TERMINAL_STATES, RoundState
+from mots.platform.api.pricing import PricingResult
+from mots.platform.contracts import EvaluationResult
 from services.orchestration.products import RoundSummary, TrainingProgress
 
 

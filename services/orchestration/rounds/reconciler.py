@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from mots.platform.schemas import RoundState
+from mots.platform.api.base import RoundState
 from services.orchestration.rounds import prometheus, retention
 from services.orchestration.rounds.machine import deadline_of
 from services.orchestration.rounds.ports import RoundInFlight, RoundPorts

@@ -13,7 +13,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from mots.platform.schemas import TERMINAL_STATES
+from mots.platform.api.base import TERMINAL_STATES
 from services.orchestration.rounds.ports import RoundPorts, RoundRecord
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from sqlalchemy import update as sql_update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from mots.platform.schemas import TERMINAL_STATES, RoundState
+from mots.platform.api.base import TERMINAL_STATES, RoundState
 from services.orchestration.models import Round, Transition
 from services.orchestration.products import TrainingProgress
 from services.orchestration.rounds.ports import (

@@ -22,17 +22,16 @@ from decimal import Decimal
 from typing import TypeVar
 
 from mots.economics.scenario import ErrorModel, Scenario
-from mots.platform.money import from_micros, to_micros
-from mots.platform.schemas import (
+from mots.platform.api.base import RoundState
+from mots.platform.api.pricing import EquilibriumRequest, PricingRequest
+from mots.platform.contracts import (
     CurrentErrorModel,
-    EquilibriumRequest,
     EvaluationRequest,
     OpenRoundPayload,
-    PricingRequest,
     RoundDecisions,
-    RoundState,
     SettlePayload,
 )
+from mots.platform.money import from_micros, to_micros
 from mots.training.progress import RoundProgress
 from services.orchestration.products import (
     RoundTerms,

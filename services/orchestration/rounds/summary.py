@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from mots.platform.schemas import RoundState, SettleResult
+from mots.platform.api.base import RoundState
+from mots.platform.contracts import SettleResult
 from services.orchestration.products import RoundSummary, RoundTerms, TrainingRecord
 from services.orchestration.rounds.ports import RoundRecord
 

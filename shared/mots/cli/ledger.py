@@ -10,7 +10,7 @@ import click
 
 from mots.cli.client import Session, connection, money, table
 from mots.cli.market import market
-from mots.platform.schemas import ClientStatus
+from mots.platform.api.market import ClientStatus
 
 STATUSES = click.Choice([s.value for s in ClientStatus])
 

@@ -15,7 +15,8 @@ from mots.cli.client import Session, connection, decimal_amount, money, table
 from mots.client.config import ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
-from mots.platform.schemas import ClientRegistration, EnrolmentIn, QuoteOut, Strategy
+from mots.platform.api.base import Strategy
+from mots.platform.api.market import ClientRegistration, EnrolmentIn, QuoteOut
 
 
 @click.group("market")

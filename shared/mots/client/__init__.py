@@ -3,7 +3,7 @@
 ::
 
     from mots.client import MarketClient
-    from mots.platform.schemas import ClientRegistration
+    from mots.platform.api import ClientRegistration
 
     with MarketClient("http://127.0.0.1:8000") as market:
         # the code the operator issued for this device's type (POST /v1/enrolments)

@@ -1,6 +1,6 @@
 """A client's answer to a published quote: the economics core's best response (Eq. 6) at its facts.
 
-The glue between the market's :class:`~mots.platform.schemas.QuoteOut` and
+The glue between the market's :class:`~mots.platform.api.market.QuoteOut` and
 :func:`mots.economics.best_response.best_response`; the edge agent and the platform's simulated
 clients both decide through :func:`respond`. Its ``place`` argument is the client's place in its
 type's queue (the tie rule of :mod:`mots.economics.best_response`): the rank among its type when
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from mots.economics.best_response import Choice, Targets, best_response, payoffs
-from mots.platform.schemas import QuoteOut, TypeQuote
+from mots.platform.api.market import QuoteOut, TypeQuote
 
 
 @dataclass(frozen=True)

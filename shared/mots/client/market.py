@@ -1,6 +1,6 @@
 """The market's REST API as a Python client (synchronous, over one ``httpx.Client``).
 
-Every call sends and parses the platform's own pydantic schemas (:mod:`mots.platform.schemas`).
+Every call sends and parses the platform's own pydantic schemas (:mod:`mots.platform.api.market`).
 A refusal raises :class:`MarketError` carrying the HTTP status and the market's ``detail``, which
 names the field and the rule. Money-moving calls (``buy``, ``deposit``) carry an Idempotency-Key
 (made per call unless given) and are retried with the same key after a lost connection or a 502,
@@ -29,7 +29,8 @@ from pydantic import BaseModel, ValidationError
 
 from mots.client.model_file import load_model, write_sidecar
 from mots.platform import tokens
-from mots.platform.schemas import (
+from mots.platform.api.base import Page, RoundState, Strategy
+from mots.platform.api.market import (
     AccountOut,
     BalanceOut,
     ClientOut,
@@ -47,13 +48,10 @@ from mots.platform.schemas import (
     NodeKeyChallenge,
     NodeKeyIn,
     NodeKeyOut,
-    Page,
     PurchaseIn,
     PurchaseOut,
     QuoteOut,
     RegisteredClient,
-    RoundState,
-    Strategy,
     TokenOut,
     TransactionOut,
 )

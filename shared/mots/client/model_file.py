@@ -12,7 +12,7 @@ The ``.pt`` is a plain ``torch.save`` dict (format ``mots-model/1``, loads with
 :func:`load_model` rebuilds the network from the file's own ``network`` with ``torch.nn``
 alone, as ``examples/buyer/classify.py`` does without this project.
 
-The ``.json`` beside it is the market's :class:`~mots.platform.schemas.ModelInfo` (round, file,
+The ``.json`` beside it is the market's :class:`~mots.platform.api.market.ModelInfo` (round, file,
 SHA-256, size, coalition, ε, the same metadata): readable without torch, and the file's digest
 can be checked against it (:func:`read_model_info`).
 """

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from mots.client.market import MarketClient, MarketError
+from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.money import Money
-from mots.platform.schemas import TERMINAL_STATES, RoundState
 from mots.platform.timestamps import Timestamp
 
 DEFAULT_LIST_LIMIT = 20

@@ -18,7 +18,8 @@ import httpx
 
 from mots.client import ClientFacts, MarketClient, respond
 from mots.economics.utility import Utility
-from mots.platform.schemas import ClientRegistration, EnrolmentIn, QuoteOut, Strategy
+from mots.platform.api.base import Strategy
+from mots.platform.api.market import ClientRegistration, EnrolmentIn, QuoteOut
 
 
 @dataclass

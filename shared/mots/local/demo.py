@@ -31,7 +31,7 @@ from mots.local.launcher import (
     exit_on_sigterm,
     listening,
 )
-from mots.platform.schemas import Strategy
+from mots.platform.api.base import Strategy
 from mots.training.progress import RoundProgress
 
 DEMO_TYPES: list[dict[str, Any]] = [

@@ -4,7 +4,7 @@ Services never import one another. They share these declarations: a sender calls
 ``send_call(app, MARKET_SETTLE_ROUND, SettlePayload(...), call_id)`` and returns at once; the
 task's JSON result comes back as an :data:`ORCHESTRATION_REPLY` task on the orchestration queue
 (a Celery ``link``), its failure as :data:`ORCHESTRATION_REPLY_ERROR` (``link_error``), and the
-receiver validates it with ``spec.output`` (:class:`~mots.platform.schemas.SettleResult`). Nobody
+receiver validates it with ``spec.output`` (:class:`~mots.platform.contracts.SettleResult`). Nobody
 waits on a task's result inside a task. A worker registers its function with
 ``@MARKET_SETTLE_ROUND.handler(app)``, and mypy checks that the function takes a ``SettlePayload``
 and returns a ``SettleResult``. A renamed task or a changed field is a type error on both sides.
@@ -18,7 +18,9 @@ untyped dict back, which is the gap this module closes. A :class:`TaskSpec` hold
 models once, for both sides, in ~100 lines; every handler is also counted in ``mots_tasks_total``
 by the same wrapper.
 
-Task names appear as string literals in this module only (a test keeps it so).
+The payloads the tasks carry are declared here too, beside their specs (the pricing tasks take
+the pricing API's own bodies, :mod:`mots.platform.api.pricing`). Task names appear as string
+literals in this module only (a test keeps it so).
 """
 
 from __future__ import annotations
@@ -30,30 +32,23 @@ from typing import Any, Generic, TypeVar
 from celery import Celery
 from pydantic import BaseModel, Field
 
-from mots.platform.metrics import TASKS
-from mots.platform.schemas import (
-    AdvanceRequest,
-    AdvanceResult,
-    CurrentErrorModel,
-    DeclarationProgress,
+from mots.platform.api.base import (
+    MAX_AMOUNT,
+    SETTLE_EXAMPLE,
+    MarketRoundState,
+    Money,
+    RoundState,
+    Schema,
+    example,
+)
+from mots.platform.api.pricing import (
     EquilibriumRequest,
     EquilibriumResult,
-    EvaluationRequest,
-    EvaluationResult,
-    MarketRoundStatus,
-    NodeKeys,
-    NodeKeysRequest,
-    NoInput,
-    OpenRoundPayload,
-    Population,
     PricingRequest,
     PricingResult,
-    PublishedRound,
-    RoundDecisions,
-    RoundRef,
-    SettlePayload,
-    SettleResult,
 )
+from mots.platform.metrics import TASKS
+from mots.platform.timestamps import Timestamp
 
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
@@ -161,6 +156,224 @@ def send(app: Celery, spec: TaskSpec[In, Out], payload: In, countdown: float = 0
         countdown=countdown or None,
         ignore_result=True,
     )
+
+
+# ---------------------------------------------------------------- task payloads
+
+
+class NoInput(Schema):
+    """The input of a task that takes none (an empty JSON object)."""
+
+
+class RoundRef(Schema):
+    """A task about one round, named by its id."""
+
+    round_id: int
+
+
+class NodeKeysRequest(Schema):
+    """Clients whose SuperNode public keys the orchestration needs (a round's participants)."""
+
+    client_ids: list[int]
+
+
+class NodeKeys(Schema):
+    """SuperNode public keys (PEM) by client id; a client without a registered key is absent."""
+
+    keys: dict[int, str]
+
+
+class PublishedRound(Schema):
+    """Acknowledges that a round's measurement now counts (its model was published)."""
+
+    round_id: int
+    counted: bool
+
+
+class MarketRoundStatus(Schema):
+    """A market round's state after the market acted on it (``collecting``, ``published``, …)."""
+
+    round_id: int
+    state: MarketRoundState
+
+
+class AdvanceRequest(Schema):
+    """Run the step of ``state`` for a round (nothing happens if the round has left ``state``)."""
+
+    round_id: int
+    state: RoundState
+
+
+class AdvanceResult(Schema):
+    """What a step did: the state whose step comes next (None: none), a retry scheduled, or
+    (``waiting``) a call sent whose reply runs the step again."""
+
+    round_id: int
+    next: RoundState | None = None
+    retry: bool = False
+    waiting: bool = False
+
+
+class PopulationType(Schema):
+    """One declared type with the clients registered under it."""
+
+    name: str
+    data_size: int
+    cost: Money
+    client_ids: list[int]
+
+
+class Population(Schema):
+    """The registered population, types in non-decreasing data size (the order Eq. 3 expects)."""
+
+    types: list[PopulationType]
+
+
+class OpenRoundPayload(Schema):
+    """The quote the orchestration service publishes to the market when a round opens."""
+
+    round_id: int
+    mechanism: str
+    price: Money
+    rewards: dict[str, Money]
+    target_participants: dict[str, int]
+    target_buyers: dict[str, int]
+    epsilon: float
+    welfare: float
+    incentive_cost: Money
+    subsidy_budget: Money | None = Field(
+        None,
+        ge=0,
+        le=MAX_AMOUNT,
+        description="most the platform may subsidise this round (None: the market's default)",
+    )
+    collect_deadline: Timestamp | None = Field(
+        None, description="when the round stops taking decisions; the silent then abstain"
+    )
+    members: list[int] | None = Field(
+        None,
+        description="the client ids the round was priced for (its population): only they may "
+        "declare and buy in it (None: the clients active when the market opens it)",
+    )
+
+
+class RoundDecisions(Schema):
+    """Who declared what in a round, as the market recorded it."""
+
+    round_id: int
+    registered: int
+    declared: int
+    participants: dict[str, list[int]] = Field(..., description="client ids per type joining")
+    buyers: dict[str, list[int]] = Field(..., description="client ids per type that declared buy")
+    paid_buyers: dict[str, list[int]] = Field(..., description="buyers whose purchase is paid")
+
+
+class DeclarationProgress(Schema):
+    """How far a round's collection has got: O(1) to read at the market (its tally counters)."""
+
+    round_id: int
+    state: MarketRoundState = Field(..., description="the market's state of the round")
+    registered: int = Field(..., description="clients registered when the round opened")
+    declared: int = Field(..., description="clients that have declared (or bought) so far")
+
+
+class SettlePayload(Schema):
+    """What the market books at settlement: rewards to the participants that completed training.
+
+    ``dropped`` participants forfeit their reward and are not charged (the drop-out rule);
+    ``refund_buyers`` returns every buyer's payment (a failed round). The realised terms are
+    captured within the round's quote and subsidy budget (:mod:`mots.economics.capture`).
+    """
+
+    round_id: int
+    rewards: dict[str, Money] = Field(..., description="r_i per type at the realised state")
+    price: Money | None = Field(
+        None, description="p at the realised state (None: buyers pay the quoted price)"
+    )
+    participants: list[int] = Field(..., description="client ids paid or charged r_i")
+    dropped: list[int] = Field(default_factory=list)
+    refund_buyers: bool = False
+    artifact_path: str | None = None
+    artifact_sha256: str | None = None
+
+
+class SettleResult(Schema):
+    """Totals of a settlement, from the ledger."""
+
+    model_config = example(SETTLE_EXAMPLE)
+
+    round_id: int
+    payments: Money
+    rewards_paid: Money
+    charges: Money
+    subsidy: Money
+    surplus: Money
+    refunds: Money
+    subsidy_budget: Money | None = Field(None, description="the round's cap on the subsidy")
+    captured_price: Money | None = Field(None, description="what each paid buyer was charged")
+    captured_rewards: dict[str, Money] = Field(
+        default_factory=dict, description="r_i per type as booked: within the quote and budget"
+    )
+    capture_rule: str | None = Field(None, description="the stated capture rule that applied")
+    removed: list[int] = Field(
+        default_factory=list,
+        description="participants revoked or departed before settlement: not paid, not charged",
+    )
+
+
+class EvaluationRequest(Schema):
+    """A trained round's model to measure, with its coalition (K per type) and data sizes."""
+
+    round_id: int
+    artifact_path: str
+    artifact_sha256: str
+    participants: list[int]
+    sizes: list[float]
+    train_epsilon: float | None = None
+
+
+class ErrorFit(Schema):
+    """The error model refitted from all measurements so far (Eq. 3 with ε0)."""
+
+    model_config = example(
+        {"eps0": 0.29, "d_gamma2": 10.4, "sigma2": 0.018, "r2": 0.97, "points": 4}
+    )
+
+    eps0: float
+    d_gamma2: float
+    sigma2: float
+    r2: float | None
+    points: int
+
+
+class EvaluationResult(Schema):
+    """The measured test loss of a round's model and the refitted error model."""
+
+    round_id: int
+    test_loss: float
+    accuracy: float | None
+    seconds: float
+    fit: ErrorFit | None
+
+
+class ErrorPosteriorEstimate(Schema):
+    """The evaluation service's posterior over Eq. 3's parameters (:mod:`mots.economics.error_online`):
+    the point estimate pricing uses, each parameter's posterior standard deviation, and how many
+    published measurements it holds (0: the prior)."""
+
+    eps0: float
+    d_gamma2: float
+    sigma2: float
+    sd: dict[str, float] = Field(..., description="posterior sd of eps0, d_gamma2 and sigma2")
+    points: int
+
+
+class CurrentErrorModel(Schema):
+    """The error model learned from every published measurement so far: the least-squares ``fit``
+    (None below enough distinct coalitions) and the Bayesian ``posterior`` (from the first)."""
+
+    fit: ErrorFit | None
+    posterior: ErrorPosteriorEstimate | None = None
 
 
 # ---------------------------------------------------------------- market (its worker: market)

@@ -17,7 +17,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import HTTPException, Query, status
 
-from mots.platform.schemas import Page as Page
+from mots.platform.api.base import Page as Page
 
 T = TypeVar("T")
 

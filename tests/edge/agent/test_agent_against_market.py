@@ -27,7 +27,9 @@ from edge.agent.health import agent_alive
 from edge.agent.runner import Agent
 from edge.agent.settings import AgentSettings
 from mots.client import MarketClient, MarketError
-from mots.platform.schemas import ClientRegistration, OpenRoundPayload, Strategy
+from mots.platform.api.base import Strategy
+from mots.platform.api.market import ClientRegistration
+from mots.platform.contracts import OpenRoundPayload
 from mots.platform.transactions import in_transaction
 from services.market import rounds
 from services.market.core.config import Settings

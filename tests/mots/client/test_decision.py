@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from mots.client import ClientFacts, draw_place, respond, targets_for, tie_draw
 from mots.economics.best_response import TIE_TOLERANCE, Targets
-from mots.platform.schemas import QuoteOut, Strategy
+from mots.platform.api.base import Strategy
+from mots.platform.api.market import QuoteOut
 
 
 def quote(**over: Any) -> QuoteOut:

@@ -18,7 +18,8 @@ import pytest
 
 from mots.client import MarketClient, MarketError, ModelIntegrityError
 from mots.client.model_file import read_model_info
-from mots.platform.schemas import ClientRegistration, RoundState, Strategy
+from mots.platform.api.base import RoundState, Strategy
+from mots.platform.api.market import ClientRegistration
 
 Handler = Callable[[httpx.Request], httpx.Response]
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from mots.client.rounds import OrchestrationError, RoundsClient
-from mots.platform.schemas import RoundState
+from mots.platform.api.base import RoundState
 
 
 def _round(rid: int, state: str, progress: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from mots.economics.mechanisms.swan_robust import RobustSwanMechanism
 from mots.economics.utility import PowerUtility
 from mots.local.agents import Agent, choose
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY
-from mots.platform.schemas import QuoteOut, RoundState, Strategy, TypeQuote
+from mots.platform.api.base import RoundState, Strategy
+from mots.platform.api.market import QuoteOut, TypeQuote
 from mots.scenario_file import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[3] / "examples" / "scenarios" / "platform_demo.yaml"

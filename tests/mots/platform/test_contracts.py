@@ -12,8 +12,13 @@ from pydantic import ValidationError
 
 from mots.platform import contracts
 from mots.platform.celery_app import QUEUES, make_celery
-from mots.platform.contracts import ALL_TASKS, MARKET_PUBLISH, TaskSpec
-from mots.platform.schemas import MarketRoundStatus, RoundRef
+from mots.platform.contracts import (
+    ALL_TASKS,
+    MARKET_PUBLISH,
+    MarketRoundStatus,
+    RoundRef,
+    TaskSpec,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 SCANNED = ("shared", "services", "edge", "benchmarks", "tests")

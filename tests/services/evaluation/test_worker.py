@@ -12,7 +12,7 @@ import pytest
 
 from mots.economics.error import generalization_error
 from mots.economics.scenario import ErrorModel
-from mots.platform.schemas import RoundRef
+from mots.platform.contracts import RoundRef
 
 SIZES = [50.0, 120.0, 300.0]
 
@@ -75,7 +75,7 @@ def test_one_published_round_moves_the_posterior_to_its_measurement(worker: Modu
     """From the first published round the estimate at its coalition moves toward the measured
     loss (the refit still waits for 4 coalitions); a retried publish counts once; unpublished
     rounds do not count."""
-    from mots.platform.schemas import NoInput
+    from mots.platform.contracts import NoInput
 
     k, measured = [0, 5, 5], 0.9
     at_k = lambda m: float(generalization_error(np.array(k), np.array(SIZES), m))  # noqa: E731

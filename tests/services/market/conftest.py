@@ -12,7 +12,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from mots.platform.schemas import OpenRoundPayload
+from mots.platform.contracts import OpenRoundPayload
 from mots.platform.transactions import in_transaction
 from services.market import rounds
 from services.market.core.config import Settings

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from mots.platform.schemas import SettlePayload
+from mots.platform.contracts import SettlePayload
 from mots.platform.transactions import in_transaction
 from services.market import rounds
 from services.market.core.config import Settings

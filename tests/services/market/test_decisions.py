@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select, text
 
+from mots.platform.api.base import Strategy
+from mots.platform.api.market import DecisionOut
 from mots.platform.db import make_engine, make_read_sessionmaker
-from mots.platform.schemas import DecisionOut, Strategy
 from mots.platform.transactions import in_transaction
 from services.market import rounds
 from services.market.api.errors import status_of

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform.api.market import PurchaseOut
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.money import from_micros, to_micros
-from mots.platform.schemas import PurchaseOut
 from mots.platform.transactions import in_transaction
 from services.market import ledger, migrations, rounds
 from services.market.api.errors import as_http, status_of

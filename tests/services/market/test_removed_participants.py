@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from mots.platform.contracts import SettlePayload
 from mots.platform.money import from_micros
-from mots.platform.schemas import SettlePayload
 from mots.platform.transactions import in_transaction
 from mots.training.pki import make_node_key
 from services.market import ledger, node_keys, rounds

@@ -10,7 +10,7 @@ import httpx
 from fastapi.testclient import TestClient
 
 from mots.client import MarketClient
-from mots.platform.schemas import Strategy
+from mots.platform.api.base import Strategy
 from tests.services.market.conftest import OPERATOR
 
 

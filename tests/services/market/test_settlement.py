@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from mots.platform.schemas import SettlePayload, SettleResult, Strategy
+from mots.platform.api.base import Strategy
+from mots.platform.contracts import SettlePayload, SettleResult
 from mots.platform.transactions import in_transaction
 from services.market import ledger, rounds
 from services.market.decisions import Declaration, book_declarations

@@ -20,10 +20,10 @@ import pytest
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.launcher import Stack
+from mots.platform.api.base import RoundState, Strategy
 from mots.platform.celery_app import make_celery
 from mots.platform.contracts import TaskSpec
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.schemas import RoundState, Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings

@@ -20,7 +20,7 @@ from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.demo import wait_round
 from mots.local.launcher import RedisServer, Stack
-from mots.platform.schemas import Strategy
+from mots.platform.api.base import Strategy
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
 

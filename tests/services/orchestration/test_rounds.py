@@ -9,7 +9,7 @@ import pytest
 from mots.economics.utility import PowerUtility
 from mots.local.agents import act, choose, wait_for_quote
 from mots.local.demo import wait_round
-from mots.platform.schemas import Strategy
+from mots.platform.api.base import Strategy
 from tests.services.orchestration.conftest import OPERATOR, UTILITY
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mots.economics import optimum
-from mots.platform.schemas import PricingRequest
+from mots.platform.api.pricing import PricingRequest
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from services.pricing import engine
 from services.pricing.core.config import Settings

@@ -11,12 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform import tokens
-from mots.platform.deps import Credentials, client_claim, is_operator, unauthorized
-from mots.platform.money import from_micros, to_micros
-from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
-from mots.platform.problems import problem
-from mots.platform.schemas import (
-    MAX_ID,
+from mots.platform.api.base import MAX_ID
+from mots.platform.api.market import (
     BulkRegistered,
     BulkRegistration,
     ClientOut,
@@ -27,6 +23,10 @@ from mots.platform.schemas import (
     NodeKeyOut,
     RegisteredClient,
 )
+from mots.platform.deps import Credentials, client_claim, is_operator, unauthorized
+from mots.platform.money import from_micros, to_micros
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
+from mots.platform.problems import problem
 from mots.platform.transactions import in_transaction
 from services.market import enrolment as enrolments
 from services.market import ledger, node_keys, rate_limits

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from sqlalchemy import select
 
+from mots.platform.api.market import DecisionIn, DecisionOut
 from mots.platform.problems import problem, problems
-from mots.platform.schemas import DecisionIn, DecisionOut
 from services.market.api.deps import (
     BEARER_SECURITY,
     CallerDep,

@@ -8,10 +8,10 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mots.platform.api.market import BalanceOut, DepositIn, DepositOut, EntryOut, LedgerCheck
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.problems import problem
-from mots.platform.schemas import BalanceOut, DepositIn, DepositOut, EntryOut, LedgerCheck
 from mots.platform.transactions import in_transaction
 from services.market import ledger
 from services.market.api.deps import (

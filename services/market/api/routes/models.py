@@ -10,7 +10,8 @@ from fastapi import APIRouter, HTTPException, status
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
-from mots.platform.schemas import MarketRoundState, ModelInfo
+from mots.platform.api.base import MarketRoundState
+from mots.platform.api.market import ModelInfo
 from services.market.api.deps import ReadingClient, RoundId, SessionFactoryDep, SettingsDep
 from services.market.models import Decision, MarketRound, Purchase
 

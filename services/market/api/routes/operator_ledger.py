@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
+from mots.platform.api.market import AccountOut, TransactionEntry, TransactionOut
 from mots.platform.money import from_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
-from mots.platform.schemas import AccountOut, TransactionEntry, TransactionOut
 from mots.platform.timestamps import TimestampIn
 from services.market.api.deps import OperatorDep, SessionFactoryDep
 from services.market.models import Account, Entry, LedgerTransaction

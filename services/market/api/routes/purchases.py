@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 
+from mots.platform.api.market import PurchaseIn, PurchaseOut, PurchaseRecord
 from mots.platform.money import from_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
-from mots.platform.schemas import PurchaseIn, PurchaseOut, PurchaseRecord
 from services.market.api.deps import (
     BEARER_SECURITY,
     CallerDep,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
+from mots.platform.api.base import MarketRoundState
+from mots.platform.api.market import QuoteOut, TypeQuote
 from mots.platform.problems import problem, problems
-from mots.platform.schemas import MarketRoundState, QuoteOut, TypeQuote
 from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
 from services.market.models import MarketRound
 from services.market.rounds import stored_quote

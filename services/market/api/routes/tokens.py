@@ -13,7 +13,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response, status
 from sqlalchemy.orm import Session
 
-from mots.platform.schemas import MAX_ID, TokenOut
+from mots.platform.api.base import MAX_ID
+from mots.platform.api.market import TokenOut
 from mots.platform.transactions import in_transaction
 from services.market.api.deps import (
     AnyClient,

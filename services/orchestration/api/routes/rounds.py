@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 
-from mots.platform.contracts import ORCHESTRATION_ADVANCE, send
+from mots.platform.api.base import MAX_ID, RoundState
+from mots.platform.contracts import ORCHESTRATION_ADVANCE, AdvanceRequest, send
 from mots.platform.deps import Principal, PrincipalDep, operator
 from mots.platform.money import to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
-from mots.platform.schemas import MAX_ID, AdvanceRequest, RoundState
 from services.orchestration.api.schemas import (
     RoundDetail,
     RoundOut,

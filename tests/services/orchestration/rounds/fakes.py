@@ -10,12 +10,16 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from mots.platform.schemas import (
-    TERMINAL_STATES,
-    CurrentErrorModel,
-    DeclarationProgress,
+from mots.platform.api.base import TERMINAL_STATES, RoundState
+from mots.platform.api.pricing import (
     EquilibriumRequest,
     EquilibriumResult,
+    PricingRequest,
+    PricingResult,
+)
+from mots.platform.contracts import (
+    CurrentErrorModel,
+    DeclarationProgress,
     ErrorFit,
     ErrorPosteriorEstimate,
     EvaluationRequest,
@@ -23,10 +27,7 @@ from mots.platform.schemas import (
     OpenRoundPayload,
     Population,
     PopulationType,
-    PricingRequest,
-    PricingResult,
     RoundDecisions,
-    RoundState,
     SettlePayload,
     SettleResult,
 )

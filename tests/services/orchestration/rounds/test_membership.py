@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mots.platform.schemas import RoundState
+from mots.platform.api.base import RoundState
 from tests.services.orchestration.rounds.fakes import LARGE, SMALL, rig
 
 

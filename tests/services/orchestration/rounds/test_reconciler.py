@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from mots.platform.schemas import RoundState
+from mots.platform.api.base import RoundState
 from services.orchestration.rounds.machine import deadline_of
 from services.orchestration.rounds.ports import ServiceUnavailable
 from services.orchestration.rounds.reconciler import Reconciler

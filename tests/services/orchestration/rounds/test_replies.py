@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from mots.platform.api.base import RoundState
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
@@ -26,16 +27,13 @@ from mots.platform.contracts import (
     PRICING_EQUILIBRIUM,
     PRICING_QUOTE,
     TRAINING_TRAIN,
+    MarketRoundStatus,
+    NodeKeys,
+    PublishedRound,
     TaskSpec,
     TrainRequest,
 )
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.schemas import (
-    MarketRoundStatus,
-    NodeKeys,
-    PublishedRound,
-    RoundState,
-)
 from services.orchestration.migrations import upgrade
 from services.orchestration.rounds.call_log import SqlCallLog
 from services.orchestration.rounds.celery_services import (

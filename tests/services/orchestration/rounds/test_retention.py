@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mots.platform.schemas import RoundState
+from mots.platform.api.base import RoundState
 from services.orchestration.rounds.reconciler import Reconciler
 from services.orchestration.rounds.retention import sweep
 from tests.services.orchestration.rounds.fakes import Rig, rig

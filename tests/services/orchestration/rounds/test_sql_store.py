@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.exc import StatementError
 
+from mots.platform.api.base import RoundState
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.schemas import RoundState
 from services.orchestration.migrations import upgrade
 from services.orchestration.products import RoundTerms, TrainingProgress
 from services.orchestration.rounds.ports import RoundInFlight, RoundUpdate

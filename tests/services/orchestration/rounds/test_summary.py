@@ -6,7 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from mots.platform.schemas import RoundState, SettleResult
+from mots.platform.api.base import RoundState
+from mots.platform.contracts import SettleResult
 from services.orchestration.products import RoundSummary, RoundTerms
 from services.orchestration.rounds.ports import RoundRecord
 from services.orchestration.rounds.summary import round_summary

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from mots.platform.api.base import RoundState
+from mots.platform.api.pricing import PricingResult
+from mots.platform.contracts import EvaluationResult
 from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.schemas import EvaluationResult, PricingResult, RoundState
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from services.orchestration.core.config import Settings
 from services.orchestration.main import create_app

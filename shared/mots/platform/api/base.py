@@ -1,0 +1,146 @@
+"""What the platform's APIs share: limits, typed ids and amounts, realistic examples, pages,
+and the round states (the platform's and the market's)."""
+
+from __future__ import annotations
+
+import enum
+from decimal import Decimal
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    Strict,
+)
+
+# A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
+from mots.economics.best_response import Strategy as Strategy
+from mots.platform.money import Money as Money
+from mots.platform.money import canonical_amount, money_str
+
+MAX_AMOUNT = Decimal(10**9)
+"""Largest amount one call may move or declare (keeps every balance far inside BIGINT micro-units)."""
+PositiveMoney = Annotated[
+    Decimal,
+    BeforeValidator(canonical_amount),
+    Field(gt=0, le=MAX_AMOUNT, max_digits=18, decimal_places=6),
+    PlainSerializer(money_str, return_type=str, when_used="json"),
+]
+MAX_ID = 2**31 - 1
+Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier")]
+"""An id in a request body: a JSON integer only ("1", 1.0 and true are refused)."""
+TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+TOKEN_EXAMPLE = (
+    "mots.7.1795709105.4c848faec99956fcb6853eafb5762e2e.FWTQG8XfG7kDOCLwWzysoGTsEFZ6T0hKcLwXim3FXFQ"
+)
+"""A signed client token as :func:`mots.platform.tokens.sign` makes one (client 7)."""
+PRICED_EXAMPLE: dict[str, Any] = {
+    "mechanism": "swan_robust",
+    "regime": "low",
+    "type_names": ["type-1", "type-2", "type-3"],
+    "participants": [0, 0, 5],
+    "buyers": [10, 5, 0],
+    "price": "0.750000",
+    "rewards": ["-0.250000", "0.450000", "2.250000"],
+    "welfare": 170199.74,
+    "epsilon": 0.3227,
+    "incentive_cost": "0.000000",
+    "optimal": True,
+}
+SETTLE_EXAMPLE: dict[str, Any] = {
+    "round_id": 3,
+    "payments": "11.250000",
+    "rewards_paid": "11.250000",
+    "charges": "0.000000",
+    "subsidy": "0.000000",
+    "surplus": "0.000000",
+    "refunds": "0.000000",
+    "subsidy_budget": "50.000000",
+    "captured_price": "0.750000",
+    "captured_rewards": {"type-1": "-0.250000", "type-2": "0.450000", "type-3": "2.250000"},
+    "capture_rule": None,
+}
+"""Realistic instances (the demo's market, round 3) reused by the models' OpenAPI examples."""
+
+
+def example(instance: dict[str, Any]) -> ConfigDict:
+    """A model's config adding one realistic instance as its OpenAPI example (``examples``)."""
+    return ConfigDict(json_schema_extra={"examples": [instance]})
+
+
+class Schema(BaseModel):
+    """A request or response body: unknown fields are refused (422 naming the field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list route: its items, and the cursor of the next page (``null``: the last);
+    see :mod:`mots.platform.paging`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[T] = Field(..., description="at most `limit` items, in the route's order")
+    next: str | None = Field(
+        ...,
+        description="pass as `cursor` for the next page; null on the last page",
+        examples=["YWZ0ZXI6NDI"],
+    )
+
+
+class MechanismPage(Page[str]):
+    """A page of the mechanism names a pricing request may give."""
+
+    model_config = example(
+        {"items": ["dynamic", "fl_optimum", "modified_fl", "swan", "swan_robust"], "next": None}
+    )
+
+
+class RoundState(enum.StrEnum):
+    """States of a market round; the orchestration service moves a round along them in order."""
+
+    OPEN = "open"
+    COLLECTING = "collecting"
+    TRAINING = "training"
+    EVALUATING = "evaluating"
+    SETTLING = "settling"
+    PUBLISHED = "published"
+    FAILED = "failed"
+    SETTLED_BY_RULE = "settled_by_rule"
+
+
+TERMINAL_STATES = frozenset({RoundState.PUBLISHED, RoundState.SETTLED_BY_RULE})
+
+
+class MarketRoundState(enum.StrEnum):
+    """States of a round at the market (its ledger's view): it takes decisions and purchases
+    while ``collecting``; then it is closed, settled (or refunded, when the round failed), and
+    its model published. Stored as these strings."""
+
+    COLLECTING = "collecting"
+    CLOSED = "closed"
+    SETTLED = "settled"
+    REFUNDED = "refunded"
+    PUBLISHED = "published"
+
+    @property
+    def round_state(self) -> RoundState:
+        """The round's state as the platform shows it (``GET /v1/quote``)."""
+        return _ROUND_STATE_OF_MARKET[self]
+
+
+_ROUND_STATE_OF_MARKET = {
+    MarketRoundState.COLLECTING: RoundState.COLLECTING,
+    MarketRoundState.CLOSED: RoundState.TRAINING,
+    MarketRoundState.SETTLED: RoundState.SETTLING,
+    MarketRoundState.REFUNDED: RoundState.SETTLED_BY_RULE,
+    MarketRoundState.PUBLISHED: RoundState.PUBLISHED,
+}

@@ -1,0 +1,587 @@
+"""The market's REST bodies (``services/market``; the SDK's :class:`mots.client.MarketClient`)."""
+
+from __future__ import annotations
+
+import enum
+from decimal import Decimal
+from typing import Any
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+# A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
+from mots.economics.best_response import Strategy as Strategy
+from mots.platform.api.base import (
+    MAX_AMOUNT,
+    TOKEN_EXAMPLE,
+    Id,
+    PositiveMoney,
+    RoundState,
+    Schema,
+    TypeName,
+    example,
+)
+from mots.platform.money import Money as Money
+from mots.platform.timestamps import Timestamp
+
+
+class ClientRegistration(Schema):
+    """A registration (Section 2.A.2): a name and, for the type (its label, D_i and C_i), an
+    operator-issued ``enrolment_code`` whose attested type the client gets. Without a code, the
+    operator's token, or open registration (``MOTS_OPEN_REGISTRATION``), must vouch for the type.
+    A claimed type that differs from the code's is refused (409)."""
+
+    model_config = example({"name": "pi-07", "type_name": "type-1", "data_size": 50, "cost": "0.5"})
+
+    name: str = Field(..., min_length=1, max_length=128, description="display name of the client")
+    enrolment_code: str | None = Field(
+        None,
+        min_length=8,
+        max_length=128,
+        description="one-time code the operator issued for an attested type (POST /v1/enrolments)",
+    )
+    type_name: TypeName | None = Field(
+        None, description="the client's type i; one (D_i, C_i) per type (the code's if omitted)"
+    )
+    data_size: int | None = Field(
+        None, ge=1, le=10_000_000, description="D_i, training samples held (the code's if omitted)"
+    )
+    cost: Money | None = Field(
+        None, ge=0, le=MAX_AMOUNT, description="C_i, participation cost (the code's if omitted)"
+    )
+
+
+class ClientStatus(enum.StrEnum):
+    """A client's standing: only ``active`` clients are priced and may declare or buy."""
+
+    ACTIVE = "active"
+    PENDING = "pending"
+    REVOKED = "revoked"
+    LEFT = "left"
+    """Left by itself (``DELETE /v1/me``): out of later rounds; reads its wallet and models."""
+
+
+class RegisteredClient(Schema):
+    """A registered client; ``token`` is shown once and stored only as a hash."""
+
+    model_config = example(
+        {
+            "id": 7,
+            "name": "pi-07",
+            "type_name": "type-1",
+            "data_size": 50,
+            "cost": "0.500000",
+            "token": TOKEN_EXAMPLE,
+        }
+    )
+
+    id: int
+    name: str
+    type_name: str
+    data_size: int
+    cost: Money
+    status: ClientStatus = ClientStatus.ACTIVE
+    token: str = Field(..., description="bearer credential; keep it, it is not shown again")
+    token_expires_at: Timestamp | None = Field(
+        None,
+        description="when the token expires (RFC 3339, UTC); renew it before (POST /v1/me/token)",
+    )
+
+
+MAX_BULK_CLIENTS = 10_000
+"""Most clients one ``POST /v1/clients/bulk`` registers."""
+
+
+BULK_TYPE_EXAMPLE: dict[str, Any] = {
+    "type_name": "type-1",
+    "data_size": 50,
+    "cost": "0.500000",
+    "count": 10,
+    "name_prefix": "pi-",
+}
+
+
+class BulkType(Schema):
+    """``count`` clients of one type, attested by the operator: named ``<name_prefix><k>``."""
+
+    model_config = example(BULK_TYPE_EXAMPLE)
+
+    type_name: TypeName
+    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
+    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i, participation cost")
+    count: int = Field(..., ge=1, le=MAX_BULK_CLIENTS, description="clients of this type")
+    name_prefix: str = Field("client-", min_length=1, max_length=100)
+
+
+class BulkRegistration(Schema):
+    """An operator's registration of many clients by type, each wallet funded with ``deposit``."""
+
+    model_config = example({"types": [BULK_TYPE_EXAMPLE], "deposit": "10.000000"})
+
+    types: list[BulkType] = Field(..., min_length=1, max_length=64)
+    deposit: Money = Field(Decimal(0), ge=0, le=MAX_AMOUNT, description="paid into each wallet")
+
+    @model_validator(mode="after")
+    def _at_most_max(self) -> BulkRegistration:
+        total = sum(t.count for t in self.types)
+        if total > MAX_BULK_CLIENTS:
+            raise ValueError(f"types: at most {MAX_BULK_CLIENTS} clients per call, got {total}")
+        return self
+
+
+class BulkRegistered(Schema):
+    """The clients a bulk registration made, in order, each with its token (shown once)."""
+
+    clients: list[RegisteredClient]
+
+
+class ClientOut(Schema):
+    """A registered client as the market shows it."""
+
+    model_config = example(
+        {
+            "id": 7,
+            "name": "pi-07",
+            "type_name": "type-1",
+            "data_size": 50,
+            "cost": "0.500000",
+            "node_key_sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+        }
+    )
+
+    id: int
+    name: str
+    type_name: str
+    data_size: int
+    cost: Money
+    status: ClientStatus = ClientStatus.ACTIVE
+    node_key_sha256: str | None = Field(
+        None, description="SHA-256 of the client's registered SuperNode public key (None: none)"
+    )
+
+
+class TokenOut(Schema):
+    """A client's new bearer token (rotated or reissued; the previous one is revoked), shown once."""
+
+    model_config = example(
+        {"client_id": 7, "token": TOKEN_EXAMPLE, "expires_at": "2026-11-26T16:05:05Z"}
+    )
+
+    client_id: int
+    token: str
+    expires_at: Timestamp = Field(..., description="when the token expires (RFC 3339, UTC)")
+
+
+MAX_ENROLMENT_USES = 100_000
+MAX_ENROLMENT_TTL_S = 366 * 86_400
+
+
+ENROLMENT_EXAMPLE: dict[str, Any] = {
+    "id": 2,
+    "type_name": "type-1",
+    "data_size": 50,
+    "cost": "0.500000",
+    "uses_left": 9,
+    "expires_at": "2026-11-26T16:05:05Z",
+    "revoked": False,
+}
+
+
+class EnrolmentIn(Schema):
+    """An attested type the operator enrols devices into: label, D_i, C_i, uses and lifetime."""
+
+    model_config = example(
+        {"type_name": "type-1", "data_size": 50, "cost": "0.500000", "uses": 10, "ttl_s": 604800}
+    )
+
+    type_name: TypeName
+    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i the operator attests")
+    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i the operator attests")
+    uses: int = Field(1, ge=1, le=MAX_ENROLMENT_USES, description="registrations the code admits")
+    ttl_s: int = Field(
+        7 * 86_400, ge=60, le=MAX_ENROLMENT_TTL_S, description="seconds until the code expires"
+    )
+
+
+class EnrolmentOut(Schema):
+    """An enrolment as the operator lists it (never its code)."""
+
+    model_config = example(ENROLMENT_EXAMPLE)
+
+    id: int
+    type_name: str
+    data_size: int
+    cost: Money
+    uses_left: int
+    expires_at: Timestamp = Field(..., description="after this the code is refused (RFC 3339)")
+    revoked: bool
+
+
+class EnrolmentIssued(EnrolmentOut):
+    """A new enrolment with its code: shown once, stored only as a hash."""
+
+    model_config = example(ENROLMENT_EXAMPLE | {"code": "enr_4Q8vN2kLx7RtY1cW9bZs3mHd"})
+
+    code: str
+
+
+MAX_PUBLIC_KEY_CHARS = 4096
+
+
+class NodeKeyIn(Schema):
+    """The public key of the SuperNode a client trains on (EC on a NIST curve, PEM or OpenSSH):
+    the SuperLink admits the node that holds its private key, as this client."""
+
+    model_config = example(
+        {
+            "challenge": "nkc.7.1767225600.9f2c….Q2x…",
+            "signature": "MGUCMQ…",
+            "public_key": "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBEmKSENjQEezOmxkZMy7opKgwFB9nkt5YRrYMjNuG5N87uRgg6CLrbo5wAdT/y6v0mKV0U2w0WZ2YB/++Tpockg= pi-07",
+        }
+    )
+
+    public_key: str = Field(..., min_length=1, max_length=MAX_PUBLIC_KEY_CHARS)
+    challenge: str = Field(
+        ...,
+        min_length=1,
+        max_length=256,
+        description="a challenge the market issued this client (POST /v1/me/node-key/challenge)",
+    )
+    signature: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        description="the challenge signed with the node's private key (ECDSA-SHA256, DER,"
+        " base64url): proof that the caller holds the key it registers",
+    )
+
+
+class NodeKeyChallenge(Schema):
+    """A challenge to sign with the SuperNode's private key, bound to this client, short-lived."""
+
+    model_config = example(
+        {"challenge": "nkc.7.1767225600.9f2c….Q2x…", "expires_at": "2026-01-01T00:00:00Z"}
+    )
+
+    challenge: str
+    expires_at: Timestamp = Field(..., description="after this it is refused (RFC 3339, UTC)")
+
+
+class NodeKeyOut(Schema):
+    """A client's registered SuperNode key: its id and the key's SHA-256 (PEM form)."""
+
+    model_config = example(
+        {
+            "client_id": 7,
+            "node_key_sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+        }
+    )
+
+    client_id: int
+    node_key_sha256: str
+
+
+class TypeQuote(Schema):
+    """The published terms for one type: reward r_i and the target numbers K*_i, B*_i."""
+
+    model_config = example(
+        {"type_name": "type-3", "reward": "2.250000", "target_participants": 5, "target_buyers": 0}
+    )
+
+    type_name: str
+    reward: Money
+    target_participants: int
+    target_buyers: int
+
+
+class QuoteOut(Schema):
+    """The current round's published quote: price p, rewards r_i, predicted ε and welfare."""
+
+    model_config = example(
+        {
+            "round_id": 3,
+            "state": "collecting",
+            "mechanism": "swan_robust",
+            "price": "0.750000",
+            "types": [
+                {
+                    "type_name": "type-1",
+                    "reward": "-0.250000",
+                    "target_participants": 0,
+                    "target_buyers": 10,
+                },
+                {
+                    "type_name": "type-3",
+                    "reward": "2.250000",
+                    "target_participants": 5,
+                    "target_buyers": 0,
+                },
+            ],
+            "epsilon": 0.3227,
+            "welfare": 170199.74,
+            "incentive_cost": "0.000000",
+        }
+    )
+
+    round_id: int
+    state: RoundState
+    mechanism: str
+    price: Money
+    types: list[TypeQuote]
+    epsilon: float
+    welfare: float
+    incentive_cost: Money
+    collect_deadline: Timestamp | None = Field(
+        None, description="when the round stops taking decisions (ISO 8601, UTC)"
+    )
+
+
+class DecisionIn(Schema):
+    """A strategy declaration for the open round."""
+
+    model_config = example({"strategy": "buy"})
+
+    strategy: Strategy
+
+
+class DecisionOut(Schema):
+    """A client's recorded strategy in a round."""
+
+    model_config = example({"round_id": 3, "client_id": 7, "strategy": "buy", "paid": True})
+
+    round_id: int
+    client_id: int
+    strategy: Strategy
+    paid: bool
+
+
+class PurchaseIn(Schema):
+    """Buy the model of a round at the round's quoted price."""
+
+    model_config = example({"round_id": 3})
+
+    round_id: Id
+
+
+class PurchaseOut(Schema):
+    """A completed purchase: the price paid, its ledger transaction and the buyer's new balance."""
+
+    model_config = example(
+        {
+            "purchase_id": 12,
+            "round_id": 3,
+            "client_id": 7,
+            "price": "0.750000",
+            "transaction_id": 41,
+            "balance": "9.250000",
+        }
+    )
+
+    purchase_id: int
+    round_id: int
+    client_id: int
+    price: Money
+    transaction_id: int | None = Field(..., description="absent when the price is zero")
+    balance: Money
+
+
+class PurchaseRecord(Schema):
+    """One of a client's purchases as the market keeps it (refunded when its round failed)."""
+
+    model_config = example(
+        {
+            "purchase_id": 12,
+            "round_id": 3,
+            "price": "0.750000",
+            "transaction_id": 41,
+            "refunded": False,
+        }
+    )
+
+    purchase_id: int
+    round_id: int
+    price: Money
+    transaction_id: int | None = Field(..., description="absent when the price was zero")
+    refunded: bool
+
+
+class DepositIn(Schema):
+    """Operator credit of a client's wallet (money received outside the platform)."""
+
+    model_config = example({"client_id": 7, "amount": "10.000000"})
+
+    client_id: Id
+    amount: PositiveMoney
+
+
+class DepositOut(Schema):
+    """A recorded deposit."""
+
+    model_config = example(
+        {"transaction_id": 8, "client_id": 7, "amount": "10.000000", "balance": "10.000000"}
+    )
+
+    transaction_id: int
+    client_id: int
+    amount: Money
+    balance: Money
+
+
+class EntryOut(Schema):
+    """One ledger entry (a signed amount on one account)."""
+
+    model_config = example(
+        {
+            "transaction_id": 41,
+            "kind": "purchase",
+            "account": "wallet:7",
+            "amount": "-0.750000",
+            "created_at": "2026-11-26T16:20:09Z",
+            "round_id": 3,
+        }
+    )
+
+    transaction_id: int
+    kind: str
+    account: str
+    amount: Money
+    created_at: Timestamp
+    round_id: int | None
+
+
+class TransactionEntry(Schema):
+    """One leg of a ledger transaction: an account and its signed amount."""
+
+    model_config = example({"account": "wallet:7", "amount": "-0.750000"})
+
+    account: str
+    amount: Money
+
+
+class TransactionOut(Schema):
+    """A ledger transaction across accounts, as the operator reads it (its entries sum to 0)."""
+
+    model_config = example(
+        {
+            "id": 41,
+            "kind": "purchase",
+            "round_id": 3,
+            "client_id": 7,
+            "created_at": "2026-11-26T16:20:09Z",
+            "entries": [
+                {"account": "wallet:7", "amount": "-0.750000"},
+                {"account": "round:3:pool", "amount": "0.750000"},
+            ],
+        }
+    )
+
+    id: int
+    kind: str = Field(..., description="deposit, purchase, refund, reward, charge, subsidy, …")
+    round_id: int | None
+    client_id: int | None
+    created_at: Timestamp
+    entries: list[TransactionEntry]
+
+
+class AccountOut(Schema):
+    """A ledger account and its balance (wallets, round pools, platform and external)."""
+
+    model_config = example(
+        {
+            "name": "platform:subsidy",
+            "category": "platform_subsidy",
+            "client_id": None,
+            "balance": "-1.500000",
+        }
+    )
+
+    name: str
+    category: str
+    client_id: int | None
+    balance: Money
+
+
+class BalanceOut(Schema):
+    """A client's wallet balance and its ledger entries, newest first."""
+
+    model_config = example(
+        {
+            "client_id": 7,
+            "balance": "9.250000",
+            "entries": [
+                {
+                    "transaction_id": 41,
+                    "kind": "purchase",
+                    "account": "wallet:7",
+                    "amount": "-0.750000",
+                    "created_at": "2026-11-26T16:20:09Z",
+                    "round_id": 3,
+                }
+            ],
+        }
+    )
+
+    client_id: int
+    balance: Money
+    entries: list[EntryOut]
+
+
+class ModelInfo(Schema):
+    """A published round's model file: its digest, size and the metadata written beside it
+    (``GET /v1/rounds/{id}/model/info``; the client saves it as ``mots-round-N.json``)."""
+
+    model_config = example(
+        {
+            "round_id": 3,
+            "file": "mots-round-3.pt",
+            "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "size": 431517,
+            "format": "mots-model/1",
+            "participants": [0, 0, 5],
+            "epsilon": 0.341,
+            "metadata": {"dataset": "fashion-mnist", "fedavg_rounds": 5},
+        }
+    )
+
+    round_id: int = Field(..., description="the market round that produced the model")
+    file: str = Field(..., description="the file name a download gets: mots-round-N.pt")
+    sha256: str = Field(..., description="hex SHA-256 of the file, as X-Model-SHA256 sends it")
+    size: int = Field(..., description="bytes")
+    format: str | None = Field(..., description="the file's format tag (mots-model/1)")
+    participants: list[int] | None = Field(..., description="the coalition K: trainers per type")
+    epsilon: float | None = Field(..., description="the training's test loss ε of the model")
+    metadata: dict[str, Any] = Field(
+        ...,
+        description="everything the trainer recorded (data set, model, FedAvg rounds, …)",
+    )
+
+
+class LedgerCheck(Schema):
+    """The ledger's invariants: every transaction sums to zero; balances equal their entries."""
+
+    model_config = example(
+        {
+            "transactions": 58,
+            "entries": 116,
+            "unbalanced_transactions": 0,
+            "mismatched_accounts": 0,
+            "total": "0.000000",
+            "accounts": {"external": "-200.000000", "platform": "0.000000", "wallet:7": "9.250000"},
+        }
+    )
+
+    transactions: int
+    entries: int
+    unbalanced_transactions: int
+    mismatched_accounts: int
+    total: Money
+    accounts: dict[str, Money]
+
+    @property
+    def balanced(self) -> bool:
+        """True when no invariant is broken."""
+        return (
+            self.unbalanced_transactions == 0 and self.mismatched_accounts == 0 and self.total == 0
+        )
