@@ -10,16 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.containers import kube_play, podman, stand_ins
-from tests.containers.conftest import require_runtime
+from tests.containers.conftest import require_base, require_runtime
 
 
 def test_postgres_and_redis_pods_run_as_written(tmp_path: Path) -> None:
     require_runtime()
-    if not podman.image_exists(stand_ins.base_image("amd64")):
-        pytest.skip("no local base image (scripts/ensure_containers.sh)")
+    require_base(stand_ins.base_image("amd64"))
     before = podman.leftovers(["postgres", "redis", kube_play.NETWORK])
     probes = kube_play.play_tier(tmp_path / f"kp-{os.getpid()}", {"postgres", "redis"})
     assert probes == {

@@ -12,7 +12,7 @@ import pytest
 
 from tests.containers import network, podman
 from tests.containers.base import base_image
-from tests.containers.conftest import require_runtime
+from tests.containers.conftest import require_base, require_runtime
 
 PREFIX = f"mots-nettest-{os.getpid()}"
 SERVER = f"{PREFIX}-server"
@@ -41,8 +41,7 @@ print(statistics.median(rtts), n * 8 / 1e6 / (time.perf_counter() - t))
 def pair() -> Iterator[None]:
     require_runtime()
     image = base_image("amd64")
-    if not podman.image_exists(image):
-        pytest.skip(f"{image} not built (scripts/ensure_containers.sh)")
+    require_base(image)
     try:
         podman.podman("network", "create", PREFIX)
         serve = (
