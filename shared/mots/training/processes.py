@@ -109,8 +109,15 @@ def descendants(pids: Sequence[int]) -> set[int]:
     return out
 
 
-FEDERATION_MARKERS = (b"flower-superlink", b"flower-supernode", b"flwr", b"mots.training")
-"""What a federation process's command line holds (SuperLink, SuperNodes, ServerApps, trainers)."""
+FEDERATION_MARKERS = (
+    b"flower-superlink",
+    b"flower-supernode",
+    b"flower-superexec",
+    b"flwr",
+    b"mots.training",
+)
+"""What a federation process's command line holds (SuperLink, SuperNodes, their SuperExecs,
+ServerApps, trainers, warm nodes and their template)."""
 
 
 def strays(workdir: Path) -> list[int]:

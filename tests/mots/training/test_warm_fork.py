@@ -74,3 +74,24 @@ def test_forked_nodes_train_verified_and_die_with_their_stub(
     assert survivors == []
     assert not any(n is not None and alive(n) for n in nodes)
     assert fed._fork_socket is None
+
+
+def test_a_killed_owners_superexec_counts_as_a_stray(tmp_path: Path) -> None:
+    """Flower's ``flower-superexec`` (a SuperLink's or a subprocess-layout SuperNode's) runs in the
+    federation's directory too; a killed owner's must be reaped with the rest (it was missed: three
+    were left after a killed bench-training run)."""
+    import subprocess
+    import sys
+
+    from mots.training.processes import reap_strays, strays
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "/venv/bin/flower-superexec"],
+        cwd=tmp_path,
+    )
+    try:
+        assert proc.pid in strays(tmp_path)
+        assert proc.pid in reap_strays(tmp_path)
+        assert proc.wait(timeout=10) != 0
+    finally:
+        proc.kill()
