@@ -123,7 +123,7 @@ class Database(Group):
         if password is not None and placeholder(unquote(password)):
             raise ValueError(
                 "MOTS_DATABASE_URL: its password is docker/.env.example's placeholder "
-                f"({PLACEHOLDER_PREFIX}…), public with the repository; set MOTS_DB_PASSWORD of "
+                f"({PLACEHOLDER_PREFIX}…), public with the repository; set a database password of "
                 "your own in docker/.env"
             )
         return self
