@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,10 +152,13 @@ class Trainer:
         progress: Callable[[RoundProgress], None] | None = None,
         *,
         coalition: Coalition | None = None,
+        removed: Callable[[], Collection[int]] | None = None,
     ) -> TrainingOutcome:
         """Train the coalition K (participants per type) and save the model artifact;
         ``progress`` hears of every FedAvg round (and clients finishing within one);
-        ``coalition`` names the participants (and, on an external SuperLink, their keys)."""
+        ``coalition`` names the participants (and, on an external SuperLink, their keys);
+        ``removed`` (asked before each in-process round) names the client ids revoked or departed
+        so far: their updates are left out from then on and they are reported dropped."""
         from mots.training.external_superlink import ExternalSuperLink
         from mots.training.runner import train_coalition
 
@@ -176,6 +179,7 @@ class Trainer:
                 artifact_dir=artifact_dir,
                 progress=progress or False,
                 quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
+                removed=_positions(coalition, removed),
             )
             seconds = time.perf_counter() - start
             _export_supernodes(federation, coalition)
@@ -197,6 +201,16 @@ class Trainer:
         if self._federation is not None:
             self._federation.stop()
         self._federation, self._node_types = None, None
+
+
+def _positions(
+    coalition: Coalition | None, removed: Callable[[], Collection[int]] | None
+) -> Callable[[], list[tuple[int, int]]] | None:
+    """``removed`` in the engine's terms: client ids → (type i, participant j)."""
+    if coalition is None or removed is None:
+        return None
+    where = {cid: (i, j) for i, ids in enumerate(coalition.clients) for j, cid in enumerate(ids)}
+    return lambda: [where[c] for c in removed() if c in where]
 
 
 def _export_supernodes(federation: Any, coalition: Coalition | None) -> None:

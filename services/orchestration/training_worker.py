@@ -15,12 +15,20 @@ import logging
 
 from celery import current_task
 
-from mots.platform.contracts import TRAINING_TRAIN, TrainRequest, TrainResult
+from mots.platform.contracts import (
+    MARKET_NODE_KEYS,
+    TRAINING_TRAIN,
+    NodeKeys,
+    NodeKeysRequest,
+    TrainRequest,
+    TrainResult,
+)
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.worker import service_worker
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import get_settings
 from services.orchestration.products import TrainingProgress
+from services.orchestration.removals import MarketRemovals
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.call_log import SqlCallLog
 from services.orchestration.rounds.sql_store import SqlRoundStore
@@ -36,6 +44,13 @@ store, calls = SqlRoundStore(sessions), SqlCallLog(sessions)
 
 class StaleTraining(RuntimeError):
     """The round no longer waits for this training (its call was given up or answered)."""
+
+
+def market_keys(client_ids: list[int]) -> dict[int, str]:
+    """The market's current SuperNode keys of ``client_ids`` (revoked or departed ones absent)."""
+    body = MARKET_NODE_KEYS.body(NodeKeysRequest(client_ids=client_ids))
+    res = app.send_task(MARKET_NODE_KEYS.name, args=[body], queue=MARKET_NODE_KEYS.queue)
+    return NodeKeys.model_validate(res.get(timeout=10, disable_sync_subtasks=False)).keys
 
 
 @TRAINING_TRAIN.handler(app)
@@ -59,6 +74,10 @@ def train(request: TrainRequest) -> TrainResult:
         quoted_epsilon=request.quoted_epsilon,
         type_names=request.type_names,
     )
+    joined = {c for ids in request.clients for c in ids}
+    removed = MarketRemovals(
+        {c: k for c, k in request.node_keys.items() if c in joined}, market_keys
+    )
     outcome = trainer.train(
         request.participants,
         request.sizes,
@@ -66,5 +85,6 @@ def train(request: TrainRequest) -> TrainResult:
         request.round_id,
         progress=progress,
         coalition=coalition,
+        removed=removed,
     )
     return TrainResult.model_validate(outcome.as_dict())

@@ -16,7 +16,7 @@ the unchunked engine did; more chunks sum the average in another order (float32 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,6 +59,17 @@ class RoundOutcome:
 
 
 RoundCallback = Callable[[RoundOutcome], None]
+RemovedCheck = Callable[[int], Collection[int]]
+"""Asked before round r: the participants (coalition order) removed from the round by then."""
+
+
+def _present(members: IntArray, removed: RemovedCheck | None, r: int) -> IntArray:
+    """Round r's sample less the participants removed (revoked or departed) by now: their
+    updates are not trained or averaged from this round on (issue 24)."""
+    if removed is None:
+        return members
+    gone = list(removed(r))
+    return members[~np.isin(members, gone)] if gone else members
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,13 @@ def prepare(
         ds.input_shape,
         ds.num_classes,
     )
+
+
+def _weights(sizes: IntArray, members: IntArray, mode: str) -> npt.NDArray[np.float64]:
+    """FedAvg's weights of the round's members (none when every one was removed)."""
+    if not len(members):
+        return np.zeros(0)
+    return aggregation_weights(sizes[members].tolist(), mode)
 
 
 def client_bytes(config: TrainConfig, features: int, classes: int) -> int:
@@ -165,7 +183,10 @@ def _local_sgd(
 
 
 def _vectorised_rounds(
-    fed: Federation, config: TrainConfig, on_round: RoundCallback | None
+    fed: Federation,
+    config: TrainConfig,
+    on_round: RoundCallback | None,
+    removed: RemovedCheck | None = None,
 ) -> list[RoundOutcome]:
     """Logistic regression, a chunk of clients at a time: W_k ← W_k − η ∇ CE, batched over k."""
     model = build_model(
@@ -181,10 +202,8 @@ def _vectorised_rounds(
     for r in range(config.rounds):
         start = time.perf_counter()
         lr = learning_rate(config.lr, r)
-        members = round_sample(len(fed.shards), config, r)
-        weights = torch.as_tensor(
-            aggregation_weights(sizes[members].tolist(), config.aggregation), dtype=torch.float32
-        )
+        members = _present(round_sample(len(fed.shards), config, r), removed, r)
+        weights = torch.as_tensor(_weights(sizes, members, config.aggregation), dtype=torch.float32)
         new_w: torch.Tensor | None = None
         new_b: torch.Tensor | None = None
         pos = 0
@@ -195,8 +214,8 @@ def _vectorised_rounds(
             part_w, part_b = torch.einsum("k,kij->ij", share, wk), share @ bk
             new_w = part_w if new_w is None else new_w + part_w
             new_b = part_b if new_b is None else new_b + part_b
-        assert new_w is not None and new_b is not None
-        gw, gb = new_w, new_b
+        if new_w is not None and new_b is not None:  # else everyone was removed: model kept
+            gw, gb = new_w, new_b
         with torch.no_grad():
             logits = torch.addmm(gb, x_test, gw.T)
             eps = float(F.cross_entropy(logits, fed.y_test))
@@ -217,7 +236,10 @@ def _vectorised_rounds(
 
 
 def _loop_rounds(
-    fed: Federation, config: TrainConfig, on_round: RoundCallback | None
+    fed: Federation,
+    config: TrainConfig,
+    on_round: RoundCallback | None,
+    removed: RemovedCheck | None = None,
 ) -> list[RoundOutcome]:
     """Any model: each client in turn trains a copy with train_local, FedAvg adds it to the average."""
     global_model = build_model(
@@ -235,8 +257,8 @@ def _loop_rounds(
     for r in range(config.rounds):
         start = time.perf_counter()
         lr = learning_rate(config.lr, r)
-        members = round_sample(len(fed.shards), config, r)
-        weights = aggregation_weights(sizes[members].tolist(), config.aggregation)
+        members = _present(round_sample(len(fed.shards), config, r), removed, r)
+        weights = _weights(sizes, members, config.aggregation)
         average = RunningAverage()
         for k, w in zip(members, weights, strict=True):
             c = kept[int(k)] if kept is not None else fed.client(int(k))
@@ -244,7 +266,8 @@ def _loop_rounds(
             set_weights(local_model, current)
             train_local(local_model, c, b, lr)
             average.add(get_weights(local_model), float(w))
-        current = average.result()
+        if len(members):  # else everyone was removed: the model is kept
+            current = average.result()
         set_weights(global_model, current)
         eps, acc = evaluate(global_model, fed.x_test, fed.y_test)
         outcome = RoundOutcome(
@@ -263,13 +286,16 @@ def run_inprocess(
     on_round: RoundCallback | None = None,
     vectorised: bool | None = None,
     dataset: Dataset | None = None,
+    removed: RemovedCheck | None = None,
 ) -> list[RoundOutcome]:
-    """Train coalition K for ``config.rounds`` rounds; one :class:`RoundOutcome` per round."""
+    """Train coalition K for ``config.rounds`` rounds; one :class:`RoundOutcome` per round.
+    ``removed`` (asked before each round) names participants, by coalition index, left out of
+    that round and the later ones."""
     fed = prepare(participants, config, dataset)
     use_vec = config.model == "logistic" if vectorised is None else vectorised
     if use_vec and config.model != "logistic":
         raise ValueError("vectorised: only the logistic model has a batched in-process engine")
     with torch_threads(1):
         if use_vec:
-            return _vectorised_rounds(fed, config, on_round)
-        return _loop_rounds(fed, config, on_round)
+            return _vectorised_rounds(fed, config, on_round, removed)
+        return _loop_rounds(fed, config, on_round, removed)

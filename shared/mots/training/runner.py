@@ -8,7 +8,7 @@ global model of every round is saved as an artifact when ``artifact_dir`` is giv
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -19,12 +19,48 @@ from mots.training.result import ArtifactWriter, TrainingResult, round_metadata
 if TYPE_CHECKING:
     from mots.training.external_superlink import Federation
 
+Removed = Callable[[], Collection[tuple[int, int]]]
+"""The participants (type i, index j) removed from the round so far (revoked or departed)."""
+
+
+class _Removals:
+    """Asks ``removed`` before each in-process round, maps (i, j) to the coalition's order and
+    remembers the round each one left in (issue 24: their updates are not averaged)."""
+
+    def __init__(self, participants: tuple[int, ...], config: TrainConfig, removed: Removed):
+        from mots.training.partition import coalition_ids
+
+        self.ids = coalition_ids(participants, config.type_counts)
+        self.removed = removed
+        self.left: dict[tuple[int, int], int] = {}
+
+    def __call__(self, r: int) -> list[int]:
+        for ij in self.removed():
+            self.left.setdefault(ij, r)
+        return [k for k, ij in enumerate(self.ids) if ij in self.left]
+
+    def status(self) -> list[dict[str, object]]:
+        """Each participant's record: verified, or dropped in the round it was removed in."""
+        return [
+            {"type_index": i, "client_index": j, "status": "verified", "reason": ""}
+            if (i, j) not in self.left
+            else {
+                "type_index": i,
+                "client_index": j,
+                "status": "dropped",
+                "left_in_round": self.left[(i, j)],
+                "reason": "removed (revoked or departed) while training",
+            }
+            for i, j in self.ids
+        ]
+
 
 def _inprocess(
     participants: tuple[int, ...],
     config: TrainConfig,
     report: Callable[[RoundProgress], None] | None,
     artifact_dir: Path | None,
+    removed: Removed | None = None,
 ) -> TrainingResult:
     from mots.training.datasets import load_dataset
     from mots.training.inprocess import RoundOutcome, run_inprocess
@@ -47,8 +83,12 @@ def _inprocess(
             )
 
     start = time.perf_counter()
-    outcomes = run_inprocess(participants, config, on_round=on_round, dataset=ds)
+    gone = _Removals(participants, config, removed) if removed is not None else None
+    outcomes = run_inprocess(participants, config, on_round=on_round, dataset=ds, removed=gone)
     path, digest = last[0] if last else (None, None)
+    completed = list(participants)
+    for i, _ in gone.left if gone is not None else ():
+        completed[i] -= 1
     return TrainingResult(
         epsilon=outcomes[-1].epsilon,
         losses=[o.epsilon for o in outcomes],
@@ -58,7 +98,8 @@ def _inprocess(
         metadata={
             "engine": "inprocess",
             "participants": list(participants),
-            "completed_participants": list(participants),
+            "completed_participants": completed,
+            **({"participant_status": gone.status()} if gone is not None and gone.left else {}),
             "accuracy": outcomes[-1].accuracy,
             "seconds": time.perf_counter() - start,
             "config": config.model_dump(mode="json"),
@@ -76,6 +117,7 @@ def train_coalition(
     progress: bool | Callable[[RoundProgress], None] = False,
     artifact_dir: Path | None = None,
     quoted_epsilon: float | None = None,
+    removed: Removed | None = None,
 ) -> TrainingResult:
     """Train coalition K = ``participants`` (K_i per type) with FedAvg; ε is the final test loss.
 
@@ -84,6 +126,10 @@ def train_coalition(
     temporary local federation holding exactly the coalition's clients, stopped afterwards. There
     every update is verified, and the model is refused (``QualityGateError``) when it is far
     worse than ``quoted_epsilon`` (the ε the market priced) or than the untrained model.
+    ``removed`` (in process only) is asked before each round which participants were removed
+    (revoked or departed): they are left out of that round and the later ones, not averaged,
+    and reported dropped. The deployment engine does not take it yet: there a SuperNode's key is
+    synced to the SuperLink only before training starts (issue 24, open).
     """
     k = config.check_participants(list(participants))
     report: Callable[[RoundProgress], None] | None
@@ -93,7 +139,7 @@ def train_coalition(
         report = ProgressPrinter(f"K={list(k)}") if progress else None
     if engine == "inprocess":
         return _inprocess(
-            k, config, report, Path(artifact_dir) if artifact_dir is not None else None
+            k, config, report, Path(artifact_dir) if artifact_dir is not None else None, removed
         )
     if engine == "deployment":
         from mots.training.deployment import train_on_federation
