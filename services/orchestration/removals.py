@@ -3,7 +3,8 @@
 
 The market leaves a revoked or departed client's SuperNode key out of the keys it hands out
 (:func:`services.market.node_keys.keys_of`), so a participant whose key the round started with and
-the market no longer returns has been removed. :class:`MarketRemovals` asks the market at most
+the market no longer returns any key for has been removed (one that rotated its key still has
+one). :class:`MarketRemovals` asks the market at most
 once per ``interval_s`` (the engine asks before every FedAvg round) and remembers every removal;
 a failed ask keeps what it knew (training never stops for it). A participant that registered no
 key cannot be told apart this way; the market's settlement still pays it nothing once removed.
@@ -41,7 +42,7 @@ class MarketRemovals:
             except Exception:
                 log.warning("the market's node keys could not be read", exc_info=True)
                 return set(self.removed)
-            gone = {c for c, pem in self.keys.items() if current.get(c) != pem}
+            gone = {c for c in self.keys if c not in current}  # a rotated key is no removal
             if gone - self.removed:
                 log.warning("participants %s removed while training", sorted(gone - self.removed))
             self.removed |= gone

@@ -1,0 +1,33 @@
+"""MarketRemovals: who the market no longer hands a key for is removed, once and for good; a
+rotated key is no removal; a failed read keeps what was known; the market is asked at most once
+per interval."""
+
+from __future__ import annotations
+
+from services.orchestration.removals import MarketRemovals
+
+
+def test_removals_follow_the_market_keys() -> None:
+    market = {1: "a", 2: "b", 3: "c"}
+    asked: list[list[int]] = []
+
+    def fetch(ids: list[int]) -> dict[int, str]:
+        asked.append(ids)
+        if market.get(0) == "down":
+            raise ConnectionError("market away")
+        return {c: k for c, k in market.items() if c in ids}
+
+    removed = MarketRemovals({1: "a", 2: "b", 3: "c"}, fetch, interval_s=0.0)
+    assert removed() == set()
+    market[2] = "b2"  # rotated: still enrolled
+    del market[3]  # revoked or departed
+    assert removed() == {3}
+    market[0] = "down"
+    assert removed() == {3}  # a failed read keeps what was known
+    del market[0]
+    market[3] = "c"
+    assert removed() == {3}  # a removal stays
+    slow = MarketRemovals({1: "a"}, fetch, interval_s=3600.0)
+    n = len(asked)
+    slow(), slow()
+    assert len(asked) == n + 1
