@@ -6,7 +6,9 @@ The market leaves a revoked or departed client's SuperNode key out of the keys i
 the market no longer returns any key for has been removed (one that rotated its key still has
 one). :class:`MarketRemovals` asks the market at most
 once per ``interval_s`` (the engine asks before every FedAvg round) and remembers every removal;
-a failed ask keeps what it knew (training never stops for it). A participant that registered no
+a failed ask keeps what it knew (training never stops for it), and so does an ask not answered yet
+(``fetch`` returns None: the training worker never waits on the market, see
+:class:`services.orchestration.training_worker.MarketKeysAsk`). A participant that registered no
 key cannot be told apart this way; the market's settlement still pays it nothing once removed.
 """
 
@@ -21,12 +23,13 @@ log = logging.getLogger(__name__)
 
 class MarketRemovals:
     """``__call__()`` → the client ids among ``keys`` (participant → key at the round's start)
-    whose key the market no longer hands out; ``fetch(ids)`` asks the market for their keys."""
+    whose key the market no longer hands out; ``fetch(ids)`` asks the market for their keys and
+    returns the latest answer, or None while none has come."""
 
     def __init__(
         self,
         keys: dict[int, str],
-        fetch: Callable[[list[int]], dict[int, str]],
+        fetch: Callable[[list[int]], dict[int, str] | None],
         interval_s: float = 1.0,
     ) -> None:
         self.keys, self.fetch, self.interval_s = keys, fetch, interval_s
@@ -41,6 +44,8 @@ class MarketRemovals:
                 current = self.fetch(sorted(self.keys))
             except Exception:
                 log.warning("the market's node keys could not be read", exc_info=True)
+                return set(self.removed)
+            if current is None:  # no answer yet: nothing new is known
                 return set(self.removed)
             gone = {c for c in self.keys if c not in current}  # a rotated key is no removal
             if gone - self.removed:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from celery import current_task
+from celery.result import AsyncResult
 
 from mots.platform.contracts import (
     MARKET_NODE_KEYS,
@@ -46,11 +47,28 @@ class StaleTraining(RuntimeError):
     """The round no longer waits for this training (its call was given up or answered)."""
 
 
-def market_keys(client_ids: list[int]) -> dict[int, str]:
-    """The market's current SuperNode keys of ``client_ids`` (revoked or departed ones absent)."""
-    body = MARKET_NODE_KEYS.body(NodeKeysRequest(client_ids=client_ids))
-    res = app.send_task(MARKET_NODE_KEYS.name, args=[body], queue=MARKET_NODE_KEYS.queue)
-    return NodeKeys.model_validate(res.get(timeout=10, disable_sync_subtasks=False)).keys
+class MarketKeysAsk:
+    """The market's current SuperNode keys of a round's participants, asked without waiting: each
+    call returns the answer of the ask sent before it if that has come (None otherwise) and sends
+    the next ask. No task waits on another's result (issue 25, item 2), so a removal is seen
+    from the FedAvg round after the market's answer arrives."""
+
+    def __init__(self) -> None:
+        self._out: AsyncResult | None = None
+
+    def __call__(self, client_ids: list[int]) -> dict[int, str] | None:
+        answer = None
+        if self._out is not None and self._out.ready():
+            done, self._out = self._out, None
+            if not done.successful():
+                raise RuntimeError(f"market.node_keys failed: {done.result!r}")
+            answer = NodeKeys.model_validate(done.result).keys
+        if self._out is None:
+            body = MARKET_NODE_KEYS.body(NodeKeysRequest(client_ids=client_ids))
+            self._out = app.send_task(
+                MARKET_NODE_KEYS.name, args=[body], queue=MARKET_NODE_KEYS.queue
+            )
+        return answer
 
 
 @TRAINING_TRAIN.handler(app)
@@ -76,7 +94,7 @@ def train(request: TrainRequest) -> TrainResult:
     )
     joined = {c for ids in request.clients for c in ids}
     removed = MarketRemovals(
-        {c: k for c, k in request.node_keys.items() if c in joined}, market_keys
+        {c: k for c, k in request.node_keys.items() if c in joined}, MarketKeysAsk()
     )
     outcome = trainer.train(
         request.participants,

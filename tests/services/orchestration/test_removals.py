@@ -31,3 +31,13 @@ def test_removals_follow_the_market_keys() -> None:
     n = len(asked)
     slow(), slow()
     assert len(asked) == n + 1
+
+
+def test_an_unanswered_ask_is_no_news() -> None:
+    """The training worker's asks are not waited on: until the market answers, fetch gives None
+    and nothing changes; the answer, when it comes, is applied."""
+    answers: list[dict[int, str] | None] = [None, None, {1: "a"}]
+    removed = MarketRemovals({1: "a", 2: "b"}, lambda ids: answers.pop(0), interval_s=0.0)
+    assert removed() == set()
+    assert removed() == set()
+    assert removed() == {2}
