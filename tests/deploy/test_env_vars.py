@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("services", "edge", "shared/mots")
 OUR_IMAGES = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
 THIRD_PARTY_PREFIXES = ("POSTGRES_", "PGDATA", "GF_")
+# Variables our images' libraries read, not our code: Flower's (FLWR_HOME, where it installs FABs).
+LIBRARY_PREFIXES = ("FLWR_",)
 """Variables that third-party images (postgres, grafana) read; they never carry MOTS_ settings."""
 
 
@@ -228,7 +230,7 @@ def _check(
         seen_images.add(ours)
         reads = reads_by_image[ours]
         missing = sorted(reads.required - keys)
-        unread = sorted(keys - reads.all)
+        unread = sorted(k for k in keys - reads.all if not k.startswith(LIBRARY_PREFIXES))
         if missing:
             problems.append(f"{where} {name}: read by the code but not set: {missing}")
         if unread:
