@@ -23,6 +23,7 @@ from mots.platform.contracts import (
     NodeKeysRequest,
     TrainRequest,
     TrainResult,
+    ask,
 )
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.worker import service_worker
@@ -64,10 +65,7 @@ class MarketKeysAsk:
                 raise RuntimeError(f"market.node_keys failed: {done.result!r}")
             answer = NodeKeys.model_validate(done.result).keys
         if self._out is None:
-            body = MARKET_NODE_KEYS.body(NodeKeysRequest(client_ids=client_ids))
-            self._out = app.send_task(
-                MARKET_NODE_KEYS.name, args=[body], queue=MARKET_NODE_KEYS.queue
-            )
+            self._out = ask(app, MARKET_NODE_KEYS, NodeKeysRequest(client_ids=client_ids))
         return answer
 
 

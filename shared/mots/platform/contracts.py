@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from celery import Celery
+from celery.result import AsyncResult
 from pydantic import BaseModel, Field
 
 from mots.platform.api.base import (
@@ -156,6 +157,12 @@ def send(app: Celery, spec: TaskSpec[In, Out], payload: In, countdown: float = 0
         countdown=countdown or None,
         ignore_result=True,
     )
+
+
+def ask(app: Celery, spec: TaskSpec[In, Out], payload: In) -> AsyncResult:
+    """Send another service's task and return its result handle, to be read once ``ready()``:
+    never waited on (no task waits on another's result)."""
+    return app.send_task(spec.name, args=[spec.body(payload)], queue=spec.queue)
 
 
 # ---------------------------------------------------------------- task payloads
