@@ -99,7 +99,9 @@ def test_prometheus_scrapes_services_and_every_panel_has_data(
                 body = httpx.get(f"{prom}/api/v1/query", params={"query": expr}).json()
                 assert body["status"] == "success", (title, body)
                 values = [float(r["value"][1]) for r in body["data"]["result"]]
-                if not values or not all(math.isfinite(v) for v in values):
+                # a kind exported at zero from the start has no quantile yet (NaN): a panel needs
+                # one finite series, not all
+                if not any(math.isfinite(v) for v in values):
                     empty.append(f"{title}: {expr} -> {values}")
             if not empty or time.monotonic() > deadline:
                 break
