@@ -219,32 +219,65 @@ class HttpMetricsMiddleware:
             )
 
 
-def declare_routes(app: Any, service: str) -> None:
-    """Export every route's request counter (at its success status) and latency histogram at 0
-    before its first request, so that ``rate()`` counts that request too."""
+def declare_routes(app: Any, service: str, document: dict[str, Any] | None = None) -> None:
+    """Export each route's request counter at 0, for every status its OpenAPI document says it
+    answers (its success, the refusals it documents or implies) and 500 (any route can fail),
+    and its latency histogram, before its first request: ``rate()`` and ``increase()`` count
+    only what moves after a series exists, so a route's first 404 or 500 would go unseen.
+
+    The routes come from ``document``, the app's completed OpenAPI document (FastAPI 0.138
+    keeps an included router's routes out of ``app.routes``), then the plain routes it leaves
+    out; None builds one now (not ``app.openapi()``, which would cache a document that lacks
+    routes added later).
+    """
+    from fastapi.openapi.utils import get_openapi
     from fastapi.routing import APIRoute
 
-    for route in app.routes:
-        if isinstance(route, APIRoute) and route.include_in_schema:
-            for method in sorted(route.methods or ()):
-                HTTP_REQUESTS.labels(service, method, route.path, str(route.status_code or 200))
-                HTTP_DURATION.labels(service, method, route.path)
+    from mots.platform.problems import complete_problem_docs
+
+    if document is None:
+        document = complete_problem_docs(
+            get_openapi(title=app.title, version=app.version, routes=app.routes)
+        )
+    paths: dict[str, Any] = document.get("paths", {})
+    declared: list[tuple[str, str, set[str]]] = []
+    for path, item in paths.items():  # included routers' routes too (not all in app.routes)
+        for method, operation in item.items():
+            if isinstance(operation, dict) and "responses" in operation:
+                codes = {code for code in operation["responses"] if code.isdigit()}
+                declared.append((method.upper(), path, codes))
+    for route in app.routes:  # routes left out of the document (/metrics, /docs)
+        if isinstance(route, APIRoute) and route.path_format not in paths:
+            for method in route.methods or ():
+                declared.append((method, route.path, {str(route.status_code or 200)}))
+    for method, path, codes in declared:
+        for status in sorted(codes | {"500"}):
+            HTTP_REQUESTS.labels(service, method, path, status)
+        HTTP_DURATION.labels(service, method, path)
 
 
-def install_http_metrics(app: object, service: str, route: bool = True) -> None:
+def install_http_metrics(
+    app: object, service: str, route: bool = True, declare: bool = True
+) -> None:
     """Add request counting and timing middleware to a FastAPI app and, with ``route``, a
-    ``/metrics`` route on its own port (without: the registry is served on MOTS_METRICS_PORT)."""
+    ``/metrics`` route on its own port (without: the registry is served on MOTS_METRICS_PORT).
+    With ``declare``, export its routes' series now (:func:`declare_routes`); without, the
+    caller declares them once its routes and OpenAPI document are complete."""
     from fastapi import FastAPI
 
     assert isinstance(app, FastAPI)
     app.add_middleware(HttpMetricsMiddleware, service=service)
-    declare_routes(app, service)
     if not route:
+        if declare:
+            declare_routes(app, service)
         return
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    if declare:
+        declare_routes(app, service)
 
 
 def serve_worker_metrics(port: int, host: str | None = None) -> WSGIServer | None:

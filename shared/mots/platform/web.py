@@ -26,7 +26,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 
-from mots.platform.metrics import install_http_metrics, serve_worker_metrics
+from mots.platform.metrics import declare_routes, install_http_metrics, serve_worker_metrics
 from mots.platform.problems import (
     PROBLEM_RESPONSES,
     complete_problem_docs,
@@ -91,6 +91,8 @@ def service_app(
 
     @asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
+        # every route's series at 0 from the start, by its complete OpenAPI document
+        declare_routes(app, service, app.openapi())
         if migrate is not None:
             migrate()
         server = serve_worker_metrics(settings.metrics_port, settings.metrics_host)
@@ -121,7 +123,7 @@ def service_app(
     install_problem_handlers(app)
     # MOTS_METRICS_PORT set: /metrics on that port only (Prometheus may reach it, the API's
     # clients may not: k3s NetworkPolicy, compose); unset (0): on the API's own port.
-    install_http_metrics(app, service, route=not settings.metrics_port)
+    install_http_metrics(app, service, route=not settings.metrics_port, declare=False)
     install_healthz(app)
     install_openapi(app)
     return app

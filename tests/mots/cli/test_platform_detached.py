@@ -1,7 +1,7 @@
 """`mots platform up --detach`, `status`, `logs` and `down` against a real platform (issue 26,
 item 7), and, while it is fresh, every metrics endpoint it lists: `promtool check metrics` finds
 nothing, and each counter its process moves (those the dashboard rates) is exported at 0 before
-it first moves (COUNTERS)."""
+it first moves (COUNTERS), an API's refusals and failures included."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+from prometheus_client.parser import text_string_to_metric_families
 
 from mots.cli.main import cli
 from mots.local.launcher import PROMETHEUS_BINARY
@@ -78,6 +79,15 @@ def test_a_detached_platform_is_seen_scraped_logged_and_stopped(tmp_path: Path) 
             )
             for counter in COUNTERS.get(job, []):
                 assert re.search(rf"^{counter}[{{ ]", text, re.MULTILINE), (job, counter)
+            if job in ("market", "pricing", "orchestration"):  # refusals and failures at 0 too
+                zeros = {
+                    s.labels["status"]
+                    for family in text_string_to_metric_families(text)
+                    for s in family.samples
+                    if s.name == "mots_http_requests_total" and s.value == 0
+                    and s.labels["service"] == job and s.labels["route"].startswith("/v1/")
+                }  # fmt: skip
+                assert "500" in zeros and any(z.startswith("4") for z in zeros), (job, zeros)
 
         prometheus = endpoints["prometheus"]
         assert prometheus and not prometheus.endswith(":9090")  # --free-ports moved it

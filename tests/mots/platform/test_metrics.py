@@ -32,7 +32,7 @@ def _observations(method: str, route: str) -> float:
 def _app() -> FastAPI:
     app = FastAPI()
 
-    @app.get("/items/{item_id}")
+    @app.get("/items/{item_id}", responses={404: {"description": "no such item"}})
     async def item(item_id: int) -> dict[str, int]:
         if item_id == 0:
             raise HTTPException(404, "item_id: no item 0")
@@ -69,6 +69,35 @@ def test_unmatched_paths_and_crashes_are_counted() -> None:
         assert client.post("/boom").status_code == 500
     assert _count("GET", "unmatched", "404") == before_unmatched + 1
     assert _count("POST", "/boom", "500") == before_crash + 1
+
+
+def test_every_documented_status_is_exported_at_zero_before_any_request() -> None:
+    """Each route's counter exists at 0 for its success, the refusals its OpenAPI document lists
+    (404 named, 422 for its parameter) and 500, before any request: ``rate()`` cannot count the
+    request that creates a series, so a route's first 404 or 500 would otherwise go unseen."""
+    service = "metrics-test-fresh"
+    app = FastAPI()
+
+    @app.get("/things/{thing_id}", responses={404: {"description": "no such thing"}})
+    async def thing(thing_id: int) -> dict[str, int]:
+        return {"thing_id": thing_id}
+
+    install_http_metrics(app, service)
+    for status in ("200", "404", "422", "500"):
+        labels = {"service": service, "method": "GET", "route": "/things/{thing_id}"}
+        assert (
+            REGISTRY.get_sample_value("mots_http_requests_total", {**labels, "status": status})
+            == 0.0
+        ), status
+    assert (
+        REGISTRY.get_sample_value("mots_http_requests_total", {**labels, "status": "409"}) is None
+    )
+
+    @app.get("/later")
+    async def later() -> None:
+        """Added after the metrics: still in the app's document (none was cached early)."""
+
+    assert "/later" in app.openapi()["paths"]
 
 
 def test_metrics_route_serves_the_registry() -> None:

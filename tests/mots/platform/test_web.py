@@ -15,8 +15,11 @@ import httpx
 import pytest
 from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from mots.local.launcher import free_port
+from mots.platform.deps import OperatorDep
+from mots.platform.problems import problems
 from mots.platform.settings import PlatformSettings
 from mots.platform.web import API_VERSION, install_healthz, service_app
 
@@ -57,6 +60,31 @@ def test_service_app_has_every_common_part() -> None:
         assert client.get("/healthz").json() == {"status": "ok"}
         metrics = client.get("/metrics").text
         assert 'service="demo"' in metrics and "/v1/b" in metrics
+
+
+def test_a_started_service_exports_every_documented_status_at_zero() -> None:
+    """At start-up each route's counter exists at 0 for every status of the service's completed
+    OpenAPI document (a token route's 401 and 403, a parameter's 422, a named 404) and 500, so
+    the dashboard's ``rate()`` counts a route's first refusal or failure."""
+    router = APIRouter()
+
+    @router.get("/v1/things/{thing_id}", responses=problems(404))
+    def thing(thing_id: int, operator: OperatorDep) -> dict[str, int]:
+        return {"thing_id": thing_id}
+
+    app = service_app("fresh-demo", "A demonstration.", PlatformSettings(), [router])
+    with TestClient(app) as client:
+        metrics = client.get("/metrics").text
+    zeros = {
+        (s.labels["route"], s.labels["status"])
+        for family in text_string_to_metric_families(metrics)
+        for s in family.samples
+        if s.name == "mots_http_requests_total" and s.labels["service"] == "fresh-demo"
+        and s.value == 0
+    }  # fmt: skip
+    for status in ("200", "401", "403", "404", "422", "500"):
+        assert ("/v1/things/{thing_id}", status) in zeros, status
+    assert ("/healthz", "200") in zeros  # added after the metrics: declared too
 
 
 def test_start_up_migrates_before_the_services_own_work_and_stops_it_after() -> None:
