@@ -7,7 +7,9 @@ participant whose registered SuperNode key it holds) and the verification policy
 still absent), builds the global model and the server's holdout, and runs Flower's own round loop,
 ``Strategy.start``, with :class:`mots.training.strategy.VerifyingFedAvg`: a FedAvg that asks the
 market's participants, verifies every update before it counts and keeps each participant's
-verdict; its server-side evaluation writes each round's artifact and ``progress.jsonl`` line. A
+verdict (a participant the launcher records as removed while training, in the run directory's
+``removed.json``, is asked no more and its reply ignored: :mod:`mots.training.removal`); its
+server-side evaluation writes each round's artifact and ``progress.jsonl`` line. A
 final quality gate decides whether the model may be published; ``result.json`` records it with
 each participant's outcome, or the error that ended the run.
 """
@@ -65,7 +67,7 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
     writer = ArtifactWriter(s.artifact_dir) if s.artifact_dir is not None else None
     strategy = VerifyingFedAvg(s, chosen, model, writer)
     strategy.start(
-        grid=QuorumGrid(grid, strategy.quorum, strategy.on_reply),
+        grid=QuorumGrid(grid, strategy.quorum, strategy.on_reply, removed=strategy.removed),
         initial_arrays=ArrayRecord(model.weights),
         num_rounds=s.cfg.rounds,
         timeout=s.policy.round_timeout_s,

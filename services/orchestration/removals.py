@@ -5,7 +5,8 @@ The market leaves a revoked or departed client's SuperNode key out of the keys i
 (:func:`services.market.node_keys.keys_of`), so a participant whose key the round started with and
 the market no longer returns any key for has been removed (one that rotated its key still has
 one). :class:`MarketRemovals` asks the market at most
-once per ``interval_s`` (the engine asks before every FedAvg round) and remembers every removal;
+once per ``interval_s`` (the in-process engine asks before every FedAvg round, the Flower
+launcher at every poll while the run trains: :mod:`mots.training.removal`) and remembers every removal;
 a failed ask keeps what it knew (training never stops for it), and so does an ask not answered yet
 (``fetch`` returns None: the training worker never waits on the market, see
 :class:`services.orchestration.training_worker.MarketKeysAsk`). A participant that registered no

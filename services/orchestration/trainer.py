@@ -157,8 +157,12 @@ class Trainer:
         """Train the coalition K (participants per type) and save the model artifact;
         ``progress`` hears of every FedAvg round (and clients finishing within one);
         ``coalition`` names the participants (and, on an external SuperLink, their keys);
-        ``removed`` (asked before each in-process round) names the client ids revoked or departed
-        so far: their updates are left out from then on and they are reported dropped."""
+        ``removed`` names the client ids revoked or departed so far (asked before each in-process
+        round, polled while a Flower run trains): their updates are left out from then on, their
+        SuperNode keys unregistered at the SuperLink (Flower), and they are reported dropped. A
+        local federation whose node keys were unregistered so is stopped after the round (the
+        next one starts it afresh, every node registered again); on an external SuperLink the
+        next round's key sync leaves the removed clients' keys out."""
         from mots.training.external_superlink import ExternalSuperLink
         from mots.training.runner import train_coalition
 
@@ -183,6 +187,10 @@ class Trainer:
             )
             seconds = time.perf_counter() - start
             _export_supernodes(federation, coalition)
+            if result.metadata.get("removed_nodes") and not isinstance(
+                federation, ExternalSuperLink
+            ):
+                self.stop()  # its nodes' keys were unregistered: the next round starts afresh
         completed = result.metadata.get("completed_participants", participants)
         return TrainingOutcome(
             epsilon=float(result.epsilon),

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from mots.training.external_superlink import CONNECTION, Federation
 from mots.training.federation import LocalFederation
 from mots.training.processes import free_port_block, ports_needed
 from mots.training.progress import RoundProgress
+from mots.training.removal import NodePruner
 from mots.training.result import TrainingResult
 from mots.training.settings import TrainingSettings
 from mots.training.verification import VerificationPolicy
@@ -143,9 +144,11 @@ def follow(
     timeout: float,
     status: Callable[[], str] | None = None,
     status_every: float = 15.0,
+    on_poll: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Wait for ``result.json``, reporting each ``progress.jsonl`` line as it appears; a run that
-    Flower reports finished without a result (the ServerApp died) fails at once."""
+    Flower reports finished without a result (the ServerApp died) fails at once. ``on_poll`` is
+    called at every poll (0.2 s): the removals of participants while the run trains."""
     progress = run_dir / "progress.jsonl"
     result = run_dir / "result.json"
     seen = 0
@@ -168,6 +171,8 @@ def follow(
                     )
                 )
             seen = len(lines)
+        if on_poll is not None:
+            on_poll()
         if result.exists():
             data: dict[str, Any] = json.loads(result.read_text())
             if "error" in data:
@@ -201,9 +206,13 @@ def run_app(
     timeout: float | None = None,
     policy: VerificationPolicy | None = None,
     quoted_epsilon: float | None = None,
+    removed: Callable[[], Collection[tuple[int, int]]] | None = None,
 ) -> dict[str, Any]:
     """One Flower run of the app on ``federation``; the ServerApp's result dict (plus timings).
-    ``policy`` overrides the federation's verification policy for this run."""
+    ``policy`` overrides the federation's verification policy for this run; ``removed`` names
+    the participants (i, j) revoked or departed so far: while the run trains their nodes are
+    recorded for the ServerApp and their keys unregistered (:class:`NodePruner`), and the result
+    lists them (``removed_nodes``)."""
     rd = run_dir if run_dir is not None else federation.workdir / "runs" / uuid.uuid4().hex[:12]
     rd.mkdir(parents=True, exist_ok=True)
     overrides = fm.run_config(
@@ -219,7 +228,16 @@ def run_app(
     started = time.perf_counter()
     run_id = submit(federation, overrides, rd)
     limit = timeout if timeout is not None else 300.0 + 120.0 * config.rounds
-    data = follow(rd, config.rounds, report, limit, status=lambda: run_status(federation, run_id))
+    prune = NodePruner(federation, rd, removed) if removed is not None else None
+    data = follow(
+        rd,
+        config.rounds,
+        report,
+        limit,
+        status=lambda: run_status(federation, run_id),
+        on_poll=prune,
+    )
+    data["removed_nodes"] = sorted(prune.recorded) if prune is not None else []
     data["wall_seconds"] = time.perf_counter() - started
     data["flwr_run_id"] = run_id
     data["run_dir"] = str(rd)
@@ -234,9 +252,11 @@ def train_on_federation(
     report: Callable[[RoundProgress], None] | None,
     artifact_dir: Path | None,
     quoted_epsilon: float | None = None,
+    removed: Callable[[], Collection[tuple[int, int]]] | None = None,
 ) -> TrainingResult:
     """``train_coalition(..., engine="deployment")``: on ``federation``, or on a temporary
-    (authenticated, encrypted) one holding exactly the coalition's clients."""
+    (authenticated, encrypted) one holding exactly the coalition's clients; ``removed`` as in
+    :func:`run_app`."""
     if federation is None:
         node_types = [i for i, k in enumerate(participants) for _ in range(k)]
         port = free_port_block(ports_needed(len(node_types)))
@@ -251,6 +271,7 @@ def train_on_federation(
                 artifact_dir=artifact_dir,
                 report=report,
                 quoted_epsilon=quoted_epsilon,
+                removed=removed,
             )
         shutil.rmtree(tmp, ignore_errors=True)
     else:
@@ -261,6 +282,7 @@ def train_on_federation(
             artifact_dir=artifact_dir,
             report=report,
             quoted_epsilon=quoted_epsilon,
+            removed=removed,
         )
     return training_result(data, participants, config)
 
@@ -288,6 +310,7 @@ def training_result(
             "completed_participants": [int(x) for x in data["completed_participants"]],
             "participant_status": data["participant_status"],
             "asked_per_round": data.get("asked_per_round", []),
+            "removed_nodes": data.get("removed_nodes", []),
             "quality_gate": gate,
             "published": True,
             "flwr_run_id": data["flwr_run_id"],

@@ -126,10 +126,11 @@ def train_coalition(
     temporary local federation holding exactly the coalition's clients, stopped afterwards. There
     every update is verified, and the model is refused (``QualityGateError``) when it is far
     worse than ``quoted_epsilon`` (the ε the market priced) or than the untrained model.
-    ``removed`` (in process only) is asked before each round which participants were removed
-    (revoked or departed): they are left out of that round and the later ones, not averaged,
-    and reported dropped. The deployment engine does not take it yet: there a SuperNode's key is
-    synced to the SuperLink only before training starts (issue 24, open).
+    ``removed`` is asked which participants were removed (revoked or departed): in process
+    before each round, they are left out of that round and the later ones; on the deployment
+    engine while the run trains, their SuperNode keys are unregistered at the SuperLink and the
+    ServerApp asks them no more and ignores a reply in flight (:mod:`mots.training.removal`).
+    Either way they are not averaged from then on and are reported dropped.
     """
     k = config.check_participants(list(participants))
     report: Callable[[RoundProgress], None] | None
@@ -151,5 +152,6 @@ def train_coalition(
             report=report,
             artifact_dir=artifact_dir,
             quoted_epsilon=quoted_epsilon,
+            removed=removed,
         )
     raise ValueError(f"engine must be 'inprocess' or 'deployment', got {engine!r}")

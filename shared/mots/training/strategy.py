@@ -5,7 +5,9 @@ A subclass of Flower's ``flwr.serverapp.strategy.FedAvg`` whose round loop is Fl
 
 - :meth:`VerifyingFedAvg.configure_train` asks the market's participants still active (or the
   in-process engines' draw among them, :func:`mots.training.participants.sampled`), not Flower's
-  random sample of connected nodes;
+  random sample of connected nodes; one revoked or departed while training (the launcher's
+  ``removed.json``, :mod:`mots.training.removal`) is active no more, and its reply to the round
+  it was removed in is ignored;
 - :meth:`VerifyingFedAvg.aggregate_train` records each participant's verdict: a node without a
   reply by the round's deadline, or with an error reply, is dropped; every reply is verified
   (:func:`mots.training.verification.verify_round`, with the server's own references of
@@ -28,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,7 @@ from mots.training.participants import (
     participant_rows,
     sampled,
 )
+from mots.training.removal import REMOVED_REASON, RemovedNodes
 from mots.training.verification import VerificationPolicy
 
 REPLAY_ROUNDS = 10
@@ -73,7 +76,9 @@ class QuorumGrid(Grid):
 
     ``quorum(n)`` gives, for n messages, (q, factor, grace): once q replies are in after t s the
     wait ends at max(factor·t, t + grace) s if that is sooner than the timeout (stragglers wait for
-    no one for long); ``on_reply(n)`` hears of every reply while others are pending.
+    no one for long); ``on_reply(n)`` hears of every reply while others are pending; no reply is
+    awaited from a node ``removed()`` names (revoked or departed: its key is being unregistered)
+    nor from one the SuperLink took no message for (an unregistered node).
     """
 
     def __init__(
@@ -82,11 +87,13 @@ class QuorumGrid(Grid):
         quorum: Callable[[int], tuple[int, float, float]] | None = None,
         on_reply: Callable[[int], None] | None = None,
         interval: float = 0.1,
+        removed: Callable[[], Collection[int]] | None = None,
     ) -> None:
         self.grid = grid
         self.quorum = quorum
         self.on_reply = on_reply
         self.interval = interval
+        self.removed = removed
 
     def set_run(self, run: Run) -> None:
         """Delegated."""
@@ -128,15 +135,20 @@ class QuorumGrid(Grid):
         messages = list(messages)
         if not messages:
             return []
-        pending = set(self.grid.push_messages(messages))
+        ids = list(self.grid.push_messages(messages))
+        pending = {i: m.metadata.dst_node_id for i, m in zip(ids, messages, strict=False) if i}
         quorum = self.quorum(len(messages)) if self.quorum is not None else None
         replies: list[Message] = []
         start = time.monotonic()
         deadline = start + (timeout if timeout is not None else math.inf)
         while pending and time.monotonic() < deadline:
-            got = list(self.grid.pull_messages(pending))
+            got = list(self.grid.pull_messages(list(pending)))
             replies.extend(got)
-            pending -= {m.metadata.reply_to_message_id for m in got}
+            for m in got:
+                pending.pop(m.metadata.reply_to_message_id, None)
+            if self.removed is not None and pending:
+                gone = self.removed()
+                pending = {i: n for i, n in pending.items() if n not in gone}
             if got and pending and self.on_reply is not None:
                 self.on_reply(len(replies))
             if got and quorum is not None and len(replies) >= quorum[0]:
@@ -253,6 +265,7 @@ class VerifyingFedAvg(FedAvg):
         self._head: dict[str, Any] = {}
         self._good: dict[int, Message] = {}
         self._asked: list[Participant] = []
+        self.removed = RemovedNodes(setup.out)
 
     # -- what QuorumGrid asks ----------------------------------------------------------------
     def quorum(self, n: int) -> tuple[int, float, float]:
@@ -274,6 +287,7 @@ class VerifyingFedAvg(FedAvg):
         in the message's config, as the ClientApp reads it)."""
         r = server_round - 1
         self._start = time.perf_counter()
+        self.drop_removed(r)
         self._asked = sampled(self.chosen, self.setup.cfg, r)
         self.log.asked.append([p.node_id for p in self._asked])
         self._head = {
@@ -322,9 +336,12 @@ class VerifyingFedAvg(FedAvg):
         the round's deadline) or with an error reply is dropped; one without arrays fails."""
         by_node = {m.metadata.src_node_id: m for m in replies}
         good: dict[int, Message] = {}
+        self.drop_removed(r)
         for p in self._asked:
             p.rounds_asked += 1
             reply = by_node.get(p.node_id)
+            if p.status == DROPPED and p.left_in_round == r:
+                continue  # removed while this round trained: its reply is ignored
             if reply is None:
                 p.leave(DROPPED, r, "no reply by the round's deadline")
             elif reply.has_error():
@@ -334,6 +351,14 @@ class VerifyingFedAvg(FedAvg):
             else:
                 good[p.node_id] = reply
         return good
+
+    def drop_removed(self, r: int) -> None:
+        """Participants the launcher recorded as removed (revoked or departed: their keys are
+        being unregistered) leave in round ``r``: not asked again, their reply not used."""
+        gone = self.removed()
+        for p in self.chosen:
+            if p.active and p.node_id in gone:
+                p.leave(DROPPED, r, REMOVED_REASON)
 
     def verify(self, r: int, replies: dict[int, Message]) -> list[Participant]:
         """Verify the round's replies; fail the participants whose update does not count and

@@ -228,3 +228,91 @@ def test_sampling_asks_the_in_process_draw_and_pays_the_ones_never_drawn() -> No
     chosen[2].rounds_asked, chosen[2].rounds_verified = 1, 1
     # chosen[3] was never drawn: it stood ready, it counts; chosen[0] dropped out: it does not
     assert sa.completed_per_type(chosen, 2) == [1, 2]
+
+
+class _Registry:
+    """What :class:`NodePruner` needs of a federation: the node map (the launcher's)."""
+
+    def node_map(self) -> dict[int, tuple[int, int]]:
+        return {1: (0, 0), 2: (0, 1), 3: (0, 2), 4: (0, 3)}
+
+
+def test_nodes_removed_while_training_are_ignored_not_awaited_and_not_asked_again(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: two participants are removed (revoked or departed) while round 0 trains; the
+    launcher's NodePruner records them in removed.json before unregistering their keys. The one
+    whose (large) reply is in is not averaged; the silent one is not awaited (the round ends long
+    before the straggler grace); both are dropped in round 0 and not asked in round 1."""
+    from mots.training.removal import REMOVED_FILE, REMOVED_REASON, NodePruner
+
+    cfg = TrainConfig(sizes=(50, 120), counts=(4, 3), aggregation="uniform")
+    policy = VerificationPolicy(straggler_grace_s=30.0, verify=False, min_share=0.3)
+    node_map = {1: (0, 0), 2: (0, 1), 3: (0, 2), 4: (0, 3)}
+    s = sa.setup(fm.run_config(cfg, [4, 0], str(tmp_path), node_map=node_map, policy=policy))
+    strategy = _strategy(s, [np.zeros(3, np.float32)])
+    unregistered: list[list[int]] = []
+
+    def unregister(ids: list[int]) -> list[int]:
+        recorded = json.loads((tmp_path / REMOVED_FILE).read_text())["node_ids"]
+        assert set(ids) <= set(recorded), "the ServerApp must know before the node goes silent"
+        unregistered.append(ids)
+        return ids
+
+    pruner = NodePruner(_Registry(), tmp_path, lambda: {(0, 2), (0, 3)}, unregister)
+
+    def adds(step: float) -> Reply:
+        def reply(m: Message) -> Message:
+            w = m.content.array_records["arrays"].to_numpy_ndarrays()
+            metrics = MetricRecord({"train_seconds": 0.1, "client_seconds": 0.2})
+            return Message(
+                RecordDict({"arrays": ArrayRecord([w[0] + step]), "metrics": metrics}), reply_to=m
+            )
+
+        return reply
+
+    def removed_now(m: Message) -> None:
+        pruner()  # the market's answer comes while the round trains
+        return None
+
+    grid = QuorumGrid(
+        FakeGrid({1: adds(1.0), 2: adds(3.0), 3: removed_now, 4: adds(100.0)}),  # type: ignore[arg-type]
+        strategy.quorum,
+        removed=strategy.removed,
+    )
+    start = time.monotonic()
+    msgs = strategy.configure_train(1, ArrayRecord(strategy.model.weights), ConfigRecord(), grid)
+    replies = grid.send_and_receive(msgs, timeout=60.0)
+    assert time.monotonic() - start < 5.0, "the round waited for a removed node"
+    arrays, _ = strategy.aggregate_train(1, replies)
+    assert arrays is not None
+    np.testing.assert_allclose(arrays.to_numpy_ndarrays()[0], [2.0, 2.0, 2.0])  # mean(1, 3)
+    status = {p.node_id: (p.status, p.left_in_round, p.reason) for p in strategy.chosen}
+    assert status[3] == status[4] == ("dropped", 0, REMOVED_REASON)
+    assert status[1][0] == status[2][0] == "verified"
+    assert unregistered == [[3, 4]]
+    pruner()  # nothing new: nothing unregistered twice
+    assert unregistered == [[3, 4]]
+    again = strategy.configure_train(2, arrays, ConfigRecord(), grid)
+    assert sorted(m.metadata.dst_node_id for m in again) == [1, 2]
+
+
+def test_node_pruner_tries_a_failed_unregistration_again() -> None:
+    """A Control API failure leaves the node recorded as removed and is retried at the next poll."""
+    import tempfile
+
+    from mots.training.removal import NodePruner, RemovedNodes
+
+    tries: list[list[int]] = []
+
+    def flaky(ids: list[int]) -> list[int]:
+        tries.append(ids)
+        return [] if len(tries) == 1 else ids
+
+    with tempfile.TemporaryDirectory() as d:
+        pruner = NodePruner(_Registry(), Path(d), lambda: [(0, 1), (5, 5)], flaky)
+        pruner()
+        assert RemovedNodes(Path(d))() == {2}  # (5, 5) is no node of this run
+        pruner()
+        pruner()
+    assert tries == [[2], [2]]
