@@ -15,9 +15,6 @@ ECONOMICS_MAX_LINES = 100
 
 _BUSY = "in a file another engineer changed in the same session (issue 25); split next"
 EXCEPTIONS: dict[str, str] = {
-    "shared/mots/training/verification.py::verify_round": (
-        "84 lines since the anchored accuracy check (fb382c5) added its argument; to split (issue 25)"
-    ),
     "services/market/main.py::create_app": _BUSY,
     "shared/mots/local/demo.py::run_demo": _BUSY,
     "services/market/purchases.py::queue_bookings": "the write path's idempotency, made one"

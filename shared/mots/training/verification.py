@@ -416,6 +416,46 @@ def _harmful(
     return failed, stats
 
 
+def _screen(
+    candidates: Sequence[Candidate],
+    global_weights: list[npt.NDArray[np.float32]],
+    g: npt.NDArray[np.float64],
+    policy: VerificationPolicy,
+    expected_samples: int | None,
+) -> tuple[dict[int, Verdict], dict[int, npt.NDArray[np.float64]]]:
+    """Checks 1-3 (shape, finite, reported), which need no other update: the refusals as
+    verdicts, and the flattened update Δ_i = w_i − w of every candidate that passed them."""
+    verdicts: dict[int, Verdict] = {}
+    deltas: dict[int, npt.NDArray[np.float64]] = {}
+    for c in candidates:
+        problem = shape_problem(c.weights, global_weights)
+        if problem is not None:
+            verdicts[c.key] = Verdict(c.key, False, "shape", problem)
+            continue
+        flat = flatten(c.weights)
+        if not np.all(np.isfinite(flat)):
+            bad = int(np.size(flat) - np.count_nonzero(np.isfinite(flat)))
+            verdicts[c.key] = Verdict(c.key, False, "finite", f"{bad} non-finite values")
+            continue
+        if policy.check_reported:
+            problem = _reported_problem(c, expected_samples)
+            if problem is not None:
+                verdicts[c.key] = Verdict(c.key, False, "reported", problem)
+                continue
+        deltas[c.key] = flat - g
+    return verdicts, deltas
+
+
+def _accuracy_by_key(
+    candidates: Sequence[Candidate], validation_accuracy: LossFn | None
+) -> Callable[[int], float] | None:
+    """A candidate's validation accuracy by key (None without the server's accuracy)."""
+    if validation_accuracy is None:
+        return None
+    by_key = {c.key: c.weights for c in candidates}
+    return lambda k: validation_accuracy([np.asarray(a, dtype=np.float32) for a in by_key[k]])
+
+
 def verify_round(
     global_weights: list[npt.NDArray[np.float32]],
     candidates: Sequence[Candidate],
@@ -443,35 +483,13 @@ def verify_round(
     too_little_work (:mod:`mots.training.anchored`); ``validation_accuracy`` maps weights to the
     server's validation accuracy, for the accuracy check against references that carry theirs.
     """
-    verdicts: dict[int, Verdict] = {}
-    deltas: dict[int, npt.NDArray[np.float64]] = {}
     g = flatten(global_weights)
-    for c in candidates:
-        problem = shape_problem(c.weights, global_weights)
-        if problem is not None:
-            verdicts[c.key] = Verdict(c.key, False, "shape", problem)
-            continue
-        flat = flatten(c.weights)
-        if not np.all(np.isfinite(flat)):
-            bad = int(np.size(flat) - np.count_nonzero(np.isfinite(flat)))
-            verdicts[c.key] = Verdict(c.key, False, "finite", f"{bad} non-finite values")
-            continue
-        if policy.check_reported:
-            problem = _reported_problem(c, expected_samples)
-            if problem is not None:
-                verdicts[c.key] = Verdict(c.key, False, "reported", problem)
-                continue
-        deltas[c.key] = flat - g
+    verdicts, deltas = _screen(candidates, global_weights, g, policy, expected_samples)
     reference = None if reference_update is None else flatten(reference_update)
     failed, stats, scale = _statistical(deltas, reference, policy)
     if anchored:
+        acc = _accuracy_by_key(candidates, validation_accuracy)
         sizes = {c.key: c.declared_size for c in candidates}
-        by_key = {c.key: c.weights for c in candidates}
-        acc = (
-            None
-            if validation_accuracy is None
-            else lambda k: validation_accuracy([np.asarray(a, dtype=np.float32) for a in by_key[k]])
-        )
         _merge(failed, stats, *_anchored(deltas, sizes, g, anchored, history, policy, acc))
     # the per-model harm checks also measure the updates already refused (reported in stats);
     # leave-one-out is a property of the set, so only the survivors take part in it
