@@ -7,7 +7,7 @@ known; the fit itself is the economics core's :func:`mots.economics.error_fit.fi
 from __future__ import annotations
 
 from mots.economics.error_fit import fit_error_model
-from mots.platform.contracts import ErrorFit
+from mots.platform.api.rounds import ErrorFit
 
 Point = tuple[list[int], list[float], float]
 """(K per type, D per type, measured test loss)."""

@@ -16,12 +16,12 @@ from sqlalchemy.orm import Session
 
 from mots.economics.error_online import PARAMETERS, ErrorPosterior
 from mots.economics.scenario import ErrorModel
+from mots.platform.api.rounds import ErrorFit
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
     EVALUATION_PUBLISHED,
     CurrentErrorModel,
-    ErrorFit,
     ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 
 from mots.economics.capture import capture
 from mots.platform.api.base import MarketRoundState, Strategy
+from mots.platform.api.rounds import SettleResult
 from mots.platform.bulk import BatchWrite, one_of
 from mots.platform.contracts import (
     DeclarationProgress,
@@ -45,7 +46,6 @@ from mots.platform.contracts import (
     PopulationType,
     RoundDecisions,
     SettlePayload,
-    SettleResult,
 )
 from mots.platform.money import from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget

@@ -5,6 +5,7 @@ Run with ``celery -A services.market.worker worker -Q market --pool=solo``.
 
 from __future__ import annotations
 
+from mots.platform.api.rounds import SettleResult
 from mots.platform.contracts import (
     MARKET_CLOSE_ROUND,
     MARKET_DECLARATION_PROGRESS,
@@ -23,7 +24,6 @@ from mots.platform.contracts import (
     RoundDecisions,
     RoundRef,
     SettlePayload,
-    SettleResult,
 )
 from mots.platform.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from mots.platform.transactions import in_transaction

@@ -21,16 +21,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from mots.economics.scenario import Scenario
 from mots.platform.api.pricing import PricingResult
-from mots.platform.contracts import EvaluationResult, RoundDecisions, SettleResult
+from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
+from mots.platform.contracts import EvaluationResult, RoundDecisions
 from mots.platform.json_column import TypedJSON
-from services.orchestration.products import (
-    Deadlines,
-    RoundSummary,
-    RoundTerms,
-    TrainingProgress,
-    TrainingRecord,
-    TypeClients,
-)
+from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord, TypeClients
 
 
 def _now() -> datetime:

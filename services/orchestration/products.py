@@ -1,11 +1,12 @@
 """What a round produces on its way through the machine, one pydantic model each.
 
-The round's table stores each product in a typed JSON column (see :mod:`.models`); the round API
-shows some of them. The others come from the services' contracts and are stored as they came:
+The round's table stores each product in a typed JSON column (see :mod:`.models`). Those the
+round API shows are its models (:mod:`mots.platform.api.rounds`: the summary, the training
+progress, the settlement, the error model's fit); the others come from the services' contracts
+and are stored as they came:
 the quote (:class:`~mots.platform.api.pricing.PricingResult`), the decisions
 (:class:`~mots.platform.contracts.RoundDecisions`), the evaluation
-(:class:`~mots.platform.contracts.EvaluationResult`), the settlement
-(:class:`~mots.platform.contracts.SettleResult`); the priced market is the economics core's
+(:class:`~mots.platform.contracts.EvaluationResult`); the priced market is the economics core's
 :class:`~mots.economics.scenario.Scenario`.
 """
 
@@ -14,12 +15,10 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from mots.platform.api.base import SETTLE_EXAMPLE, RoundState, example
 from mots.platform.api.pricing import EquilibriumResult, PricingResult
-from mots.platform.contracts import ErrorFit, SettleResult
-from mots.platform.money import Money, money
+from mots.platform.api.rounds import TrainingProgress
 from mots.training.progress import RoundProgress
 
 TypeClients = dict[str, list[int]]
@@ -27,51 +26,6 @@ TypeClients = dict[str, list[int]]
 Deadlines = dict[str, float]
 """The deadline of each state the round entered (epoch seconds): past it, the reconciler
 re-drives the round (:mod:`services.orchestration.rounds.reconciler`)."""
-
-
-PROGRESS_EXAMPLE: dict[str, Any] = {
-    "fedavg_round": 3,
-    "fedavg_rounds": 5,
-    "clients_done": 5,
-    "clients": 5,
-    "epsilon": 0.412,
-    "round_seconds": 2.8,
-    "in_progress": False,
-}
-SUMMARY_EXAMPLE: dict[str, Any] = {
-    "round_id": 3,
-    "state": "published",
-    "rule": None,
-    "mechanism": "swan_robust",
-    "participants": {"type-1": 0, "type-2": 0, "type-3": 5},
-    "buyers": {"type-1": 10, "type-2": 5, "type-3": 0},
-    "price": "0.750000",
-    "rewards": {"type-1": "-0.250000", "type-2": "0.450000", "type-3": "2.250000"},
-    "welfare": 170199.74,
-    "incentive_cost": "0.000000",
-    "incentive_cost_predicted": "0.000000",
-    "epsilon": 0.338,
-    "epsilon_predicted": 0.3227,
-    "epsilon_training": 0.341,
-    "equilibrium": True,
-    "round_seconds": 21.4,
-    "phase_seconds": {
-        "open": 0.2,
-        "collecting": 3.1,
-        "training": 14.6,
-        "evaluating": 2.9,
-        "settling": 0.6,
-    },
-    "platform_seconds": 3.9,
-    "platform_share": 0.182,
-    "training_round_seconds": [3.2, 2.9, 2.8, 2.8, 2.9],
-    "dropped": [],
-    "failed_verification": [],
-    "verification": {"16": "verified", "17": "verified"},
-    "settlement": SETTLE_EXAMPLE,
-    "error_model_fit": {"eps0": 0.29, "d_gamma2": 10.4, "sigma2": 0.018, "r2": 0.97, "points": 4},
-}
-"""Realistic instances (the demo's round 3) for the OpenAPI examples."""
 
 
 class _Product(BaseModel):
@@ -137,99 +91,15 @@ class TrainingRecord(_Product):
     )
 
 
-class TrainingProgress(_Product):
-    """The latest FedAvg round of a training under way, as the round API shows it."""
-
-    model_config = example(PROGRESS_EXAMPLE)
-
-    fedavg_round: int = Field(..., description="1-based number of the FedAvg round")
-    fedavg_rounds: int = Field(..., description="FedAvg rounds in the training")
-    clients_done: int
-    clients: int
-    epsilon: float | None = Field(..., description="test loss so far; None before the first")
-    round_seconds: float
-    in_progress: bool = Field(..., description="True while clients of this FedAvg round train")
-
-    @classmethod
-    def of(cls, p: RoundProgress) -> TrainingProgress:
-        """A training engine's report (0-based round; ε NaN before the first evaluation)."""
-        return cls(
-            fedavg_round=p.round + 1,
-            fedavg_rounds=p.rounds,
-            clients_done=p.clients_done,
-            clients=p.clients,
-            epsilon=p.epsilon if math.isfinite(p.epsilon) else None,
-            round_seconds=p.seconds,
-            in_progress=p.partial,
-        )
-
-
-STATE_ORDER = {state.value: i for i, state in enumerate(RoundState)}
-
-
-class RoundSummary(_Product):
-    """A finished round's figures: the realised state, its terms, measured ε, money and time."""
-
-    model_config = example(SUMMARY_EXAMPLE)
-
-    round_id: int
-    state: RoundState = Field(..., description="published or settled_by_rule")
-    rule: str | None = Field(..., description="why the round was settled by rule")
-    mechanism: str | None
-    participants: dict[str, int] = Field(..., description="K_i per type")
-    buyers: dict[str, int] = Field(..., description="B_i per type")
-    price: Money | None = Field(..., description="p at the realised state, as the market booked it")
-    rewards: dict[str, Money] = Field(..., description="r_i per type, as the market booked them")
-    welfare: float | None = Field(..., description="Eq. 5 at the realised state")
-    incentive_cost: Money = Field(..., description="the subsidy the ledger booked")
-    incentive_cost_predicted: Money | None = Field(
-        ..., description="[Σ K_i r_i − Σ B_i p]⁺ at pricing, in micro-units"
+def progress_of(p: RoundProgress) -> TrainingProgress:
+    """A training engine's report (0-based round; ε NaN before the first evaluation) as the
+    round API shows it."""
+    return TrainingProgress(
+        fedavg_round=p.round + 1,
+        fedavg_rounds=p.rounds,
+        clients_done=p.clients_done,
+        clients=p.clients,
+        epsilon=p.epsilon if math.isfinite(p.epsilon) else None,
+        round_seconds=p.seconds,
+        in_progress=p.partial,
     )
-    epsilon: float | None = Field(..., description="the evaluation service's measured test loss")
-    epsilon_predicted: float | None = Field(..., description="ε(K) of Eq. 3 at pricing")
-    epsilon_training: float | None = Field(..., description="the training engine's test loss")
-    equilibrium: bool | None = Field(..., description="(K, B) is an equilibrium of the schedule")
-    round_seconds: float
-    phase_seconds: dict[str, float] = Field(..., description="seconds in each state, in order")
-    waiting_seconds: float = Field(
-        0.0, description="round time spent waiting for clients (collecting their decisions)"
-    )
-    platform_seconds: float = Field(
-        ...,
-        description="the platform's own time: round time outside training, evaluation and "
-        "waiting for clients",
-    )
-    platform_share: float | None = Field(
-        ..., description="platform_seconds / (round_seconds − waiting_seconds)"
-    )
-    training_round_seconds: list[float]
-    dropped: list[int]
-    failed_verification: list[int] = Field(
-        default_factory=list, description="client ids whose update failed verification (unpaid)"
-    )
-    verification: dict[str, str] = Field(
-        default_factory=dict,
-        description="per participant (client id): verified, dropped or failed_verification",
-    )
-    settlement: SettleResult | None
-    error_model_fit: ErrorFit | None
-
-    @field_validator("price", "incentive_cost", "incentive_cost_predicted", mode="before")
-    @classmethod
-    def _booked(cls, amount: object) -> object:
-        """A float amount (computed, or stored before amounts were Money) rounds as booked."""
-        return money(amount) if isinstance(amount, float) else amount
-
-    @field_validator("rewards", mode="before")
-    @classmethod
-    def _booked_rewards(cls, rewards: object) -> object:
-        """Float rewards (computed, or stored before amounts were Money) round as booked."""
-        if not isinstance(rewards, dict):
-            return rewards
-        return {k: money(v) if isinstance(v, float) else v for k, v in rewards.items()}
-
-    @field_validator("phase_seconds")
-    @classmethod
-    def _in_machine_order(cls, phases: dict[str, float]) -> dict[str, float]:
-        """States in the machine's order (JSONB does not keep the order keys were written in)."""
-        return dict(sorted(phases.items(), key=lambda kv: STATE_ORDER.get(kv[0], len(STATE_ORDER))))

@@ -29,7 +29,7 @@ from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.worker import service_worker
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import get_settings
-from services.orchestration.products import TrainingProgress
+from services.orchestration.products import progress_of
 from services.orchestration.removals import MarketRemovals
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.call_log import SqlCallLog
@@ -78,8 +78,8 @@ def train(request: TrainRequest) -> TrainResult:
 
     def progress(p: RoundProgress) -> None:  # a failed write must not stop training
         try:
-            prometheus.training_progress(TrainingProgress.of(p))
-            store.record_progress(request.round_id, TrainingProgress.of(p))
+            prometheus.training_progress(progress_of(p))
+            store.record_progress(request.round_id, progress_of(p))
         except Exception:
             log.warning("round %s: training progress not recorded", request.round_id, exc_info=True)
 

@@ -112,8 +112,8 @@ def _example_models() -> list[type[BaseModel]]:
     import mots.economics.scenario
     import mots.economics.utility
     import mots.platform.api
+    import mots.platform.api.rounds
     import mots.platform.problems
-    import services.orchestration.api.schemas
     import services.orchestration.products
 
     modules = [
@@ -121,7 +121,7 @@ def _example_models() -> list[type[BaseModel]]:
         mots.economics.utility,
         mots.platform.problems,
         mots.platform.api,
-        services.orchestration.api.schemas,
+        mots.platform.api.rounds,
         services.orchestration.products,
     ]
     found = {

@@ -27,6 +27,7 @@ from mots.platform.api.pricing import (
     PricingRequest,
     PricingResult,
 )
+from mots.platform.api.rounds import SettleResult
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
@@ -52,7 +53,6 @@ from mots.platform.contracts import (
     RoundDecisions,
     RoundRef,
     SettlePayload,
-    SettleResult,
     TaskSpec,
     TrainRequest,
 )

@@ -24,6 +24,7 @@ from mots.platform.api.pricing import (
     PricingRequest,
     PricingResult,
 )
+from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
 from mots.platform.contracts import (
     CurrentErrorModel,
     DeclarationProgress,
@@ -33,18 +34,10 @@ from mots.platform.contracts import (
     Population,
     RoundDecisions,
     SettlePayload,
-    SettleResult,
 )
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
-from services.orchestration.products import (
-    Deadlines,
-    RoundSummary,
-    RoundTerms,
-    TrainingProgress,
-    TrainingRecord,
-    TypeClients,
-)
+from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord, TypeClients
 from services.orchestration.trainer import Coalition, TrainingOutcome
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from mots.platform import metrics
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import PricingResult
+from mots.platform.api.rounds import RoundSummary, TrainingProgress
 from mots.platform.contracts import EvaluationResult
-from services.orchestration.products import RoundSummary, TrainingProgress
 
 
 def declare() -> None:

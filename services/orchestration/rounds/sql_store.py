@@ -16,8 +16,8 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
+from mots.platform.api.rounds import TrainingProgress
 from services.orchestration.models import Round, Transition
-from services.orchestration.products import TrainingProgress
 from services.orchestration.rounds.ports import (
     RoundInFlight,
     RoundRecord,

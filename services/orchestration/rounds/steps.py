@@ -33,12 +33,7 @@ from mots.platform.contracts import (
 )
 from mots.platform.money import from_micros, to_micros
 from mots.training.progress import RoundProgress
-from services.orchestration.products import (
-    RoundTerms,
-    TrainingProgress,
-    TrainingRecord,
-    TypeClients,
-)
+from services.orchestration.products import RoundTerms, TrainingRecord, TypeClients, progress_of
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.ports import (
     Move,
@@ -203,8 +198,8 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 
     def progress(p: RoundProgress) -> None:  # best effort: a failed write must not stop training
         try:
-            prometheus.training_progress(TrainingProgress.of(p))
-            ports.store.record_progress(rnd.id, TrainingProgress.of(p))
+            prometheus.training_progress(progress_of(p))
+            ports.store.record_progress(rnd.id, progress_of(p))
         except Exception:
             log.warning("round %s: training progress not recorded", rnd.id, exc_info=True)
 

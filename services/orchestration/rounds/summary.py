@@ -10,8 +10,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from mots.platform.api.base import RoundState
-from mots.platform.contracts import SettleResult
-from services.orchestration.products import RoundSummary, RoundTerms, TrainingRecord
+from mots.platform.api.rounds import RoundSummary, SettleResult
+from services.orchestration.products import RoundTerms, TrainingRecord
 from services.orchestration.rounds.ports import RoundRecord
 
 WORK_STATES = (RoundState.TRAINING.value, RoundState.EVALUATING.value)

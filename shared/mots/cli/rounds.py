@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from mots.cli.client import Session, connection, decimal_amount, money, table
-from mots.client.rounds import DEFAULT_LIST_LIMIT, RoundView
+from mots.client.rounds import DEFAULT_LIST_LIMIT
+from mots.platform.api.rounds import RoundDetail, RoundOut
 
 
 @click.group("rounds")
@@ -72,16 +73,16 @@ def list_rounds(session: Session, limit: int) -> None:
         views = r.rounds(limit)
     rows = []
     for v in views:
-        s = v.summary or {}
+        s = v.summary
         rows.append(
             (
                 v.id,
                 v.state.value,
                 v.mechanism or "-",
-                money(s.get("price")) if s.get("price") is not None else "-",
-                _coalition(s.get("participants")),
-                _float(s.get("epsilon")),
-                v.created_at.strftime("%Y-%m-%d %H:%M") if v.created_at else "-",
+                "-" if s is None else money(s.price),
+                "-" if s is None else _coalition(s.participants),
+                "-" if s is None else _float(s.epsilon),
+                v.created_at.strftime("%Y-%m-%d %H:%M"),
             )
         )
     session.emit(views, table(rows, ("id", "state", "mechanism", "price", "K", "ε", "created")))
@@ -124,7 +125,7 @@ def watch(session: Session, round_id: int, timeout_s: float | None, poll_s: floa
         click.echo(describe(last))
 
 
-def _follow(updates: Any, as_json: bool) -> RoundView:
+def _follow(updates: Any, as_json: bool) -> RoundDetail:
     """Print each update (JSON lines, or a rich progress bar of the FedAvg rounds)."""
     from rich.progress import (
         BarColumn,
@@ -134,7 +135,7 @@ def _follow(updates: Any, as_json: bool) -> RoundView:
         TimeRemainingColumn,
     )
 
-    last: RoundView | None = None
+    last: RoundDetail | None = None
     if as_json:
         for last in updates:
             click.echo(json.dumps(last.model_dump(mode="json", by_alias=True)))
@@ -164,7 +165,7 @@ def _follow(updates: Any, as_json: bool) -> RoundView:
     return last
 
 
-def describe(v: RoundView) -> str:
+def describe(v: RoundOut) -> str:
     """A round in a few lines: state, mechanism, progress, figures, transitions."""
     lines = [f"round {v.id}: {v.state.value} (mechanism {v.mechanism or '-'})"]
     if v.rule:
@@ -181,36 +182,35 @@ def describe(v: RoundView) -> str:
             f"ε {_float(p.epsilon)}{' (in progress)' if p.in_progress else ''}"
         )
     s = v.summary
-    if s:
+    if s is not None:
         lines.append(
-            f"K {_coalition(s.get('participants'))}, B {_coalition(s.get('buyers'))}, "
-            f"price {money(s.get('price'))}, welfare {_float(s.get('welfare'))}, "
-            f"incentive cost {money(s.get('incentive_cost'))}"
+            f"K {_coalition(s.participants)}, B {_coalition(s.buyers)}, "
+            f"price {money(s.price)}, welfare {_float(s.welfare)}, "
+            f"incentive cost {money(s.incentive_cost)}"
         )
         lines.append(
-            f"ε measured {_float(s.get('epsilon'))}, predicted {_float(s.get('epsilon_predicted'))}"
-            f", equilibrium {s.get('equilibrium')}, round {_float(s.get('round_seconds'), 1)} s"
+            f"ε measured {_float(s.epsilon)}, predicted {_float(s.epsilon_predicted)}"
+            f", equilibrium {s.equilibrium}, round {_float(s.round_seconds, 1)} s"
         )
-        checked = s.get("verification") or {}
-        if checked:
-            lines.append("participants: " + ", ".join(f"{c} {v}" for c, v in checked.items()))
-        rewards = s.get("rewards") or {}
-        if rewards:
-            lines.append("rewards " + ", ".join(f"{t} {money(r)}" for t, r in rewards.items()))
-    if v.transitions:  # each state with the time the round spent in it (issue 26)
-        spent = [f"{t.get('from')} {_float(t.get('seconds_in_from'), 1)} s" for t in v.transitions]
-        lines.append("states: " + " → ".join([*spent, str(v.transitions[-1].get("to"))]))
+        if s.verification:
+            lines.append(
+                "participants: " + ", ".join(f"{c} {o}" for c, o in s.verification.items())
+            )
+        if s.rewards:
+            lines.append("rewards " + ", ".join(f"{t} {money(r)}" for t, r in s.rewards.items()))
+    moves = v.transitions if isinstance(v, RoundDetail) else []
+    if moves:  # each state with the time the round spent in it (issue 26)
+        spent = [f"{t.from_state.value} {_float(t.seconds_in_from, 1)} s" for t in moves]
+        lines.append("states: " + " → ".join([*spent, moves[-1].to.value]))
     return "\n".join(lines)
 
 
-def _coalition(counts: Any) -> str:
+def _coalition(counts: dict[str, int]) -> str:
     """K or B per type as ``type=n`` pairs (or ``-``)."""
-    if isinstance(counts, dict):
-        return ",".join(f"{t}={n}" for t, n in counts.items()) or "-"
-    return "-"
+    return ",".join(f"{t}={n}" for t, n in counts.items()) or "-"
 
 
-def _float(x: Any, places: int = 4) -> str:
+def _float(x: float | None, places: int = 4) -> str:
     return "-" if x is None else f"{float(x):.{places}f}"
 
 

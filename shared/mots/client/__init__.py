@@ -14,7 +14,8 @@
 
 Used by the edge agent (:mod:`edge.agent`), the platform's simulated clients
 (:mod:`mots.local.agents`) and the ``mots market`` / ``mots rounds`` command lines;
-:class:`RoundsClient` reads and opens rounds on the orchestration API.
+:class:`RoundsClient` reads and opens rounds on the orchestration API, its answers the
+service's own models (:mod:`mots.platform.api.rounds`: :class:`RoundOut`, :class:`RoundDetail`).
 """
 
 from mots.client.decision import ClientFacts, draw_place, respond, targets_for, terms_for, tie_draw
@@ -25,18 +26,21 @@ from mots.client.market import (
     ModelIntegrityError,
     new_idempotency_key,
 )
-from mots.client.rounds import FedAvgProgress, OrchestrationError, RoundsClient, RoundView
+from mots.client.rounds import OrchestrationError, RoundsClient
+from mots.platform.api.rounds import RoundDetail, RoundOut, RoundSummary, TrainingProgress
 
 __all__ = [
     "ClientFacts",
     "DownloadedModel",
-    "FedAvgProgress",
     "MarketClient",
     "MarketError",
     "ModelIntegrityError",
     "OrchestrationError",
-    "RoundView",
+    "RoundDetail",
+    "RoundOut",
+    "RoundSummary",
     "RoundsClient",
+    "TrainingProgress",
     "draw_place",
     "new_idempotency_key",
     "respond",

@@ -1,10 +1,11 @@
 """The orchestration's round API as Python calls: open a round (operator), list, show, watch.
 
 Rides on :class:`~mots.client.market.MarketClient`'s plumbing (one ``httpx`` pool, bearer token,
-bounded retries of idempotent calls, problem+json details in the error). The answers are read
-into :class:`RoundView`, the client's view of the service's ``RoundOut``/``RoundDetail``: the
-fields a user watches are typed, the rest of the body (summary, quote, scenario) is kept as the
-service sent it, so a newer service with more fields still parses.
+bounded retries of idempotent calls, problem+json details in the error). Bodies are the service's
+own models (:mod:`mots.platform.api.rounds`): a round is a
+:class:`~mots.platform.api.rounds.RoundDetail` (with its transitions) or, in a list, a
+:class:`~mots.platform.api.rounds.RoundOut`. Answers are read with ``extra="ignore"``, so a newer
+service with more fields still parses.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from mots.client.market import MarketClient, MarketError
-from mots.platform.api.base import TERMINAL_STATES, RoundState
-from mots.platform.money import Money
-from mots.platform.timestamps import Timestamp
+from mots.platform.api.rounds import RoundDetail, RoundOut, RoundStart, RoundStarted
 
 DEFAULT_LIST_LIMIT = 20
 V = TypeVar("V", bound=BaseModel)
@@ -44,73 +43,7 @@ class OrchestrationError(MarketError):
         self.args = (f"{where}{answer}: {detail}",)
 
 
-class _View(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class FedAvgProgress(_View):
-    """The latest FedAvg round of a training under way (the service's ``training_progress``)."""
-
-    fedavg_round: int = Field(..., description="1-based number of the FedAvg round")
-    fedavg_rounds: int
-    clients_done: int
-    clients: int
-    epsilon: float | None = None
-    round_seconds: float = 0.0
-    in_progress: bool = False
-
-
-class RoundView(_View):
-    """A market round as the orchestration shows it: state, FedAvg progress, figures."""
-
-    id: int
-    state: RoundState
-    mechanism: str | None = None
-    rule: str | None = None
-    created_at: Timestamp | None = None
-    training_progress: FedAvgProgress | None = None
-    summary: dict[str, Any] | None = None
-    quote: dict[str, Any] | None = None
-    transitions: list[dict[str, Any]] = Field(default_factory=list)
-    deadlines: dict[str, Timestamp] | None = Field(
-        None, description="when each state the round entered must be left by (RFC 3339, UTC)"
-    )
-
-    def deadline(self) -> float | None:
-        """The epoch second by which the round must leave its current state (None: none known,
-        or the round has ended)."""
-        if self.finished or not self.deadlines:
-            return None
-        due = self.deadlines.get(self.state.value)
-        return None if due is None else due.timestamp()
-
-    @property
-    def finished(self) -> bool:
-        """True once the round is published or settled by rule (nothing more will change)."""
-        return self.state in TERMINAL_STATES
-
-
-class RoundOpened(_View):
-    """``POST /v1/rounds``'s answer: the new round's id; it opens once the worker runs."""
-
-    round_id: int
-    state: RoundState
-
-
-class RoundOptions(BaseModel):
-    """The body of ``POST /v1/rounds`` (the orchestration's ``RoundStart``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    subsidy_budget: Money | None = Field(None, description="most this round may subsidise")
-    collect_seconds: float | None = Field(
-        None,
-        allow_inf_nan=False,
-        description="how long the round takes decisions (the service bounds it)",
-    )
-
-
-_LIST: TypeAdapter[list[RoundView]] = TypeAdapter(list[RoundView])
+_LIST: TypeAdapter[list[RoundOut]] = TypeAdapter(list[RoundOut])
 
 
 class RoundsClient:
@@ -147,7 +80,7 @@ class RoundsClient:
 
     def open_round(
         self, subsidy_budget: Decimal | None = None, collect_seconds: float | None = None
-    ) -> RoundOpened:
+    ) -> RoundStarted:
         """``POST /v1/rounds`` (operator): open a market round (409 while another is in flight),
         with its own cap on the subsidy (else the platform's ``MOTS_ROUND_SUBSIDY_BUDGET``) and
         its own collection window in seconds (else ``MOTS_COLLECT_TIMEOUT_S``; the service
@@ -157,23 +90,26 @@ class RoundsClient:
         body = (
             None
             if subsidy_budget is None and collect_seconds is None
-            else RoundOptions(subsidy_budget=subsidy_budget, collect_seconds=collect_seconds)
+            # not validated here: the service's bounds refuse a bad value (422 naming the field)
+            else RoundStart.model_construct(
+                subsidy_budget=subsidy_budget, collect_seconds=collect_seconds
+            )
         )
         content = self._get("POST", "/v1/rounds", body=body, retry=False)
-        return self._parse(RoundOpened, content, "POST", "/v1/rounds")
+        return self._parse(RoundStarted, content, "POST", "/v1/rounds")
 
-    def round(self, round_id: int) -> RoundView | None:
+    def round(self, round_id: int) -> RoundDetail | None:
         """``GET /v1/rounds/{id}``: the round with its transitions; None when there is none."""
         path = f"/v1/rounds/{round_id}"
         content = self._get("GET", path, ok_missing=True)
-        return None if content is None else self._parse(RoundView, content, "GET", path)
+        return None if content is None else self._parse(RoundDetail, content, "GET", path)
 
-    def rounds(self, limit: int = DEFAULT_LIST_LIMIT) -> list[RoundView]:
+    def rounds(self, limit: int = DEFAULT_LIST_LIMIT) -> list[RoundOut]:
         """``GET /v1/rounds``: up to ``limit`` rounds, newest first (following ``next`` pages
         where the service pages its answer)."""
         if limit < 1:
             raise ValueError(f"limit: must be ≥ 1, got {limit}")
-        out: list[RoundView] = []
+        out: list[RoundOut] = []
         params: dict[str, Any] = {"limit": limit}
         while len(out) < limit:
             content = self._get("GET", "/v1/rounds", params=params)
@@ -186,7 +122,7 @@ class RoundsClient:
 
     def watch(
         self, round_id: int, *, poll_s: float = 0.5, timeout_s: float | None = None
-    ) -> Iterator[RoundView]:
+    ) -> Iterator[RoundDetail]:
         """Yield the round each time its state or FedAvg progress changes, ending with it
         published or settled by rule. Raises TimeoutError after ``timeout_s`` (None: never)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -214,19 +150,19 @@ class RoundsClient:
     @staticmethod
     def _parse(model: type[V], content: bytes, method: str, path: str) -> V:
         try:
-            return model.model_validate_json(content)
+            return model.model_validate_json(content, extra="ignore")
         except ValidationError as exc:
             raise OrchestrationError(None, f"unexpected answer: {exc}", method, path) from exc
 
 
-def _page(content: bytes) -> tuple[list[RoundView], str | None]:
+def _page(content: bytes) -> tuple[list[RoundOut], str | None]:
     """A list answer, plain (``[…]``) or paged (``{"items": […], "next": cursor}``)."""
     try:
         if content.lstrip().startswith(b"{"):
             body = TypeAdapter(dict[str, Any]).validate_json(content)
-            items = _LIST.validate_python(body.get("items", []))
+            items = _LIST.validate_python(body.get("items", []), extra="ignore")
             nxt = body.get("next")
             return items, str(nxt) if nxt else None
-        return _LIST.validate_json(content), None
+        return _LIST.validate_json(content, extra="ignore"), None
     except ValidationError as exc:
         raise OrchestrationError(None, f"unexpected answer: {exc}", "GET", "/v1/rounds") from exc

@@ -4,7 +4,7 @@ Services never import one another. They share these declarations: a sender calls
 ``send_call(app, MARKET_SETTLE_ROUND, SettlePayload(...), call_id)`` and returns at once; the
 task's JSON result comes back as an :data:`ORCHESTRATION_REPLY` task on the orchestration queue
 (a Celery ``link``), its failure as :data:`ORCHESTRATION_REPLY_ERROR` (``link_error``), and the
-receiver validates it with ``spec.output`` (:class:`~mots.platform.contracts.SettleResult`). Nobody
+receiver validates it with ``spec.output`` (:class:`~mots.platform.api.rounds.SettleResult`). Nobody
 waits on a task's result inside a task. A worker registers its function with
 ``@MARKET_SETTLE_ROUND.handler(app)``, and mypy checks that the function takes a ``SettlePayload``
 and returns a ``SettleResult``. A renamed task or a changed field is a type error on both sides.
@@ -19,8 +19,9 @@ models once, for both sides, in ~100 lines; every handler is also counted in ``m
 by the same wrapper.
 
 The payloads the tasks carry are declared here too, beside their specs (the pricing tasks take
-the pricing API's own bodies, :mod:`mots.platform.api.pricing`). Task names appear as string
-literals in this module only (a test keeps it so).
+the pricing API's own bodies, :mod:`mots.platform.api.pricing`; the settlement and the error
+model's fit, which the round API shows, are :mod:`mots.platform.api.rounds`'s). Task names
+appear as string literals in this module only (a test keeps it so).
 """
 
 from __future__ import annotations
@@ -35,12 +36,10 @@ from pydantic import BaseModel, Field
 
 from mots.platform.api.base import (
     MAX_AMOUNT,
-    SETTLE_EXAMPLE,
     MarketRoundState,
     Money,
     RoundState,
     Schema,
-    example,
 )
 from mots.platform.api.pricing import (
     EquilibriumRequest,
@@ -48,6 +47,7 @@ from mots.platform.api.pricing import (
     PricingRequest,
     PricingResult,
 )
+from mots.platform.api.rounds import ErrorFit, SettleResult
 from mots.platform.metrics import TASKS
 from mots.platform.timestamps import Timestamp
 
@@ -304,30 +304,6 @@ class SettlePayload(Schema):
     artifact_sha256: str | None = None
 
 
-class SettleResult(Schema):
-    """Totals of a settlement, from the ledger."""
-
-    model_config = example(SETTLE_EXAMPLE)
-
-    round_id: int
-    payments: Money
-    rewards_paid: Money
-    charges: Money
-    subsidy: Money
-    surplus: Money
-    refunds: Money
-    subsidy_budget: Money | None = Field(None, description="the round's cap on the subsidy")
-    captured_price: Money | None = Field(None, description="what each paid buyer was charged")
-    captured_rewards: dict[str, Money] = Field(
-        default_factory=dict, description="r_i per type as booked: within the quote and budget"
-    )
-    capture_rule: str | None = Field(None, description="the stated capture rule that applied")
-    removed: list[int] = Field(
-        default_factory=list,
-        description="participants revoked or departed before settlement: not paid, not charged",
-    )
-
-
 class EvaluationRequest(Schema):
     """A trained round's model to measure, with its coalition (K per type) and data sizes."""
 
@@ -337,20 +313,6 @@ class EvaluationRequest(Schema):
     participants: list[int]
     sizes: list[float]
     train_epsilon: float | None = None
-
-
-class ErrorFit(Schema):
-    """The error model refitted from all measurements so far (Eq. 3 with ε0)."""
-
-    model_config = example(
-        {"eps0": 0.29, "d_gamma2": 10.4, "sigma2": 0.018, "r2": 0.97, "points": 4}
-    )
-
-    eps0: float
-    d_gamma2: float
-    sigma2: float
-    r2: float | None
-    points: int
 
 
 class EvaluationResult(Schema):

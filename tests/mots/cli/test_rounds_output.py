@@ -6,11 +6,24 @@ from __future__ import annotations
 import pytest
 
 from mots.cli.rounds import _follow, describe
-from mots.client.rounds import RoundView
+from mots.platform.api.rounds import RoundDetail
+
+BARE = {
+    "id": 1,
+    "state": "published",
+    "mechanism": None,
+    "rule": None,
+    "created_at": "2026-11-26T16:00:00Z",
+    "summary": None,
+    "training_progress": None,
+    "quote": None,
+    "scenario": None,
+    "transitions": [],
+}
 
 
-def _view(**kw: object) -> RoundView:
-    return RoundView.model_validate({"id": 1, "state": "published", **kw})
+def _view(**kw: object) -> RoundDetail:
+    return RoundDetail.model_validate({**BARE, **kw})
 
 
 def test_the_timeline_labels_each_state_with_its_own_time() -> None:
@@ -22,7 +35,12 @@ def test_the_timeline_labels_each_state_with_its_own_time() -> None:
         ("evaluating", "settling", 7.4),
         ("settling", "published", 0.2),
     ]
-    v = _view(transitions=[{"from": a, "to": b, "seconds_in_from": s} for a, b, s in moves])
+    at = "2026-11-26T16:00:00Z"
+    v = _view(
+        transitions=[
+            {"from": a, "to": b, "seconds_in_from": s, "note": None, "at": at} for a, b, s in moves
+        ]
+    )
     line = describe(v).splitlines()[-1]
     assert line == (
         "states: open 0.4 s → collecting 4.7 s → training 48.5 s → evaluating 7.4 s"
@@ -45,6 +63,8 @@ def test_the_watch_bar_counts_finished_fedavg_rounds(capsys: pytest.CaptureFixtu
         "fedavg_rounds": 5,
         "clients_done": 1,
         "clients": 2,
+        "epsilon": None,
+        "round_seconds": 1.0,
         "in_progress": True,
     }
     _follow(iter([_view(state="training", training_progress=progress)]), as_json=False)

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import select
 
 from mots.platform.api.base import Strategy
-from mots.platform.contracts import SettlePayload, SettleResult
+from mots.platform.api.rounds import SettleResult
+from mots.platform.contracts import SettlePayload
 from mots.platform.transactions import in_transaction
 from services.market import ledger, rounds
 from services.market.decisions import Declaration, book_declarations

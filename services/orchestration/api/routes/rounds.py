@@ -7,11 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 
 from mots.platform.api.base import MAX_ID, RoundState
-from mots.platform.contracts import ORCHESTRATION_ADVANCE, AdvanceRequest, send
-from mots.platform.deps import Principal, PrincipalDep, operator
-from mots.platform.money import to_micros
-from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
-from services.orchestration.api.schemas import (
+from mots.platform.api.rounds import (
     RoundDetail,
     RoundOut,
     RoundQuote,
@@ -19,6 +15,10 @@ from services.orchestration.api.schemas import (
     RoundStarted,
     TransitionOut,
 )
+from mots.platform.contracts import ORCHESTRATION_ADVANCE, AdvanceRequest, send
+from mots.platform.deps import Principal, PrincipalDep, operator
+from mots.platform.money import to_micros
+from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from services.orchestration.models import Transition
 from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
 from services.orchestration.rounds.sql_store import SqlRoundStore, as_utc

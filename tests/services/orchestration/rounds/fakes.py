@@ -17,10 +17,10 @@ from mots.platform.api.pricing import (
     PricingRequest,
     PricingResult,
 )
+from mots.platform.api.rounds import ErrorFit, SettleResult, TrainingProgress
 from mots.platform.contracts import (
     CurrentErrorModel,
     DeclarationProgress,
-    ErrorFit,
     ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
@@ -29,11 +29,9 @@ from mots.platform.contracts import (
     PopulationType,
     RoundDecisions,
     SettlePayload,
-    SettleResult,
 )
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
-from services.orchestration.products import TrainingProgress
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import (
     RoundInFlight,

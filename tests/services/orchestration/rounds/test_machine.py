@@ -8,7 +8,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from mots.platform.api.base import RoundState
-from mots.platform.contracts import ErrorFit, ErrorPosteriorEstimate
+from mots.platform.api.rounds import ErrorFit
+from mots.platform.contracts import ErrorPosteriorEstimate
 from services.orchestration.rounds.machine import RETRY_SETTLEMENT_S, Step
 from services.orchestration.rounds.ports import RoundInFlight
 from tests.services.orchestration.rounds.fakes import LARGE, SMALL, Failing, rig

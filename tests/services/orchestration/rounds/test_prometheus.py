@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from prometheus_client import REGISTRY
 
-from mots.platform.contracts import SettleResult
+from mots.platform.api.rounds import SettleResult
 from services.orchestration.rounds import prometheus
 
 

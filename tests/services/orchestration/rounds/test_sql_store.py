@@ -9,9 +9,10 @@ import pytest
 from sqlalchemy.exc import StatementError
 
 from mots.platform.api.base import RoundState
+from mots.platform.api.rounds import TrainingProgress
 from mots.platform.db import make_engine, make_sessionmaker
 from services.orchestration.migrations import upgrade
-from services.orchestration.products import RoundTerms, TrainingProgress
+from services.orchestration.products import RoundTerms
 from services.orchestration.rounds.ports import RoundInFlight, RoundUpdate
 from services.orchestration.rounds.sql_store import SqlRoundStore
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from mots.platform.api.base import RoundState
-from mots.platform.contracts import SettleResult
-from services.orchestration.products import RoundSummary, RoundTerms
+from mots.platform.api.rounds import RoundSummary, SettleResult
+from services.orchestration.products import RoundTerms
 from services.orchestration.rounds.ports import RoundRecord
 from services.orchestration.rounds.summary import round_summary
 

@@ -11,13 +11,13 @@ from fastapi.testclient import TestClient
 
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import PricingResult
+from mots.platform.api.rounds import TrainingProgress
 from mots.platform.contracts import EvaluationResult
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from services.orchestration.core.config import Settings
 from services.orchestration.main import create_app
 from services.orchestration.migrations import upgrade
-from services.orchestration.products import TrainingProgress
 from services.orchestration.rounds.ports import RoundUpdate
 from services.orchestration.rounds.sql_store import SqlRoundStore
 
@@ -261,9 +261,8 @@ def test_a_clients_view_keeps_only_its_own_outcome() -> None:
     per-participant outcomes only its own."""
     from datetime import UTC, datetime
 
+    from mots.platform.api.rounds import RoundOut, RoundSummary
     from services.orchestration.api.routes.rounds import _client_view
-    from services.orchestration.api.schemas import RoundOut
-    from services.orchestration.products import RoundSummary
 
     summary = RoundSummary.model_construct(
         dropped=[2, 5],
