@@ -40,8 +40,8 @@ def aggregation_weights(data_sizes: Sequence[float], mode: str) -> npt.NDArray[n
 
 class RunningAverage:
     """Σ_k w_k · model_k layer by layer, one model at a time: float64 accumulation in the order
-    models arrive, float32 result. :func:`aggregate` (the strategy's FedAvg mean) and the
-    in-process engine's per-client loop (which holds one model at a time) both sum with it."""
+    models arrive, float32 result. :func:`aggregate` and :class:`RoundAggregate`'s mean sum with
+    it."""
 
     def __init__(self) -> None:
         self._acc: list[npt.NDArray[np.float64]] | None = None
@@ -114,3 +114,51 @@ def combine(
     if rule == "median":
         return coordinate_median(models)
     raise ValueError(f"aggregator must be 'mean', 'trimmed_mean' or 'median', got {rule!r}")
+
+
+RULES = ("mean", "trimmed_mean", "median")
+
+
+class RoundAggregate:
+    """The next global model from one FedAvg round's accepted models, added one at a time in
+    the round's order: FedAvg's mean with weights D_k/ΣD or 1/K (:func:`aggregation_weights`,
+    streamed: one model held at a time, so memory does not grow with K), or a robust ``rule``
+    (``trimmed_mean``, ``median``: :func:`combine`, which holds the round's models).
+
+    Both engines combine a round through it: the Flower strategy
+    (:meth:`mots.training.strategy.VerifyingFedAvg.aggregate_train`, over the verified updates)
+    and the in-process engine's per-client loop (:mod:`mots.training.inprocess`), so the same
+    updates give the same model on either."""
+
+    def __init__(
+        self,
+        data_sizes: Sequence[float],
+        aggregation: str,
+        rule: str = "mean",
+        trim_fraction: float = 0.2,
+    ) -> None:
+        if rule not in RULES:
+            raise ValueError(f"aggregator must be one of {RULES}, got {rule!r}")
+        self.weights = aggregation_weights(data_sizes, aggregation)
+        self.rule, self.trim_fraction = rule, trim_fraction
+        self._mean = RunningAverage() if rule == "mean" else None
+        self._held: list[Sequence[FloatArray]] = []
+        self._added = 0
+
+    def add(self, model: Sequence[FloatArray]) -> None:
+        """The round's next model (the k-th added takes the k-th data size's weight)."""
+        if self._added >= len(self.weights):
+            raise ValueError(f"aggregate: more models than the {len(self.weights)} data sizes")
+        if self._mean is not None:
+            self._mean.add(model, float(self.weights[self._added]))
+        else:
+            self._held.append(model)
+        self._added += 1
+
+    def result(self) -> list[FloatArray]:
+        """The next global model, once every model of the round was added."""
+        if self._added != len(self.weights):
+            raise ValueError(f"aggregate: {self._added} models for {len(self.weights)} data sizes")
+        if self._mean is not None:
+            return self._mean.result()
+        return combine(self._held, self.weights, self.rule, self.trim_fraction)

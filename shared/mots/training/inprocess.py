@@ -1,8 +1,11 @@
 """The in-process engine: FedAvg over the coalition's clients in this process (no Flower).
 
 Logistic regression runs a chunk of clients at once with batched matrix products (one ``bmm`` per
-SGD step for the chunk); the CNN, or ``vectorised=False``, loops over clients with
-:func:`mots.training.local.train_local`, the same update the Flower ClientApp runs.
+SGD step for the chunk, the chunk's FedAvg share summed in torch); the CNN, or
+``vectorised=False``, loops over clients with :func:`mots.training.local.train_local`, the same
+update the Flower ClientApp runs, and combines each round with the Flower strategy's own
+:class:`~mots.training.fedavg.RoundAggregate` (both engines' FedAvg weights are
+:func:`~mots.training.fedavg.aggregation_weights`).
 
 Memory does not grow with the coalition size K beyond index arrays: a client's data stays in the
 shared uint8 training set as a shard of indices, the vectorised engine gathers the mini-batches of
@@ -26,7 +29,7 @@ from torch.nn import functional as F
 
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, load_dataset, to_float
-from mots.training.fedavg import RunningAverage, aggregation_weights, learning_rate
+from mots.training.fedavg import RoundAggregate, aggregation_weights, learning_rate
 from mots.training.local import ClientData, batch_indices, evaluate, torch_threads, train_local
 from mots.training.models import build_model, get_weights, set_weights, weight_names
 from mots.training.partition import (
@@ -241,7 +244,9 @@ def _loop_rounds(
     on_round: RoundCallback | None,
     removed: RemovedCheck | None = None,
 ) -> list[RoundOutcome]:
-    """Any model: each client in turn trains a copy with train_local, FedAvg adds it to the average."""
+    """Any model: each client in turn trains a copy with train_local, and the round's models are
+    combined by :class:`~mots.training.fedavg.RoundAggregate`, the Flower strategy's code (one
+    model held at a time)."""
     global_model = build_model(
         config.model, fed.input_shape, fed.num_classes, zero_init=config.zero_init, seed=config.seed
     )
@@ -256,18 +261,19 @@ def _loop_rounds(
     out: list[RoundOutcome] = []
     for r in range(config.rounds):
         start = time.perf_counter()
-        lr = learning_rate(config.lr, r)
         members = _present(round_sample(len(fed.shards), config, r), removed, r)
-        weights = _weights(sizes, members, config.aggregation)
-        average = RunningAverage()
-        for k, w in zip(members, weights, strict=True):
-            c = kept[int(k)] if kept is not None else fed.client(int(k))
-            b = batch_indices(config.seed, r, c.pid, c.size, config.local_steps, config.batch_size)
-            set_weights(local_model, current)
-            train_local(local_model, c, b, lr)
-            average.add(get_weights(local_model), float(w))
         if len(members):  # else everyone was removed: the model is kept
-            current = average.result()
+            combined = RoundAggregate(sizes[members].tolist(), config.aggregation)
+            lr = learning_rate(config.lr, r)
+            for k in members:
+                c = kept[int(k)] if kept is not None else fed.client(int(k))
+                b = batch_indices(
+                    config.seed, r, c.pid, c.size, config.local_steps, config.batch_size
+                )
+                set_weights(local_model, current)
+                train_local(local_model, c, b, lr)
+                combined.add(get_weights(local_model))
+            current = combined.result()
         set_weights(global_model, current)
         eps, acc = evaluate(global_model, fed.x_test, fed.y_test)
         outcome = RoundOutcome(

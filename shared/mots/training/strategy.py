@@ -13,8 +13,9 @@ A subclass of Flower's ``flwr.serverapp.strategy.FedAvg`` whose round loop is Fl
   (:func:`mots.training.verification.verify_round`, with the server's own references of
   :mod:`mots.training.anchored`) and one that fails is left out and its participant recorded as
   failing verification (left out of later rounds too); the run fails when fewer than the policy's
-  minimum share remain; the verified updates are combined (:func:`mots.training.fedavg.combine`:
-  mean, trimmed mean or median);
+  minimum share remain; the verified updates are combined
+  (:class:`mots.training.fedavg.RoundAggregate`: mean, trimmed mean or median; the in-process
+  engine combines its rounds with the same code);
 - :meth:`VerifyingFedAvg.evaluate` is ``Strategy.start``'s ``evaluate_fn`` (the server-side
   evaluation): it measures the test loss ε, saves the round's artifact (finite models only) and
   appends the round's line to ``progress.jsonl``.
@@ -311,19 +312,18 @@ class VerifyingFedAvg(FedAvg):
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Each asked participant's verdict, then the verified updates combined."""
-        from mots.training.fedavg import aggregation_weights, combine
+        from mots.training.fedavg import RoundAggregate
 
         r = server_round - 1
         self._good = self.collect(r, replies)
         accepted = self.verify(r, self._good)
         check_share(self.chosen, self.setup.policy, f"round {r + 1}")
         cfg, policy = self.setup.cfg, self.setup.policy
-        models = [
-            self._good[p.node_id].content.array_records["arrays"].to_numpy_ndarrays()
-            for p in accepted
-        ]
-        weights = aggregation_weights([cfg.sizes[p.type_index] for p in accepted], cfg.aggregation)
-        self.model.weights = combine(models, weights, policy.aggregator, policy.trim_fraction)
+        sizes = [cfg.sizes[p.type_index] for p in accepted]
+        combined = RoundAggregate(sizes, cfg.aggregation, policy.aggregator, policy.trim_fraction)
+        for p in accepted:
+            combined.add(self._good[p.node_id].content.array_records["arrays"].to_numpy_ndarrays())
+        self.model.weights = combined.result()
         train = [
             num(m.content.metric_records["metrics"]["train_seconds"]) for m in self._good.values()
         ]

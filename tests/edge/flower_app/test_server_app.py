@@ -316,3 +316,49 @@ def test_node_pruner_tries_a_failed_unregistration_again() -> None:
         pruner()
         pruner()
     assert tries == [[2], [2]]
+
+
+def test_the_strategy_and_the_inprocess_engine_give_the_same_aggregate(fashion_dir: Path) -> None:
+    """The same updates, combined by each engine: each participant's round-0 update as its
+    ClientApp computes it (``handle_train``), sent as replies through Flower's message types and
+    combined by :meth:`VerifyingFedAvg.aggregate_train`, equals the in-process engine's round 0
+    (its per-client loop) bit for bit; both combine with ``fedavg.RoundAggregate``. Weighted
+    FedAvg over unequal D_i (50, 120), so the weights matter."""
+    from mots.training.edge_trainer import handle_train
+    from mots.training.inprocess import run_inprocess
+
+    cfg = TrainConfig(
+        data_dir=fashion_dir,
+        sizes=(50, 120),
+        counts=(3, 3),
+        rounds=1,
+        local_steps=5,
+        test_subset=200,
+        aggregation="weighted",
+    )
+    k = [2, 1]
+    expected = run_inprocess(k, cfg, vectorised=False)[0].weights
+    node_map = {1: (0, 0), 2: (0, 1), 3: (1, 0)}
+    rc = fm.run_config(cfg, k, "", node_map=node_map, policy=VerificationPolicy(verify=False))
+    start = [np.zeros((10, 784), np.float32), np.zeros(10, np.float32)]
+
+    def trains(m: Message) -> Message:
+        i, j = node_map[m.metadata.dst_node_id]
+        request = {"config": cfg.model_dump(mode="json"), "type_index": i, "client_index": j}
+        sent = m.content.array_records["arrays"].to_numpy_ndarrays()
+        new, info = handle_train({**request, "round": 0}, sent)
+        metrics = MetricRecord(
+            {"train_seconds": 0.1, "client_seconds": 0.2, "samples": info["samples"]}
+        )
+        return Message(RecordDict({"arrays": ArrayRecord(new), "metrics": metrics}), reply_to=m)
+
+    strategy = _strategy(sa.setup(rc), start)
+    grid = QuorumGrid(FakeGrid(dict.fromkeys(node_map, trains)), strategy.quorum)  # type: ignore[arg-type]
+    msgs = strategy.configure_train(1, ArrayRecord(start), ConfigRecord(), grid)
+    arrays, metrics = strategy.aggregate_train(1, grid.send_and_receive(msgs, timeout=60))
+    assert arrays is not None and metrics is not None and metrics["verified"] == 3
+    got = arrays.to_numpy_ndarrays()
+    assert [a.shape for a in got] == [a.shape for a in expected]
+    assert float(np.abs(got[0]).sum()) > 0.0  # the clients trained
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a, b)

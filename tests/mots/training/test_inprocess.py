@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from mots.training import inprocess
 from mots.training.config import TrainConfig
 from mots.training.datasets import load_dataset, to_float
-from mots.training.fedavg import aggregate, aggregation_weights, learning_rate
+from mots.training.fedavg import (
+    RoundAggregate,
+    aggregate,
+    aggregation_weights,
+    combine,
+    learning_rate,
+)
 from mots.training.inprocess import run_inprocess
 from mots.training.local import batch_indices, torch_threads
 from mots.training.partition import client_partitions, coalition_ids, partition_id
@@ -151,21 +157,28 @@ def test_a_population_larger_than_the_data_set_trains(fashion_dir: Path) -> None
 @settings(max_examples=30, deadline=None)
 @given(
     shapes=st.lists(st.integers(1, 5), min_size=1, max_size=3),
-    n_models=st.integers(1, 6),
+    sizes=st.lists(st.integers(1, 500), min_size=1, max_size=6),
     seed=st.integers(0, 1000),
 )
-def test_running_average_is_fedavg_aggregate(shapes: list[int], n_models: int, seed: int) -> None:
-    """The running average (the loop engine's, and fedavg.aggregate's, which the strategy's
-    mean uses) equals the layer-by-layer float64 sum Σ w_k · model_k bit for bit."""
+def test_round_aggregate_is_fedavg_aggregate(
+    shapes: list[int], sizes: list[int], seed: int
+) -> None:
+    """The round aggregate (the loop engine's and the strategy's) streams FedAvg's mean equal to
+    the layer-by-layer float64 sum Σ w_k · model_k (w_k = D_k/ΣD) bit for bit, as
+    fedavg.aggregate does; its robust rules are fedavg.combine's."""
     rng = np.random.default_rng(seed)
-    models = [[rng.normal(size=(s, 3)).astype(np.float32) for s in shapes] for _ in range(n_models)]
-    weights = rng.dirichlet(np.ones(n_models))
-    avg = inprocess.RunningAverage()
-    for m, w in zip(models, weights, strict=True):
-        avg.add(m, float(w))
+    models = [[rng.normal(size=(s, 3)).astype(np.float32) for s in shapes] for _ in sizes]
+    weights = aggregation_weights(sizes, "weighted")
+    avg = RoundAggregate(sizes, "weighted")
+    med = RoundAggregate(sizes, "weighted", "median")
+    for m in models:
+        avg.add(m)
+        med.add(m)
     for layer, (got, agg) in enumerate(zip(avg.result(), aggregate(models, weights), strict=True)):
         want = np.zeros(models[0][layer].shape, dtype=np.float64)
         for m, w in zip(models, weights, strict=True):
             want += float(w) * m[layer].astype(np.float64)
         np.testing.assert_array_equal(got, want.astype(np.float32))
         np.testing.assert_array_equal(agg, want.astype(np.float32))
+    for got, want in zip(med.result(), combine(models, weights, "median"), strict=True):
+        np.testing.assert_array_equal(got, want)
