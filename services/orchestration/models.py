@@ -60,7 +60,6 @@ class Round(Base):
     settlement: Mapped[SettleResult | None] = _product(SettleResult)
     summary: Mapped[RoundSummary | None] = _product(RoundSummary)
     rule: Mapped[str | None] = mapped_column(Text, nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     state_entered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     collect_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)

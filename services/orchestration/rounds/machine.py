@@ -151,7 +151,7 @@ class RoundMachine:
         """Move the round to ``failed`` with the error as its rule."""
         rule = str(exc) if isinstance(exc, RoundFailure) else f"{type(exc).__name__}: {exc}"
         log.error("round %s failed in %s: %s", rnd.id, rnd.state.value, rule, exc_info=exc)
-        return self._apply(rnd, Move(S.FAILED, rule, RoundUpdate(error=rule, rule=rule)))
+        return self._apply(rnd, Move(S.FAILED, rule, RoundUpdate(rule=rule)))
 
     def _apply(self, rnd: RoundRecord, move: Move) -> Step:
         """Compare-and-set the round to the move's state; the step to run next, if any."""

@@ -62,7 +62,6 @@ class RoundRecord:
     settlement: SettleResult | None = None
     summary: RoundSummary | None = None
     rule: str | None = None
-    error: str | None = None
     collect_deadline: float | None = None
     deadlines: Deadlines | None = None
     subsidy_budget_micros: int | None = None
@@ -91,7 +90,6 @@ class RoundUpdate(TypedDict, total=False):
     settlement: SettleResult | None
     summary: RoundSummary
     rule: str
-    error: str
     collect_deadline: float
     deadlines: Deadlines
 
