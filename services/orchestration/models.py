@@ -21,7 +21,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from mots.economics.scenario import Scenario
 from mots.platform.api.pricing import PricingResult
-from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
+from mots.platform.api.rounds import RoundSummary, TrainingProgress
 from mots.platform.contracts import EvaluationResult, RoundDecisions
 from mots.platform.json_column import TypedJSON
 from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord, TypeClients
@@ -57,7 +57,6 @@ class Round(Base):
     training: Mapped[TrainingRecord | None] = _product(TrainingRecord)
     training_progress: Mapped[TrainingProgress | None] = _product(TrainingProgress)
     evaluation: Mapped[EvaluationResult | None] = _product(EvaluationResult)
-    settlement: Mapped[SettleResult | None] = _product(SettleResult)
     summary: Mapped[RoundSummary | None] = _product(RoundSummary)
     rule: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

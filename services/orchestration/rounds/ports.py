@@ -59,7 +59,6 @@ class RoundRecord:
     training: TrainingRecord | None = None
     training_progress: TrainingProgress | None = None
     evaluation: EvaluationResult | None = None
-    settlement: SettleResult | None = None
     summary: RoundSummary | None = None
     rule: str | None = None
     collect_deadline: float | None = None
@@ -87,7 +86,6 @@ class RoundUpdate(TypedDict, total=False):
     terms: RoundTerms
     training: TrainingRecord
     evaluation: EvaluationResult
-    settlement: SettleResult | None
     summary: RoundSummary
     rule: str
     collect_deadline: float

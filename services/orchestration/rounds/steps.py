@@ -299,7 +299,7 @@ def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     summary = round_summary(
         rnd, terms, training, settlement, True, ports.store.phase_seconds(rnd.id), _now(ports)
     )
-    return Move(S.PUBLISHED, "model published", RoundUpdate(settlement=settlement, summary=summary))
+    return Move(S.PUBLISHED, "model published", RoundUpdate(summary=summary))
 
 
 def settle_by_rule(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
@@ -312,7 +312,7 @@ def settle_by_rule(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     summary = round_summary(
         rnd, rnd.terms, None, settlement, False, ports.store.phase_seconds(rnd.id), _now(ports)
     )
-    update = RoundUpdate(settlement=settlement, summary=summary)
+    update = RoundUpdate(summary=summary)
     return Move(S.SETTLED_BY_RULE, rnd.rule or "settled by rule", update)
 
 

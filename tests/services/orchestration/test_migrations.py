@@ -32,9 +32,10 @@ PRODUCTS = (
     "training",
     "training_progress",
     "evaluation",
-    "settlement",
     "summary",
 )
+"""The round's products at head; ``settlement`` was one too until 0010 (the summary holds it)."""
+PRODUCTS_AT_0002 = (*PRODUCTS, "settlement")
 
 
 def _old_rounds() -> list[dict[str, Any]]:
@@ -138,7 +139,7 @@ def test_0003_keeps_rounds_written_before_it_readable(database_url: str) -> None
     finally:
         engine.dispose()
     for row, after in zip(rows[:2], back[:2], strict=True):
-        for name in PRODUCTS:
+        for name in PRODUCTS_AT_0002:  # the settlement rebuilt from the summary by 0010's downgrade
             old, new = row[f"{name}_json"], after[f"{name}_json"]
             assert _same(json.loads(new) if new else None, json.loads(old) if old else None)
 
