@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +44,23 @@ SECRETS = ROOT / "docker" / "secrets"
 MOTS = [str(Path(sys.executable).with_name("mots"))]
 
 
+def compose_env() -> dict[str, str]:
+    """podman-compose's environment: podman's, without any MOTS_* or GRAFANA_* variable. Compose
+    takes a variable from the environment over the --env-file, so under pytest (whose conftest
+    sets the tests' public MOTS_OPERATOR_TOKEN and MOTS_TOKEN_SECRET) the services got those
+    and refused to start outside the test environment; the env file alone must set them."""
+    return {k: v for k, v in podman.env().items() if not k.startswith(("MOTS_", "GRAFANA_"))}
+
+
 def compose(*args: str, env_file: Path, files: Sequence[Path] = FILES, timeout: float = 900) -> str:
-    """Run podman-compose on the shipped file and the overrides; return its output."""
+    """Run podman-compose on the shipped file and the overrides, the values of ``env_file`` only
+    (compose_env); return its output."""
     cmd = [sys.executable, "-m", "podman_compose", "-p", PROJECT, "--in-pod", "false"]
     cmd += ["--env-file", str(env_file)]
     for f in files:
         cmd += ["-f", str(f)]
     proc = subprocess.run(
-        [*cmd, *args], env=podman.env(), capture_output=True, text=True, timeout=timeout
+        [*cmd, *args], env=compose_env(), capture_output=True, text=True, timeout=timeout
     )
     if proc.returncode != 0:
         raise RuntimeError(
@@ -165,20 +175,56 @@ def drive_round(cli: dict[str, str], timeout: float) -> dict[str, Any]:
 
 
 def ledger(cli: dict[str, str]) -> dict[str, Any]:
-    """The ledger check and each registered client's balance (what settlement paid)."""
-    check = mots("market", "ledger-check", env=cli)
-    clients = {str(c["id"]): c["name"] for c in mots("market", "clients", env=cli)}
-    balances = {
-        clients.get(k.split(":", 1)[1], k): v
-        for k, v in check["accounts"].items()
-        if k.startswith("wallet:")
-    }
+    """`mots market ledger-check` (it exits 1 when a check fails, with its JSON printed first) and
+    ``balanced``: no unbalanced transaction, no mismatched account, total zero. Its ``accounts``
+    are totals per category, so what each client was paid is read by :func:`payouts`."""
+    proc = subprocess.run(
+        [*MOTS, "market", "ledger-check", "--json"],
+        env=cli, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    try:
+        check = json.loads(proc.stdout)
+    except ValueError as exc:
+        raise RuntimeError(
+            f"mots market ledger-check: {proc.stdout[-800:]}{proc.stderr[-1500:]}"
+        ) from exc
     balanced = (
         check["unbalanced_transactions"] == 0
         and check["mismatched_accounts"] == 0
-        and float(check["total"]) == 0
+        and Decimal(check["total"]) == 0
     )
-    return {"balanced": balanced, "check": check, "balances": balances}
+    return {"balanced": balanced and proc.returncode == 0, "check": check}
+
+
+def payouts(cli: dict[str, str], round_id: int, summary: dict[str, Any]) -> dict[str, Any]:
+    """Each participant of the round (the summary's verification, by client id) with what the
+    operator's ledger routes show: its type, verification, the reward SWAN set for its type
+    (``captured_rewards``), the amounts booked to its wallet by the round's reward and charge
+    transactions (`mots market transactions --round`) and its wallet's balance (`mots market
+    accounts --category wallets`). The edge clients hold nothing else, so a paid participant's
+    wallet equals its one booking."""
+    clients = {c["id"]: c for c in mots("market", "clients", env=cli)}
+    wallets = {a["client_id"]: a["balance"]
+               for a in mots("market", "accounts", "--category", "wallets", env=cli)}  # fmt: skip
+    page = mots("market", "transactions", "--round", str(round_id), "--limit", "500", env=cli)
+    booked: dict[int, list[str]] = {}
+    for tx in page["items"]:
+        for entry in tx["entries"] if tx["kind"] in ("reward", "charge") else ():
+            if entry["account"].startswith("wallet:"):
+                booked.setdefault(int(entry["account"].split(":")[1]), []).append(entry["amount"])
+    rewards = (summary.get("settlement") or {}).get("captured_rewards") or {}
+    out: dict[str, Any] = {}
+    for cid, status in (summary.get("verification") or {}).items():
+        client = clients[int(cid)]
+        out[client["name"]] = {
+            "client_id": int(cid),
+            "type": client["type_name"],
+            "verification": status,
+            "reward": rewards.get(client["type_name"]),
+            "booked": booked.get(int(cid), []),
+            "wallet": wallets.get(int(cid)),
+        }
+    return {"participants": out, "more_pages": page["next"] is not None}
 
 
 def up_and_round(
@@ -228,11 +274,13 @@ def run_round(
         up, total = prometheus_targets()
         view = result["view"]
         summary = view.get("summary") or {}
+        paid = payouts(cli, result["round_id"], summary)
         return {
             "round_state": view["state"],
             "ledger_balanced": books["balanced"],
-            "paid": {k: v for k, v in books["balances"].items() if float(v) != 0},
-            "participants": participants(books["balances"], summary),
+            "paid": {n: p["booked"] for n, p in paid["participants"].items()},
+            "participants": paid["participants"],
+            "ledger": books["check"],
             "prometheus_targets_up": up,
             "prometheus_targets": total,
             "seconds": round(time.monotonic() - started, 1),
@@ -257,16 +305,6 @@ def save_logs() -> None:
     for name in podman.leftovers([PROJECT])["containers"]:
         got = podman.podman("logs", "--tail", "400", name, check=False, timeout=60)
         (logs / f"{name}.log").write_text(got.stdout + got.stderr)
-
-
-def participants(balances: dict[str, Any], summary: dict[str, Any]) -> list[str]:
-    """The edge clients settlement paid (a positive wallet), checked against the round's K: as
-    many as the summary's participants less its drop-outs and failed verifications (else the
-    list is returned with a marker the test rejects)."""
-    paid = sorted(n for n, v in balances.items() if n.startswith("edge-") and float(v) > 0)
-    k = sum(summary.get("participants", {}).values())
-    unpaid = len(summary.get("dropped", [])) + len(summary.get("failed_verification", []))
-    return paid if len(paid) == k - unpaid and unpaid == 0 else [*paid, f"!K={k},unpaid={unpaid}"]
 
 
 def down() -> dict[str, list[str]]:

@@ -19,8 +19,6 @@ training long enough to be cut in the middle of.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -44,14 +42,7 @@ ROUND_TIMEOUT_S = 600.0
 
 def up(*services: str, env_file: Path, overrides: tuple[Path, ...] = (OVERRIDE,)) -> None:
     """``podman-compose up -d`` on the shipped file, the check's override and ``overrides``."""
-    cmd = [sys.executable, "-m", "podman_compose", "-p", compose.PROJECT, "--in-pod", "false"]
-    cmd += ["--env-file", str(env_file)]
-    for f in (*compose.FILES, *overrides):
-        cmd += ["-f", str(f)]
-    proc = subprocess.run([*cmd, "up", "-d", *services], env=podman.env(), capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"podman-compose up: {proc.stdout[-1500:]}{proc.stderr[-2500:]}")
+    compose.compose("up", "-d", *services, env_file=env_file, files=(*compose.FILES, *overrides))
 
 
 def wait_state(stack: rnd.Stack, round_id: int, want: str, timeout_s: float) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.containers import podman, stand_ins
+from tests.containers import podman, standins
 from tests.containers import round as market_round
 from tests.containers.kube_translate import (
     NOT_EXPRESSIBLE,
@@ -231,7 +231,7 @@ def local_images(stand_in: set[str] | None = None) -> dict[str, str]:
     (those named in ``stand_in``, default all; each built if missing)."""
     ours = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
     out = {f"registry.example.org/mots/{n}": f"localhost/mots/{n}:dev" for n in ours}
-    return out | stand_ins.images(stand_in)
+    return out | standins.images(stand_in)
 
 
 def setup(
@@ -261,7 +261,7 @@ def play_tier(workdir: Path, workloads: set[str], timeout_s: float = 300) -> dic
     book: Playbook | None = None
     try:
         workdir.mkdir(parents=True, exist_ok=True)
-        images = local_images(workloads & set(stand_ins.STAND_INS.values()))
+        images = local_images(workloads & set(standins.STAND_INS.values()))
         book = playbook(resources, images, {}, str(workdir / "nodes"), SUBNET,
                         frozenset(names - workloads))  # fmt: skip
         cms, _ = setup(workdir, book, {})

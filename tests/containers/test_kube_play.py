@@ -1,7 +1,7 @@
 """The overlay's data tier played as shipped: PostgreSQL (the StatefulSet's template as a Pod:
 uid 70, read-only root, the init ConfigMap, its password from the README's `kubectl create
 secret` command) and Redis (uid 999, its claim) pass every probe the manifests declare, and
-nothing is left behind. This also checks the stand-ins (tests/containers/stand_ins.py) run as
+nothing is left behind. This also checks the stand-ins (tests/containers/standins.py) run as
 the official images' uids. The full round on the overlay (tests/containers/kube_play.run) needs
 every image and runs in `make deploy-test`."""
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.containers import kube_play, podman, stand_ins
+from tests.containers import kube_play, podman, standins
 from tests.containers.conftest import require_base, require_runtime
 
 
 def test_postgres_and_redis_pods_run_as_written(tmp_path: Path) -> None:
     require_runtime()
-    require_base(stand_ins.base_image("amd64"))
+    require_base(standins.base_image("amd64"))
     before = podman.leftovers(["postgres", "redis", kube_play.NETWORK])
     probes = kube_play.play_tier(tmp_path / f"kp-{os.getpid()}", {"postgres", "redis"})
     assert probes == {
