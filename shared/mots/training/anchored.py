@@ -22,8 +22,15 @@ Checks, in order (the first failure is the verdict):
    exceeds the largest share among the server's T reference draws by more than
    ``off_data_margin``: trained on inputs unlike the declared data (random images) or diluted
    with noise (isotropic noise puts most of its energy outside the span).
-3. ``too_little_work``: ‖Δ_i‖ below ``min_work_ratio`` × the median norm of the T references:
-   fewer of the E steps than asked (norms grow with the steps taken).
+3. ``too_little_work``: ‖Δ_i‖ below ``min_work_ratio`` × √(min(1, D_i / ``work_size``)) × the
+   median norm of the T references: fewer of the E steps than asked (norms grow with the steps
+   taken). The factor is the size-aware part: the draws train on D_i *fresh* anchor samples, but
+   after round 0 the global model already carries the participant's earlier updates on its own
+   D_i samples (its FedAvg share of them), so its honest update is smaller than the draws', the
+   more so the fewer its samples (E·b/D_i local epochs a round). Measured in docs/training.md
+   (``benchmarks/integrity/work_ratio.py``): honest D = 50 participants holding a third of the
+   average fell to 0.29 of the draws' median by round 6, D = 120 to 0.56, D = 300 to 0.62;
+   with ``work_size`` = 160 the bound is 0.25, 0.39 and 0.45 there.
 4. ``accuracy``: the validation accuracy of w + Δ_i (the server's validation split) below
    min_t a_t − ``accuracy_spread`` × (median_t a_t − min_t a_t) − ``accuracy_margin``, a_t the
    accuracy of w + Δ_t for the T references: the update moves the model toward other labels than
@@ -36,6 +43,7 @@ whoever else is in the round (a majority of attackers included). Pure: numpy in,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,6 +62,7 @@ class AnchorTolerance:
     min_work_ratio: float = 0.45
     accuracy_spread: float = 0.5
     accuracy_margin: float = 0.20
+    work_size: float = 160.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,15 @@ class References:
     """(offset, rows, n) of the first layer's weights in a flattened update."""
     accuracies: Flat | None = None
     """(T,) validation accuracy of w + Δ_t for each reference (None: the accuracy check is off)."""
+    size: int = 0
+    """D_i, the declared data size the draws were made for (0: unknown, the floor not scaled)."""
+
+    def work_floor(self, tol: AnchorTolerance) -> float:
+        """The least work ratio ‖Δ_i‖ / median_t ‖Δ_t‖ of an honest update: ``min_work_ratio``,
+        scaled by √(D_i / ``work_size``) below ``work_size`` samples (see the module docstring)."""
+        if self.size <= 0 or tol.work_size <= 0:
+            return tol.min_work_ratio
+        return tol.min_work_ratio * math.sqrt(min(1.0, self.size / tol.work_size))
 
     def accuracy_floor(self, tol: AnchorTolerance) -> float | None:
         """The least validation accuracy an honest update reaches (None when not measured)."""
@@ -161,12 +179,13 @@ def judge(
             "data, or noise added",
             stats,
         )
-    if median > 0.0 and stats["work_ratio"] < t.min_work_ratio:
+    stats["work_floor"] = refs.work_floor(t)
+    if median > 0.0 and stats["work_ratio"] < stats["work_floor"]:
         return AnchoredVerdict(
             "too_little_work",
             f"‖Δ‖ = {size:.3g} is {stats['work_ratio']:.3f} of the median {median:.3g} of the "
-            f"server's own E-step updates on D samples (< {t.min_work_ratio}): fewer steps than "
-            "asked",
+            f"server's own E-step updates on D = {refs.size} samples (< {stats['work_floor']:.3f})"
+            ": fewer steps than asked",
             stats,
         )
     floor = refs.accuracy_floor(t)

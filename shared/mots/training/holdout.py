@@ -188,4 +188,5 @@ class Holdout:
             self.basis if first else None,
             first,
             np.asarray(accuracies, dtype=np.float64),
+            size=int(size),
         )

@@ -152,6 +152,12 @@ class VerificationPolicy(BaseModel):
     min_work_ratio: float = Field(
         0.45, ge=0.0, description="too_little_work: ‖Δ‖ below this × the server's draws' median"
     )
+    work_ratio_size: float = Field(
+        160.0,
+        ge=0.0,
+        description="too_little_work: below this declared D the bound is min_work_ratio × "
+        "√(D / this) (own samples already fit by the model; 0: not scaled)",
+    )
     accuracy_spread: float = Field(
         0.5,
         ge=0.0,
@@ -336,6 +342,7 @@ def _anchored(
         policy.min_work_ratio,
         policy.accuracy_spread,
         policy.accuracy_margin,
+        work_size=policy.work_ratio_size,
     )
     failed: dict[int, tuple[str, str]] = {}
     stats: dict[int, dict[str, float]] = {}

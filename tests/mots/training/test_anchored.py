@@ -89,6 +89,27 @@ def test_accuracy_floor_is_the_draws_worst_widened_by_their_spread() -> None:
     assert judge(h, ZERO, References(DRAWS), tol=tol, accuracy=0.0).check is None
 
 
+def test_work_floor_is_lower_for_few_samples() -> None:
+    """too_little_work's bound is min_work_ratio × √(min(1, D / work_size)): an update at 0.3 of
+    the draws' median is too little work for D = 300 (and an unknown D) but not for D = 50, whose
+    own samples the model has already fit (measured in docs/training.md); 0.2 fails both."""
+    tol = AnchorTolerance()
+    median = float(np.median(np.linalg.norm(DRAWS, axis=1)))
+    h = honest_delta(1)
+    small, large = (References(DRAWS, size=d) for d in (50, 300))
+    assert abs(small.work_floor(tol) - 0.45 * np.sqrt(50 / 160)) < 1e-12
+    assert large.work_floor(tol) == References(DRAWS).work_floor(tol) == 0.45
+    assert AnchorTolerance(work_size=0).min_work_ratio == small.work_floor(
+        AnchorTolerance(work_size=0)
+    )
+    lazy = 0.3 * median * h / np.linalg.norm(h)
+    assert judge(lazy, ZERO, small).check is None
+    assert judge(lazy, ZERO, large).check == "too_little_work"
+    assert judge(lazy, ZERO, References(DRAWS)).check == "too_little_work"
+    v = judge(0.2 * median * h / np.linalg.norm(h), ZERO, small)
+    assert v.check == "too_little_work" and v.stats["work_floor"] == small.work_floor(tol)
+
+
 def test_without_basis_off_data_is_skipped() -> None:
     """A model whose first layer has no input basis (the CNN) skips off_data only."""
     refs = References(REFS.deltas)
