@@ -82,7 +82,7 @@ def platform() -> None:
 
     \b
     Example:
-      mots platform up --detach --workdir /tmp/mots  # prints every URL, returns
+      mots platform up --detach --free-ports --workdir /tmp/mots  # prints URLs
       mots platform status --workdir /tmp/mots
       mots platform logs market --workdir /tmp/mots
       mots platform down --workdir /tmp/mots         # from any folder

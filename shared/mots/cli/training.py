@@ -181,7 +181,8 @@ def train(
     \b
     Example:
       mots train -k 2,0,5 --rounds 20
-      mots federation up --workdir out/fed && mots train -k 2,0,5 --engine deployment --workdir out/fed
+      mots federation up --workdir out/fed
+      mots train -k 2,0,5 --engine deployment --workdir out/fed --rounds 5
     """
     from mots.training.datasets import DatasetNotFoundError
     from mots.training.runner import train_coalition
@@ -215,6 +216,13 @@ def train(
                 artifact_dir=artifacts,
             )
     except (DatasetNotFoundError, ValueError) as err:
+        raise click.ClickException(str(err)) from err
+    except RuntimeError as err:  # a run the federation refused or lost: one line (issue 26)
+        from mots.training.deployment import DeploymentError
+        from mots.training.processes import FederationError
+
+        if not isinstance(err, DeploymentError | FederationError):
+            raise
         raise click.ClickException(str(err)) from err
     out = {
         "epsilon": result.epsilon,

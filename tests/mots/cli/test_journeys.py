@@ -345,17 +345,18 @@ def test_a_client_profile_never_acts_as_the_operator(workdir: Path, tmp_path: Pa
 
 
 NOT_RUN_HERE = {
-    "mots demo": "a whole market cycle with training (make demo, tests/mots/local)",
-    "mots reproduce": "the paper's evaluation: minutes to hours (make reproduce)",
-    "mots sweep": "simulated FedAvg rounds per coalition: minutes",
-    "mots train": "trains a model: minutes (tests/mots/training)",
-    "mots federation": "starts a SuperLink and SuperNodes (tests/mots/training)",
-    "mots platform up": "starts a platform: this module's fixture and test_platform_detached",
+    "mots demo": "a whole market cycle with training (test_help_long_examples runs it)",
+    "mots reproduce": "the paper's evaluation (test_help_long_examples runs the small line)",
+    "mots sweep": "simulated FedAvg rounds per coalition (test_help_long_examples)",
+    "mots train": "trains a model (test_help_long_examples)",
+    "mots federation": "starts a SuperLink and SuperNodes (test_help_long_examples)",
+    "mots platform up": "starts a platform: this module's fixture, test_help_long_examples",
     "mots platform down": "stops the platform: this module's fixture does, twice",
     "mots COMMAND": "a placeholder for any command",
     "export ": "a shell line: its setting applies to the lines after it",
 }
-"""Example lines not run against the live platform here, and where they run instead."""
+"""Example lines not run against the live platform here, and where they run instead (the
+long ones: tests/mots/cli/test_help_long_examples.py, which says which never run and why)."""
 OPERATOR_VERBS = {cmd[:2] for cmd in OPERATOR_COMMANDS} | {("rounds", "ls"), ("rounds", "show")}
 OPERATOR_VERBS |= {("rounds", "watch"), ("market", "config"), ("platform", "status")}
 OPERATOR_VERBS |= {("platform", "logs")}

@@ -68,3 +68,27 @@ def test_train_on_its_own_federation_says_so_and_how_to_stop_it(
     assert "Ctrl-C stops it" in got.stderr and "mots federation up --workdir" in got.stderr
     assert calls[0]["engine"] == "deployment" and calls[0]["federation"] is None
     assert "ε = 0.5000" in got.stdout
+
+
+def test_a_run_the_federation_refuses_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`mots train -k 2,0,5 --engine deployment` on a federation with too few SuperNodes (the
+    engine's DeploymentError, as a 4-node `mots federation up` gave here): one `Error:` line and
+    exit 1, not a traceback (issue 26, item 4); other RuntimeErrors still propagate."""
+    from mots.training.deployment import DeploymentError
+
+    def refused(k: list[int], cfg: Any, **kw: Any) -> None:
+        raise DeploymentError("ServerApp failed: RunFailedError: before round 1: 3 of 7 remain")
+
+    monkeypatch.setattr("mots.training.runner.train_coalition", refused)
+    got = CliRunner().invoke(cli, ["train", "-k", "2,0,5", "--engine", "deployment"])
+    assert got.exit_code == 1 and "Traceback" not in got.output, got.output
+    assert got.output.strip().splitlines()[-1].startswith("Error: ServerApp failed:")
+
+    def bug(k: list[int], cfg: Any, **kw: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("mots.training.runner.train_coalition", bug)
+    got = CliRunner().invoke(cli, ["train", "-k", "2,0,5"])
+    assert isinstance(got.exception, RuntimeError) and str(got.exception) == "a bug"
