@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from services.orchestration.core.config import Settings
@@ -43,3 +45,32 @@ def test_superlink_port_zero_takes_a_free_block_not_the_fixed_port() -> None:
         for p in block:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", p))
+
+
+@pytest.mark.parametrize(("removed", "stopped"), [([17], True), ([], False)])
+def test_a_local_federation_whose_keys_were_unregistered_is_started_afresh(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, removed: list[int], stopped: bool
+) -> None:
+    """Issue 24: a Flower run that unregistered a removed participant's key leaves that local
+    node unable to connect, so the trainer stops the local federation after the round (the next
+    round starts it with every node registered again); a run without removals keeps it."""
+    import mots.training.runner as runner
+    from mots.training.result import TrainingResult
+
+    class Local:
+        stops = 0
+
+        def stop(self) -> list[int]:
+            Local.stops += 1
+            return []
+
+    def train(*args: object, **kwargs: object) -> TrainingResult:
+        meta = {"completed_participants": [1], "removed_nodes": removed}
+        return TrainingResult(0.5, [0.5], [1.0], None, None, meta)
+
+    trainer = Trainer(Settings(trainer="deployment", artifact_dir=str(tmp_path)))
+    monkeypatch.setattr(runner, "train_coalition", train)
+    monkeypatch.setattr(trainer, "_ensure_federation", lambda types: Local())
+    trainer._federation = Local()
+    trainer.train([1], [50.0], [0], round_id=1)
+    assert (Local.stops == 1) is stopped and (trainer._federation is None) is stopped
