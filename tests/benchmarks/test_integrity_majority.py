@@ -20,10 +20,10 @@ def test_majority_attacks_caught_and_unpaid(tmp_path: Path) -> None:
 
     ``lazy_steps`` (E/4 of the steps, a D = 50 participant here) is an expected failure within
     these 2 rounds since too_little_work's bound became size-aware (0.25 at D = 50, issue 24): at
-    D = 50 with a third of the average an honest update falls to 0.29 of the server's draws'
+    D = 50 with a third of the average an honest update falls to 0.25 of the server's draws'
     median and an E/4 one reaches 0.66 in round 1 (docs/training.md), so no bound on one update
     catches it by round 1 without flagging honest D = 50 participants (the flat 0.45 did in this
-    seed, and flagged 15 of 29 honest D = 50 participants within 5 rounds in the measured
+    seed, and flagged 24 of 42 honest D = 50 participants within 5 rounds in the measured
     layouts). The other rows and the honest ones are asserted before."""
     out = majority_attacks(tmp_path, rounds=2, seed=0)
     for name in ("garbage_data_majority", "stale_replay", "noise_diluted"):

@@ -29,8 +29,9 @@ Checks, in order (the first failure is the verdict):
    D_i samples (its FedAvg share of them), so its honest update is smaller than the draws', the
    more so the fewer its samples (E·b/D_i local epochs a round). Measured in docs/training.md
    (``benchmarks/integrity/work_ratio.py``): honest D = 50 participants holding a third of the
-   average fell to 0.29 of the draws' median by round 6, D = 120 to 0.56, D = 300 to 0.62;
-   with ``work_size`` = 160 the bound is 0.25, 0.39 and 0.45 there.
+   average fell to 0.252 of the draws' median by round 7, D = 120 to 0.416, D = 300 to 0.604;
+   with ``work_size`` = 160 the bound is 0.2516, 0.39 and 0.45 there (no margin left at D = 50
+   by round 7: longer runs need a larger ``work_size``).
 4. ``accuracy``: the validation accuracy of w + Δ_i (the server's validation split) below
    min_t a_t − ``accuracy_spread`` × (median_t a_t − min_t a_t) − ``accuracy_margin``, a_t the
    accuracy of w + Δ_t for the T references: the update moves the model toward other labels than
