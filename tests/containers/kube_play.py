@@ -263,7 +263,7 @@ def play_tier(workdir: Path, workloads: set[str], timeout_s: float = 300) -> dic
         workdir.mkdir(parents=True, exist_ok=True)
         images = local_images(workloads & set(standins.STAND_INS.values()))
         book = playbook(resources, images, {}, str(workdir / "nodes"), SUBNET,
-                        frozenset(names - workloads))  # fmt: skip
+                        frozenset(names - workloads), frozenset(SECRETS))  # fmt: skip
         cms, _ = setup(workdir, book, {})
         return _control_plane_up(book, cms, workdir, timeout_s)
     finally:
@@ -284,7 +284,8 @@ def run(
     try:
         workdir.mkdir(parents=True, exist_ok=True)
         resources = render(ROOT / "k8s/overlays/k3s-pi")
-        book = playbook(resources, images, EDGE_NODES, str(workdir / "nodes"), SUBNET, skip)
+        book = playbook(resources, images, EDGE_NODES, str(workdir / "nodes"), SUBNET, skip,
+                        frozenset(SECRETS))  # fmt: skip
         cms, token = setup(workdir, book, config_overrides or {})
         probes = _control_plane_up(book, cms, workdir, timeout_s=300)
         report["control_plane_probes"] = probes

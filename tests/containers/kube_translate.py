@@ -17,8 +17,14 @@ args, env, mounts, runAsUser, read-only root filesystems, probes):
   127.0.0.1 (``hostIP``/``hostPort`` added, containerPort unchanged);
 - images: ours are rewritten to the locally built tags (as the overlay's ``images:`` block does
   for a registry), third-party ones to the local stand-ins;
-- podman 4.3 quirks: a secret volume needs ``optional`` set (4.3 dereferences it); secrets are
-  stored as 4.3 reads them (``secret_for_env``, ``secret_for_volume``).
+- podman 4.3 quirks: a secret volume needs ``optional`` set (4.3 dereferences it), and one with
+  ``optional: true`` is never mounted, even when the Secret exists (seen: the SuperLink made its
+  own CA, and every SuperNode, given the README's CA, exited 305 on "certificate signature
+  failure"), so a Secret the run creates is mounted with ``optional: false`` (what k8s does with
+  an optional Secret that exists); 4.3 makes an emptyDir a named volume called by the volume's name,
+  shared by every pod that uses the name (one /tmp for all pods, one Flower home for the
+  SuperLink and every SuperNode), so each emptyDir is renamed ``POD-NAME`` (its mounts with it);
+  secrets are stored as 4.3 reads them (``secret_for_env``, ``secret_for_volume``).
 
 What kube play cannot express at all is listed by ``NOT_EXPRESSIBLE`` with the nearest check made.
 """
@@ -165,6 +171,21 @@ def _pod_spec_for_node(spec: dict[str, Any], node: str, node_root: str) -> None:
                 e["value"] = node
 
 
+def _pod_local_volumes(spec: dict[str, Any], pod: str, created_secrets: frozenset[str]) -> None:
+    """podman 4.3's volume quirks (module docstring): each emptyDir renamed ``POD-NAME`` with its
+    mounts, so that no two pods share it; a created Secret's optional volume made non-optional,
+    so that it is mounted."""
+    renamed = {}
+    for v in spec.get("volumes", []):
+        if "emptyDir" in v:
+            renamed[v["name"]] = v["name"] = f"{pod}-{v['name']}"
+        if "secret" in v and v["secret"].get("secretName") in created_secrets:
+            v["secret"]["optional"] = False
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        for m in c.get("volumeMounts", []):
+            m["name"] = renamed.get(m["name"], m["name"])
+
+
 def _publish_on_loopback(spec: dict[str, Any], free_port: Iterator[int]) -> None:
     """podman 4.3 publishes every containerPort on the host (hostPort defaults to it, on all
     addresses): give each a free hostPort on 127.0.0.1 so pods neither clash with each other or
@@ -208,11 +229,13 @@ def playbook(
     node_root: str,
     subnet: str,
     skip: frozenset[str] = frozenset(),
+    created_secrets: frozenset[str] = frozenset(),
 ) -> Playbook:
     """Translate the rendered overlay; ``nodes`` maps a DaemonSet to the emulated nodes it runs on.
 
     Control-plane pods get the node ``server`` (root ``node_root/server``), edge pods their node.
     Workloads named in ``skip`` (no image here) are left out, and so are their Services' names.
+    ``created_secrets``: the Secrets the run creates (their optional volumes are mounted).
     """
     net = ipaddress.ip_network(subnet)
     addresses = (str(a) for a in list(net.hosts())[9:])  # .10 onwards; the gateway is .1
@@ -258,8 +281,9 @@ def playbook(
     aliases: dict[str, list[str]] = {}
     for host, ip in book.hosts.items():
         aliases.setdefault(ip, []).append(host)
-    for _, doc, _ in book.pods:
+    for name, doc, _ in book.pods:
         for spec in pod_specs(doc):
+            _pod_local_volumes(spec, name, created_secrets)
             _rewrite_images(spec, images)
             _publish_on_loopback(spec, free_port)
             spec["hostAliases"] = [{"ip": ip, "hostnames": hs} for ip, hs in aliases.items()]
