@@ -6,6 +6,7 @@ services/market/rounds.py), the round settling with the others and the ledger ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -44,16 +45,17 @@ def _balanced(market: TestClient) -> None:
     assert Decimal(check["total"]) == 0 and Decimal(check["accounts"]["round_pools"]) == 0
 
 
-def _joined_round(
-    market: TestClient, register: Any, fund: Any, open_round: Any, tmp_path: Path
+def joined_round(
+    market: TestClient, register: Any, fund: Any, open_round: Any, keys: Callable[[int], Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two large participants (quoted 4 each, with SuperNode keys) and a paying buyer."""
+    """Two large participants (quoted 4 each) whose SuperNode keys are ``keys(0)`` and
+    ``keys(1)`` (registered with proof of possession), both joined, and a paying buyer."""
     stay = register(name="stay", type_name="large", data_size=300, cost="3")
     go = register(name="go", type_name="large", data_size=300, cost="3")
     buyer = register(name="buyer")
     fund(buyer["id"], "10")
-    for c in (stay, go):
-        pair = make_node_key(tmp_path / f"{c['name']}.key")
+    for n, c in enumerate((stay, go)):
+        pair = keys(n)
         body = node_key_body(market, c["auth"], pair.private_key, pair.public_pem.decode())
         assert market.put("/v1/me/node-key", json=body, headers=c["auth"]).is_success
     open_round(price="2.5", rewards={"small": "-1.25", "large": "4.0"})
@@ -67,6 +69,15 @@ def _joined_round(
     )
     assert r.status_code == 201, r.text
     return stay, go
+
+
+def _joined_round(
+    market: TestClient, register: Any, fund: Any, open_round: Any, tmp_path: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two large participants with fresh SuperNode keys, joined, and a paying buyer."""
+    return joined_round(
+        market, register, fund, open_round, lambda n: make_node_key(tmp_path / f"node-{n}.key")
+    )
 
 
 def _settle(market: TestClient, participants: list[int]) -> Any:

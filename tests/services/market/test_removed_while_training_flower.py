@@ -29,8 +29,7 @@ from services.market import node_keys, rounds
 from services.orchestration.core.config import Settings
 from services.orchestration.removals import MarketRemovals
 from services.orchestration.trainer import Coalition, Trainer
-from tests.services.market.conftest import node_key_body
-from tests.services.market.test_removed_participants import _remove
+from tests.services.market.test_removed_participants import _remove, joined_round
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 ROUNDS = 4
@@ -40,24 +39,9 @@ def _joined(
     market: TestClient, register: Any, fund: Any, open_round: Any, deployed: LocalFederation
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Two large participants whose registered SuperNode keys are the deployed nodes' keys."""
-    stay = register(name="stay", type_name="large", data_size=300, cost="3")
-    go = register(name="go", type_name="large", data_size=300, cost="3")
-    buyer = register(name="buyer")
-    fund(buyer["id"], "10")
-    for n, c in enumerate((stay, go)):
-        pair = load_node_key(deployed.node_key_path(n))
-        body = node_key_body(market, c["auth"], pair.private_key, pair.public_pem.decode())
-        assert market.put("/v1/me/node-key", json=body, headers=c["auth"]).is_success
-    open_round(price="2.5", rewards={"small": "-1.25", "large": "4.0"})
-    for c in (stay, go):
-        r = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=c["auth"])
-        assert r.status_code == 200, r.text
-    r = market.post(
-        "/v1/purchases",
-        json={"round_id": 1},
-        headers={**buyer["auth"], "Idempotency-Key": "buyer-0001"},
+    stay, go = joined_round(
+        market, register, fund, open_round, lambda n: load_node_key(deployed.node_key_path(n))
     )
-    assert r.status_code == 201, r.text
     in_transaction(market.app.state.sessions, lambda s: rounds.close_round(s, 1))
     return stay, go
 
