@@ -87,6 +87,7 @@ def part() -> dict[str, Any]:
     except Exception as exc:  # the smoke stands; the round part is reported as not done
         return out | {"incomplete": f"round: {type(exc).__name__}: {exc}"[:1500]}
     held = round_["trained"] and round_["verified"] and round_["round_state"] == "published"
+    held = held and round_["paid"] is not None and round_["paid"] == round_["quoted_reward"]
     return (
         out
         | round_
@@ -167,13 +168,17 @@ def in_round(timeout: float = 1800) -> dict[str, Any]:
         nodes = {s: node_round_seconds(compose.container(s))
                  for s in (*compose.EDGE, *PAIR) if s.startswith("supernode")}  # fmt: skip
         booked = _booked(stack, round_id, int(me["id"]))
+        summary = end.get("summary") or {}
+        verdict = (summary.get("verification") or {}).get(str(me["id"]))
         amd = [x for s, v in nodes.items() if s != PAIR[0] for x in v]
         arm = nodes[PAIR[0]]
         return {
             "round_id": round_id,
             "round_state": end["state"],
             "trained": bool(arm),
-            "verified": "reward" in booked or "charge" in booked,
+            "verdict": verdict,  # the round summary's: verified, dropped or failed_verification
+            "verified": verdict == "verified",
+            "quoted_reward": (summary.get("rewards") or {}).get("type-2"),
             "paid": booked.get("reward"),
             "booked": booked,
             "seconds_per_fedavg_round": max(arm) if arm else None,
@@ -184,4 +189,5 @@ def in_round(timeout: float = 1800) -> dict[str, Any]:
             "ledger_balanced": rnd.ledger(stack)["balanced"],
         }
     finally:
+        compose.save_logs()
         compose.down()

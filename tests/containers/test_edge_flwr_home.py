@@ -30,6 +30,31 @@ def test_every_edge_service_keeps_flowers_home_on_its_tmp() -> None:
         assert svc["tmpfs"] == ["/tmp"], name  # no root-owned tmpfs where uid 10001 must write
 
 
+OVERRIDES = sorted(ROOT.glob("tests/containers/compose.*.yaml"))
+
+
+def test_the_checks_overrides_define_their_edge_devices_as_the_shipped_file_does() -> None:
+    """The arm64 and fault overrides add edge pairs written out again (anchors cannot cross
+    files): each keeps the shipped edge environment and Flower's home on /tmp. Found running the
+    arm64 part: its copy still had the old FLWR_HOME tmpfs, and the arm64 node's every train
+    message failed with PermissionError (reported dropped, unpaid)."""
+    shipped = yaml.safe_load(COMPOSE.read_text())["x-edge-env"]
+    assert len(OVERRIDES) >= 2
+    for path in OVERRIDES:
+        doc = yaml.safe_load(path.read_text())
+        edges = {n: s for n, s in doc.get("services", {}).items()
+                 if n.startswith(("supernode-", "agent-"))}  # fmt: skip
+        if not edges:
+            continue
+        for key, value in shipped.items():
+            if key != "MOTS_UTILITY":  # the shipped file's is an anchor of its own
+                assert doc["x-edge-env"].get(key) == value, (path.name, key)
+        for name, svc in edges.items():
+            env = svc["environment"]
+            assert str(env["FLWR_HOME"]).startswith("/tmp/"), (path.name, name)
+            assert svc["tmpfs"] == ["/tmp"], (path.name, name)
+
+
 def test_the_edge_image_can_write_flowers_home_as_compose_runs_it() -> None:
     conftest.require_runtime()
     ref = images.image_ref("edge")
