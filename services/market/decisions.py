@@ -1,6 +1,6 @@
 """Strategy declarations (join, buy, abstain) for a round that is collecting decisions.
 
-Declarations are booked in batches (:mod:`services.market.decision_batcher` collects the ones in
+Declarations are booked in batches (:mod:`services.market.booking` collects the ones in
 flight): :func:`book_declarations` decides and writes a whole batch in one transaction with a
 fixed number of statements. Each declaration that adds a client's first decision in a round adds
 one to the round's tally (:class:`~services.market.models.RoundTally`, in the same statement),

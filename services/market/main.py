@@ -37,14 +37,17 @@ from services.market.api.routes import (
     tokens,
 )
 from services.market.auth import client_lookup, issue_token
+from services.market.booking import (
+    Booked,
+    PurchaseResult,
+    decision_batcher,
+    purchase_batcher,
+    registration_batcher,
+)
 from services.market.core.config import Settings, get_settings
-from services.market.decision_batcher import decision_batcher
 from services.market.metrics import watch_ledger
 from services.market.migrations import upgrade
-from services.market.purchase_batcher import purchase_batcher
-from services.market.purchases import BookedBatch
 from services.market.purchases_pg import PgPurchaseBook
-from services.market.registration_batcher import registration_batcher
 
 GC_YOUNG_THRESHOLD = 20_000
 """Net allocations between two collections of the youngest generation (CPython's default: 700)."""
@@ -59,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     metrics.PURCHASES.inc(0)  # exported at 0 before the first purchase
 
-    def booked(batch: BookedBatch) -> None:
+    def booked(batch: Booked[PurchaseResult]) -> None:
         """After a batch commits: count its purchases."""
         if batch.booked:
             metrics.PURCHASES.inc(batch.booked)

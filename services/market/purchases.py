@@ -1,6 +1,6 @@
 """Buying a round's model: the buyer's wallet pays the quoted price into the round's pool.
 
-Purchases are booked in batches (:mod:`services.market.purchase_batcher` collects the requests in
+Purchases are booked in batches (:mod:`services.market.booking` collects the requests in
 flight): :func:`book_purchases` decides and books a whole batch in one database transaction with
 a fixed number of statements, whatever the batch's size. Each request gets the outcome it would
 have had alone, in the batch's order: the stored result of its Idempotency-Key (replay), 404, 409

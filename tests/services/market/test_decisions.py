@@ -20,7 +20,7 @@ from mots.platform.db import make_engine, make_read_sessionmaker
 from mots.platform.transactions import in_transaction
 from services.market import rounds
 from services.market.api.errors import status_of
-from services.market.decision_batcher import decision_batcher
+from services.market.booking import decision_batcher
 from services.market.decisions import Declaration, all_declared, book_declarations, declared
 from services.market.errors import Refusal
 from services.market.models import Decision

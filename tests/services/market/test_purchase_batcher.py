@@ -1,4 +1,5 @@
-"""The purchase batcher's parts: the "every client declared?" watch after a batch commits.
+"""The write path's parts (services/market/booking.py): the one refusal rule, and the "every
+client declared?" watch after a batch commits.
 
 The booking itself (batches, shards, one-at-a-time fallback) is tested through
 :func:`purchase_batcher` against both databases in test_purchases.py.
@@ -7,11 +8,12 @@ The booking itself (batches, shards, one-at-a-time fallback) is tested through
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from services.market import purchase_batcher as pb
-from services.market.purchase_batcher import DeclaredWatch
+from services.market import booking as pb
+from services.market.booking import DeclaredWatch
+from services.market.errors import Conflict, Unavailable
 
 
 class _Answers:
@@ -66,3 +68,28 @@ def test_a_round_not_booked_again_is_not_rechecked(monkeypatch: Any) -> None:
 
     asyncio.run(scenario())
     assert answers.asked == 2 and heard == []  # one check per round, none rechecked
+
+
+def test_one_refusal_rule_for_every_kind_of_batch() -> None:
+    """A batch that raises is booked one request at a time: alone, a request whose booking raises
+    a refusal gets it, one that fails otherwise gets Unavailable, the others their outcome; each
+    batch holds a shard of its own."""
+    shards_seen: list[int] = []
+
+    async def book(requests: Sequence[str], shard: int) -> pb.Booked[str]:
+        shards_seen.append(shard)
+        if "refused" in requests:
+            raise Conflict("x", "refused")
+        if "broken" in requests:
+            raise RuntimeError("the ledger failed")
+        return pb.Booked([r.upper() for r in requests], len(requests))
+
+    booking: pb.Booking[str, str] = pb.Booking(
+        "things", book, pb.Shards(2), lambda: Unavailable("thing", "retry")
+    )
+    out = asyncio.run(booking.handle(["a", "refused", "broken", "b"]))
+    assert out[0] == "A" and out[3] == "B"
+    assert isinstance(out[1], Conflict) and not isinstance(out[1], Unavailable)
+    assert isinstance(out[2], Unavailable) and out[2].field == "thing"
+    assert len(shards_seen) == 5  # the batch, then each alone
+    assert asyncio.run(booking.handle(["c", "d"])) == ["C", "D"]

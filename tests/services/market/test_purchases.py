@@ -26,10 +26,10 @@ from mots.platform.transactions import in_transaction
 from services.market import ledger, migrations, rounds
 from services.market.api.errors import as_http, status_of
 from services.market.auth import hash_token
+from services.market.booking import purchase_batcher
 from services.market.errors import Refusal, Unauthorized
 from services.market.idempotency import request_hash
 from services.market.models import Account, Client, Purchase
-from services.market.purchase_batcher import purchase_batcher
 from services.market.purchases import (
     PATH,
     BookedBatch,

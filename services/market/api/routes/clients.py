@@ -39,6 +39,7 @@ from services.market.api.deps import (
     forget_client,
 )
 from services.market.auth import hash_token, issue_token, new_token, publish_dead
+from services.market.booking import RegistrationBatcher
 from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
 from services.market.errors import CodeUsedUp, Conflict, NotFound, Unauthorized
@@ -50,7 +51,6 @@ from services.market.registration import (
     TypeMismatch,
     register_clients,
 )
-from services.market.registration_batcher import RegistrationBatcher
 
 router = APIRouter(tags=["clients"])
 
@@ -135,7 +135,7 @@ async def register(
     guessed at speed).
 
     With a code, registered together with the other registrations in flight (one transaction per
-    batch, :mod:`services.market.registration_batcher`)."""
+    batch, :mod:`services.market.booking`)."""
     if body.enrolment_code is None:
         return await run_in_threadpool(
             _register_without_code, body, request, credentials, factory, settings

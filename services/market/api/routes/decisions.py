@@ -16,7 +16,7 @@ from services.market.api.deps import (
     RoundId,
     SessionFactoryDep,
 )
-from services.market.decision_batcher import DecisionBatcher
+from services.market.booking import DecisionBatcher
 from services.market.decisions import Declaration
 from services.market.models import Decision, Purchase
 

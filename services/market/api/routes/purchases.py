@@ -18,9 +18,9 @@ from services.market.api.deps import (
     ReadingClient,
     SessionFactoryDep,
 )
+from services.market.booking import PurchaseBatcher
 from services.market.idempotency import request_hash
 from services.market.models import Purchase
-from services.market.purchase_batcher import PurchaseBatcher
 from services.market.purchases import PATH, PurchaseRequest
 
 router = APIRouter(tags=["purchases"])
