@@ -127,8 +127,8 @@ class RoundAggregate:
 
     Both engines combine a round through it: the Flower strategy
     (:meth:`mots.training.strategy.VerifyingFedAvg.aggregate_train`, over the verified updates)
-    and the in-process engine's per-client loop (:mod:`mots.training.inprocess`), so the same
-    updates give the same model on either."""
+    and the in-process engine's two paths, the per-client loop and the batched logistic one
+    (:mod:`mots.training.inprocess`), so the same updates give the same model on any."""
 
     def __init__(
         self,

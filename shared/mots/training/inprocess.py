@@ -1,19 +1,17 @@
 """The in-process engine: FedAvg over the coalition's clients in this process (no Flower).
 
 Logistic regression runs a chunk of clients at once with batched matrix products (one ``bmm`` per
-SGD step for the chunk, the chunk's FedAvg share summed in torch); the CNN, or
-``vectorised=False``, loops over clients with :func:`mots.training.local.train_local`, the same
-update the Flower ClientApp runs, and combines each round with the Flower strategy's own
-:class:`~mots.training.fedavg.RoundAggregate` (both engines' FedAvg weights are
-:func:`~mots.training.fedavg.aggregation_weights`).
+SGD step for the chunk); the CNN, or ``vectorised=False``, loops over clients with
+:func:`mots.training.local.train_local`, the same update the Flower ClientApp runs. Both paths
+combine each round with the Flower strategy's own :class:`~mots.training.fedavg.RoundAggregate`
+(its weights, its streamed float64 mean), adding the clients one at a time in the round's order.
 
 Memory does not grow with the coalition size K beyond index arrays: a client's data stays in the
 shared uint8 training set as a shard of indices, the vectorised engine gathers the mini-batches of
-at most :data:`CHUNK_BYTES` worth of clients at a time and adds each chunk's share of the FedAvg
-average into the global model, and the loop engine holds one client's data (all of them when they
-fit in CHUNK_BYTES) and a running average.
-A coalition that fits one chunk (K ≤ 14 at E = 20, b = 32 on 28×28 images) computes exactly what
-the unchunked engine did; more chunks sum the average in another order (float32 rounding).
+at most :data:`CHUNK_BYTES` worth of clients at a time (K ≤ 14 at E = 20, b = 32 on 28×28 images)
+and adds each chunk's models to the round's aggregate, and the loop engine holds one client's data
+(all of them when they fit in CHUNK_BYTES); both hold the aggregate's one running average. As the
+clients are added in the same order whatever the chunks, the chunks do not change the result.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from torch.nn import functional as F
 
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, load_dataset, to_float
-from mots.training.fedavg import RoundAggregate, aggregation_weights, learning_rate
+from mots.training.fedavg import RoundAggregate, learning_rate
 from mots.training.local import ClientData, batch_indices, evaluate, torch_threads, train_local
 from mots.training.models import build_model, get_weights, set_weights, weight_names
 from mots.training.partition import (
@@ -123,13 +121,6 @@ def prepare(
     )
 
 
-def _weights(sizes: IntArray, members: IntArray, mode: str) -> npt.NDArray[np.float64]:
-    """FedAvg's weights of the round's members (none when every one was removed)."""
-    if not len(members):
-        return np.zeros(0)
-    return aggregation_weights(sizes[members].tolist(), mode)
-
-
 def client_bytes(config: TrainConfig, features: int, classes: int) -> int:
     """Host memory one client of a chunk holds while it trains: its E·b gathered inputs (uint8,
     their float32 copy and the scaled float32 result: 9 bytes a pixel) and three float32 copies
@@ -206,19 +197,13 @@ def _vectorised_rounds(
         start = time.perf_counter()
         lr = learning_rate(config.lr, r)
         members = _present(round_sample(len(fed.shards), config, r), removed, r)
-        weights = torch.as_tensor(_weights(sizes, members, config.aggregation), dtype=torch.float32)
-        new_w: torch.Tensor | None = None
-        new_b: torch.Tensor | None = None
-        pos = 0
-        for chunk in _chunks(members, config, features, fed.num_classes):
-            wk, bk = _local_sgd(fed, config, r, chunk, (gw, gb), lr)
-            share = weights[pos : pos + len(chunk)]
-            pos += len(chunk)
-            part_w, part_b = torch.einsum("k,kij->ij", share, wk), share @ bk
-            new_w = part_w if new_w is None else new_w + part_w
-            new_b = part_b if new_b is None else new_b + part_b
-        if new_w is not None and new_b is not None:  # else everyone was removed: model kept
-            gw, gb = new_w, new_b
+        if len(members):  # else everyone was removed: the model is kept
+            combined = RoundAggregate(sizes[members].tolist(), config.aggregation)
+            for chunk in _chunks(members, config, features, fed.num_classes):
+                wk, bk = _local_sgd(fed, config, r, chunk, (gw, gb), lr)
+                for w, b in zip(wk.numpy(), bk.numpy(), strict=True):  # views, no copy
+                    combined.add([w, b])
+            gw, gb = (torch.from_numpy(a) for a in combined.result())
         with torch.no_grad():
             logits = torch.addmm(gb, x_test, gw.T)
             eps = float(F.cross_entropy(logits, fed.y_test))
