@@ -1,9 +1,13 @@
 """Idempotency keys for money-moving calls: same key and body → the stored result, no second entry.
 
-The key row is inserted in the same database transaction as the money movement, and the pair
-(principal, key) is unique, so of two concurrent calls with one key only one books; the other
-retries and returns the stored result. The same key with a different body is a :class:`~services.market.errors.Conflict` (409).
-Only successful outcomes are stored: a refused call (e.g. 402) may be retried with the same key.
+One mechanism for every money-moving call, one request (:func:`run_once`, deposits) or a batch
+(:func:`services.market.purchases.decide`): the stored keys are read with :func:`stored_keys`,
+a stored key answers with :func:`replayed`, and a booked call's result is stored as
+:func:`key_row` in the same database transaction as the money movement. The pair (principal,
+key) is unique, so of two concurrent calls with one key only one books; the other retries and
+returns the stored result. The same key with a different body is a
+:class:`~services.market.errors.Conflict` (409). Only successful outcomes are stored: a refused
+call (e.g. 402) may be retried with the same key.
 """
 
 from __future__ import annotations
@@ -11,13 +15,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import Select, insert, select
 from sqlalchemy.orm import Session
 
+from mots.platform.bulk import one_of
 from services.market.errors import Conflict
 from services.market.models import Base, IdempotencyKey
+
+KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
+_STORE = insert(KEYS)
+
+Stored = tuple[str, int, str]
+"""A stored key's (request hash, status code, response JSON)."""
 
 
 def request_hash(method: str, path: str, body: dict[str, Any]) -> str:
@@ -26,23 +39,61 @@ def request_hash(method: str, path: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(f"{method} {path} {canonical}".encode()).hexdigest()
 
 
-_KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
-_LOOKUP = select(_KEYS.c.request_hash, _KEYS.c.status_code, _KEYS.c.response_json).where(
-    _KEYS.c.principal == bindparam("principal"), _KEYS.c.key == bindparam("key")
-)
-_STORE = insert(_KEYS)
+@lru_cache(maxsize=4)
+def stored_keys(dialect: str) -> Select[Any]:
+    """Every stored key of the ``principals`` among the ``keys`` (list parameters): a superset of
+    the pairs asked for (looked up by pair afterwards), so that both columns take one list each."""
+    return select(
+        KEYS.c.principal, KEYS.c.key, KEYS.c.request_hash, KEYS.c.status_code, KEYS.c.response_json
+    ).where(one_of(KEYS.c.principal, "principals", dialect), one_of(KEYS.c.key, "keys", dialect))
 
 
-def _stored(
+def key_reused() -> Conflict:
+    """The refusal of a key used before with another request body."""
+    return Conflict("Idempotency-Key", "this key was used with a different request body")
+
+
+def replayed(stored: Stored, fingerprint: str) -> tuple[int, dict[str, Any]] | Conflict:
+    """A call's answer from its key's ``stored`` result: that result if the bodies match."""
+    request_hash_, code, body = stored
+    if request_hash_ != fingerprint:
+        return key_reused()
+    return code, json.loads(body)
+
+
+def key_row(
+    principal: str,
+    key: str,
+    fingerprint: str,
+    status_code: int,
+    result: dict[str, Any],
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The row storing a booked call's result under its key."""
+    return {
+        "principal": principal,
+        "key": key,
+        "request_hash": fingerprint,
+        "status_code": status_code,
+        "response_json": json.dumps(result, default=str),
+        "created_at": now or datetime.now(UTC),
+    }
+
+
+def _replay(
     session: Session, principal: str, key: str, fingerprint: str
 ) -> tuple[int, dict[str, Any]] | None:
     """The stored outcome for (principal, key); Conflict if the key was used with another body."""
-    stored = session.connection().execute(_LOOKUP, {"principal": principal, "key": key}).first()
-    if stored is None:
+    conn = session.connection()
+    found = conn.execute(
+        stored_keys(conn.dialect.name), {"principals": [principal], "keys": [key]}
+    ).first()
+    if found is None:
         return None
-    if stored.request_hash != fingerprint:
-        raise Conflict("Idempotency-Key", "this key was used with a different request body")
-    return stored.status_code, json.loads(stored.response_json)
+    answer = replayed((found[2], found[3], found[4]), fingerprint)
+    if isinstance(answer, Conflict):
+        raise answer
+    return answer
 
 
 def run_once(
@@ -54,7 +105,7 @@ def run_once(
     status_code: int = 201,
 ) -> tuple[int, dict[str, Any]]:
     """The stored outcome for (principal, key), or run ``action`` and store its JSON result."""
-    replay = _stored(session, principal, key, fingerprint)
+    replay = _replay(session, principal, key, fingerprint)
     if replay is not None:
         return replay
     try:
@@ -62,18 +113,9 @@ def run_once(
     except Conflict:
         # A concurrent call with this key may have committed while we waited for a lock, and its
         # effect (e.g. "already bought") is what refused us: answer with its stored result.
-        replay = _stored(session, principal, key, fingerprint)
+        replay = _replay(session, principal, key, fingerprint)
         if replay is None:
             raise
         return replay
-    session.connection().execute(
-        _STORE,
-        {
-            "principal": principal,
-            "key": key,
-            "request_hash": fingerprint,
-            "status_code": status_code,
-            "response_json": json.dumps(result, default=str),
-        },
-    )
+    session.connection().execute(_STORE, key_row(principal, key, fingerprint, status_code, result))
     return status_code, result

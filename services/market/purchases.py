@@ -11,7 +11,6 @@ key's stored result. Core statements, no ORM objects: this is the market's hotte
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,9 +21,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MarketRoundState, Strategy
+from mots.platform.api.market import PurchaseOut
 from mots.platform.bulk import BatchWrite, one_of, reserve_ids
 from mots.platform.money import from_micros
-from services.market import ledger
+from services.market import idempotency, ledger
 from services.market.decisions import declared_tally, not_a_member
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
 from services.market.models import (
@@ -32,7 +32,6 @@ from services.market.models import (
     Base,
     Client,
     Decision,
-    IdempotencyKey,
     LedgerTransaction,
     MarketRound,
     Purchase,
@@ -46,7 +45,6 @@ _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
 _ACCOUNTS = Base.metadata.tables[Account.__tablename__]
 _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
 _DECISIONS = Base.metadata.tables[Decision.__tablename__]
-_KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
 _MEMBERS = Base.metadata.tables[RoundMember.__tablename__]
@@ -127,18 +125,7 @@ def _queries(dialect: str) -> _Queries:
         .where(one_of(_ACCOUNTS.c.name, "names", dialect))
         .order_by(_ACCOUNTS.c.id)
         .with_for_update(),
-        # Every stored key of these principals among these keys: a superset of the pairs asked
-        # for (looked up by pair afterwards), so that both columns take one list each.
-        stored_keys=select(
-            _KEYS.c.principal,
-            _KEYS.c.key,
-            _KEYS.c.request_hash,
-            _KEYS.c.status_code,
-            _KEYS.c.response_json,
-        ).where(
-            one_of(_KEYS.c.principal, "principals", dialect),
-            one_of(_KEYS.c.key, "keys", dialect),
-        ),
+        stored_keys=idempotency.stored_keys(dialect),
         client_ids=select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
             one_of(_CLIENTS.c.token_hash, "verifiers", dialect), _CLIENTS.c.status == "active"
         ),
@@ -151,10 +138,6 @@ def _queries(dialect: str) -> _Queries:
             one_of(_MEMBERS.c.client_id, "client_ids", dialect),
         ),
     )
-
-
-def _key_reused() -> Conflict:
-    return Conflict("Idempotency-Key", "this key was used with a different request body")
 
 
 @dataclass(slots=True)
@@ -227,17 +210,14 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
             continue
         pair = (req.principal, req.key)
         if pair in view.stored:
-            fingerprint, code, body = view.stored[pair]
-            outcomes[i] = (
-                (code, json.loads(body)) if fingerprint == req.fingerprint else (_key_reused())
-            )
+            outcomes[i] = idempotency.replayed(view.stored[pair], req.fingerprint)
             continue
         if pair in booked_keys:
             first = booked_keys[pair]
             if todo[first].fingerprint == req.fingerprint:
                 aliases[i] = first
             else:
-                outcomes[i] = _key_reused()
+                outcomes[i] = idempotency.key_reused()
             continue
         found = view.rounds.get(req.round_id)
         if found is None:
@@ -354,16 +334,9 @@ def queue_bookings(
         for r, purchase_id, balance in zip(buys, purchase_ids, verdict.left, strict=False)
     ]
     writes.insert(
-        _KEYS,
+        idempotency.KEYS,
         [
-            {
-                "principal": r.principal,
-                "key": r.key,
-                "request_hash": r.fingerprint,
-                "status_code": CREATED,
-                "response_json": json.dumps(body, default=str),
-                "created_at": now,
-            }
+            idempotency.key_row(r.principal, r.key, r.fingerprint, CREATED, body, now)
             for r, body in zip(buys, results, strict=True)
         ],
     )
@@ -379,16 +352,16 @@ def purchase_body(
     transaction_id: int | None,
     balance_micros: int,
 ) -> dict[str, Any]:
-    """:class:`PurchaseOut`'s JSON, as its ``model_dump(mode="json")`` gives it, made directly:
-    every value comes from the ledger, so the hot path skips validating them again."""
-    return {
-        "purchase_id": purchase_id,
-        "round_id": round_id,
-        "client_id": client_id,
-        "price": str(from_micros(price_micros)),
-        "transaction_id": transaction_id,
-        "balance": str(from_micros(balance_micros)),
-    }
+    """:class:`PurchaseOut`'s JSON, built by the model (``model_construct``: every value comes
+    from the ledger, so the hot path skips validating them again)."""
+    return PurchaseOut.model_construct(
+        purchase_id=purchase_id,
+        round_id=round_id,
+        client_id=client_id,
+        price=from_micros(price_micros),
+        transaction_id=transaction_id,
+        balance=from_micros(balance_micros),
+    ).model_dump(mode="json")
 
 
 def finish(verdict: Verdict) -> BookedBatch:

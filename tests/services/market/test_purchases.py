@@ -534,7 +534,7 @@ def test_a_pipelined_batch_answers_as_its_requests_one_at_a_time(
 def test_the_purchase_body_is_purchase_outs_json(
     ids: tuple[int, int, int], price: int, transaction_id: int | None, balance: int
 ) -> None:
-    """The hot path's hand-made body equals PurchaseOut's own JSON for any ledger values."""
+    """The hot path's body (built by model_construct) equals the validated PurchaseOut's JSON."""
     purchase_id, round_id, client_id = ids
     made = purchase_body(purchase_id, round_id, client_id, price, transaction_id, balance)
     model = PurchaseOut(
