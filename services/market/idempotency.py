@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Select, insert, select
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import one_of
+from mots.platform.bulk import one_of, one_of_select
 from services.market.errors import Conflict
 from services.market.models import Base, IdempotencyKey
 
@@ -39,13 +39,23 @@ def request_hash(method: str, path: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(f"{method} {path} {canonical}".encode()).hexdigest()
 
 
-@lru_cache(maxsize=4)
-def stored_keys(dialect: str) -> Select[Any]:
-    """Every stored key of the ``principals`` among the ``keys`` (list parameters): a superset of
-    the pairs asked for (looked up by pair afterwards), so that both columns take one list each."""
+def stored_keys(dialect: str, principals: Select[Any] | None = None) -> Select[Any]:
+    """Every stored key among the ``keys`` (a list parameter) of the ``principals``: a one-column
+    query, or else the list parameter ``principals``. A superset of the pairs asked for (looked
+    up by pair afterwards), so that both columns take one list each."""
+    principal = (
+        one_of(KEYS.c.principal, "principals", dialect)
+        if principals is None
+        else one_of_select(KEYS.c.principal, principals, dialect)
+    )
     return select(
         KEYS.c.principal, KEYS.c.key, KEYS.c.request_hash, KEYS.c.status_code, KEYS.c.response_json
-    ).where(one_of(KEYS.c.principal, "principals", dialect), one_of(KEYS.c.key, "keys", dialect))
+    ).where(one_of(KEYS.c.key, "keys", dialect), principal)
+
+
+@lru_cache(maxsize=4)
+def _one_key(dialect: str) -> Select[Any]:
+    return stored_keys(dialect)
 
 
 def key_reused() -> Conflict:
@@ -86,7 +96,7 @@ def _replay(
     """The stored outcome for (principal, key); Conflict if the key was used with another body."""
     conn = session.connection()
     found = conn.execute(
-        stored_keys(conn.dialect.name), {"principals": [principal], "keys": [key]}
+        _one_key(conn.dialect.name), {"principals": [principal], "keys": [key]}
     ).first()
     if found is None:
         return None

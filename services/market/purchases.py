@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import String, and_, cast, literal_column, or_, select
 from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.api.market import PurchaseOut
-from mots.platform.bulk import BatchWrite, one_of, reserve_ids
+from mots.platform.bulk import BatchWrite, one_of, one_of_select, reserve_ids
 from mots.platform.money import from_micros
 from services.market import idempotency, ledger
 from services.market.decisions import declared_tally, not_a_member
@@ -97,21 +97,53 @@ class BookedBatch:
     rounds_booked: list[int]
 
 
-class _Queries(NamedTuple):
-    """The batch's read statements for one SQL dialect."""
+class BatchReads(NamedTuple):
+    """A batch's reads, defined once and compiled for each database: executed one by one on a
+    session (:func:`book_purchases`) and prepared once per connection, all sent in one exchange
+    (:mod:`services.market.purchases_pg`). In this order, each seeing what committed before it.
 
-    rounds: Any
-    lock_wallets: Any
-    stored_keys: Any
-    client_ids: Any
-    bought: Any
-    members: Any
+    Their list parameters: ``verifiers`` (tokens of callers not known yet), ``client_ids``
+    (callers known), ``round_ids``, ``keys`` (Idempotency-Keys), ``names`` (accounts). "The
+    callers" are the clients of those tokens or ids, found inside each statement, so that no read
+    waits on another's answer.
+    """
+
+    callers: Any  # (token verifier, client id) of the active callers
+    rounds: Any  # (id, state, price) with shared locks
+    wallets: Any  # (client id, account id, balance) of the callers' wallets, locked
+    stored_keys: Any  # the callers' stored Idempotency-Keys among ``keys``
+    bought: Any  # (round id, client id) of the callers' purchases in the rounds
+    members: Any  # (round id, client id) of the callers in the rounds' populations
+    accounts: Any  # (name, id) of the accounts ``names``
+
+
+def _callers_as(prefix: str, dialect: str) -> Any:
+    """The callers' ids (``prefix`` ''), or the names built from them: ``'wallet:' || id`` is
+    :func:`ledger.wallet_name`, ``'client:' || id`` :func:`principal_of`."""
+    column: Any = _CLIENTS.c.id
+    if prefix:
+        column = literal_column(f"'{prefix}'") + cast(_CLIENTS.c.id, String)
+    return select(column).where(
+        or_(
+            one_of(_CLIENTS.c.token_hash, "verifiers", dialect),
+            one_of(_CLIENTS.c.id, "client_ids", dialect),
+        )
+    )
 
 
 @lru_cache(maxsize=4)
-def _queries(dialect: str) -> _Queries:
-    """Statements with list parameters (:func:`~mots.platform.bulk.one_of`), built once."""
-    return _Queries(
+def batch_reads(dialect: str) -> BatchReads:
+    """The statements, with list parameters (:func:`~mots.platform.bulk.one_of`), built once."""
+    return BatchReads(
+        callers=select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
+            or_(
+                and_(
+                    one_of(_CLIENTS.c.token_hash, "verifiers", dialect),
+                    _CLIENTS.c.status == literal_column("'active'"),
+                ),
+                one_of(_CLIENTS.c.id, "client_ids", dialect),
+            )
+        ),
         # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and
         # they for it), so no purchase lands in a round after it closed. (SQLite: BEGIN
         # IMMEDIATE serialises.)
@@ -121,21 +153,21 @@ def _queries(dialect: str) -> _Queries:
         # The buyers' wallets, locked in ascending id order so that two batches never deadlock
         # on them. Everything read after this lock (keys, purchases) sees any twin request that
         # committed first.
-        lock_wallets=select(_ACCOUNTS.c.client_id, _ACCOUNTS.c.id, _ACCOUNTS.c.balance_micros)
-        .where(one_of(_ACCOUNTS.c.name, "names", dialect))
+        wallets=select(_ACCOUNTS.c.client_id, _ACCOUNTS.c.id, _ACCOUNTS.c.balance_micros)
+        .where(one_of_select(_ACCOUNTS.c.name, _callers_as("wallet:", dialect), dialect))
         .order_by(_ACCOUNTS.c.id)
         .with_for_update(),
-        stored_keys=idempotency.stored_keys(dialect),
-        client_ids=select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
-            one_of(_CLIENTS.c.token_hash, "verifiers", dialect), _CLIENTS.c.status == "active"
-        ),
+        stored_keys=idempotency.stored_keys(dialect, _callers_as("client:", dialect)),
         bought=select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
             one_of(_PURCHASES.c.round_id, "round_ids", dialect),
-            one_of(_PURCHASES.c.client_id, "client_ids", dialect),
+            one_of_select(_PURCHASES.c.client_id, _callers_as("", dialect), dialect),
         ),
         members=select(_MEMBERS.c.round_id, _MEMBERS.c.client_id).where(
             one_of(_MEMBERS.c.round_id, "round_ids", dialect),
-            one_of(_MEMBERS.c.client_id, "client_ids", dialect),
+            one_of_select(_MEMBERS.c.client_id, _callers_as("", dialect), dialect),
+        ),
+        accounts=select(_ACCOUNTS.c.name, _ACCOUNTS.c.id).where(
+            one_of(_ACCOUNTS.c.name, "names", dialect)
         ),
     )
 
@@ -377,18 +409,19 @@ def finish(verdict: Verdict) -> BookedBatch:
 # --- the batch on a SQLAlchemy session (SQLite, and PostgreSQL's general path) -------------
 
 
-def _lock_wallets(session: Session, client_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+def _lock_wallets(
+    session: Session, reads: BatchReads, client_ids: Sequence[int]
+) -> dict[int, tuple[int, int]]:
     """client id → (wallet account id, balance) with the wallets locked; made when missing."""
     conn = session.connection()
-    lock = _queries(conn.dialect.name).lock_wallets
-    names = [ledger.wallet_name(c) for c in client_ids]
-    wallets = {r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})}
+    params: dict[str, Any] = {"verifiers": [], "client_ids": client_ids}
+    wallets = {r[0]: (r[1], r[2]) for r in conn.execute(reads.wallets, params)}
     missing = [c for c in client_ids if c not in wallets]
     if missing:  # wallets are made at registration; a client made another way gets one now
         for c in missing:
             ledger.ensure_account(session, ledger.wallet_name(c), c)
-        names = [ledger.wallet_name(c) for c in missing]
-        wallets.update({r[0]: (r[1], r[2]) for r in conn.execute(lock, {"names": names})})
+        params["client_ids"] = missing
+        wallets.update({r[0]: (r[1], r[2]) for r in conn.execute(reads.wallets, params)})
     return wallets
 
 
@@ -411,35 +444,29 @@ def book_purchases(
     caller commits.
     """
     conn = session.connection()
-    q = _queries(conn.dialect.name)
+    q = batch_reads(conn.dialect.name)
     unknown = sorted({r.verifier for r in requests if r.client_id is None})
     client_of: dict[str, int] = {}
     if unknown:
-        client_of = {v: c for v, c in conn.execute(q.client_ids, {"verifiers": unknown})}
+        rows = conn.execute(q.callers, {"verifiers": unknown, "client_ids": []})
+        client_of = {v: c for v, c in rows}
     callers = {
         r.client_id if r.client_id is not None else client_of.get(r.verifier) for r in requests
     }
     client_ids = sorted(c for c in callers if c is not None)
     if not client_ids:
         return finish(decide(requests, BatchView(client_of, {}, {}, {}, set())))
-    round_ids = sorted({r.round_id for r in requests})
-    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, {"round_ids": round_ids})}
-    wallets = _lock_wallets(session, client_ids)
-    principals = sorted({principal_of(c) for c in client_ids})
-    stored = {
-        (r[0], r[1]): (r[2], r[3], r[4])
-        for r in conn.execute(
-            q.stored_keys, {"principals": principals, "keys": sorted({r.key for r in requests})}
-        )
+    params = {
+        "verifiers": [],
+        "client_ids": client_ids,
+        "round_ids": sorted({r.round_id for r in requests}),
+        "keys": sorted({r.key for r in requests}),
     }
-    bought = {
-        (r[0], r[1])
-        for r in conn.execute(q.bought, {"round_ids": round_ids, "client_ids": client_ids})
-    }
-    members = {
-        (r[0], r[1])
-        for r in conn.execute(q.members, {"round_ids": round_ids, "client_ids": client_ids})
-    }
+    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, params)}
+    wallets = _lock_wallets(session, q, client_ids)
+    stored = {(r[0], r[1]): (r[2], r[3], r[4]) for r in conn.execute(q.stored_keys, params)}
+    bought = {(r[0], r[1]) for r in conn.execute(q.bought, params)}
+    members = {(r[0], r[1]) for r in conn.execute(q.members, params)}
     view = BatchView(client_of, rounds, wallets, stored, bought, members)
     verdict = decide(requests, view)
     buys = verdict.buys()
@@ -447,7 +474,8 @@ def book_purchases(
         known = account_ids if account_ids is not None else {}
         missing = [n for n in shard_names(buys, shard) if n not in known]
         if missing:
-            found = ledger.account_ids(session, missing)
+            names = conn.execute(q.accounts, {"names": missing})
+            found: dict[str, int] = {n: i for n, i in names}
             for name in missing:  # made when the round opened; made here if it was not
                 found[name] = found.get(name) or ledger.ensure_account(session, name)
             known.update(found)  # the caller keeps these only once the transaction commits

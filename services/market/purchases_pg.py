@@ -7,8 +7,9 @@ message of several statements (the simple query protocol; parameters bound by ps
 
 1. ``BEGIN`` and every read: the callers' ids by token, the rounds (``FOR SHARE``), the buyers'
    wallets (``FOR UPDATE``, ascending id), their stored Idempotency-Keys, their past purchases,
-   their memberships of the rounds' populations,
-   fresh ids for the rows to come and, the first time, the pool shard accounts. The statements
+   their memberships of the rounds' populations, fresh ids for the rows to come and, the first
+   time, the pool shard accounts. The reads are the session path's own statements
+   (:func:`purchases.batch_reads`), compiled for PostgreSQL and prepared here. The statements
    run one after another, each on its own snapshot, so the keys and purchases read after the
    wallet lock see any twin request that committed first.
 2. One statement writing every row (:class:`~mots.platform.bulk.BatchWrite`) and ``COMMIT``.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -34,22 +36,20 @@ from typing import Any
 import psycopg
 from psycopg import errors
 from psycopg.pq import TransactionStatus
+from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.engine import make_url
 
 from mots.platform.bulk import BatchWrite
 from services.market.models import (
-    Account,
-    Client,
-    IdempotencyKey,
     LedgerTransaction,
-    MarketRound,
     Purchase,
-    RoundMember,
 )
 from services.market.purchases import (
+    BatchReads,
     BatchView,
     BookedBatch,
     PurchaseRequest,
+    batch_reads,
     decide,
     finish,
     queue_bookings,
@@ -58,65 +58,66 @@ from services.market.purchases import (
 
 log = logging.getLogger(__name__)
 
-# Each connection prepares these once (PREPARE), so a batch's exchange names them (EXECUTE) and
-# PostgreSQL reuses their plans. The callers are found by token or, when this process knows
-# them, by id; the names built in SQL ('wallet:' || id, 'client:' || id) are
-# ledger.wallet_name's and purchases.principal_of's.
-_CALLERS_OF = f"""
-        SELECT c.id FROM {Client.__tablename__} c
-        WHERE c.token_hash = ANY($1) OR c.id = ANY($2)"""
-
-_READS = {
-    "callers": (
-        "text[], int[]",
-        f"SELECT token_hash, id FROM {Client.__tablename__} "
-        "WHERE (token_hash = ANY($1) AND status = 'active') OR id = ANY($2)",
-    ),
-    "rounds": (
-        "int[]",
-        f"SELECT id, state, price_micros FROM {MarketRound.__tablename__} "
-        "WHERE id = ANY($1) FOR SHARE",
-    ),
-    "wallets": (
-        "text[], int[]",
-        f"SELECT a.client_id, a.id, a.balance_micros FROM {Account.__tablename__} a "
-        f"WHERE a.name = ANY(ARRAY(SELECT 'wallet:' || id FROM ({_CALLERS_OF}) c)) "
-        "ORDER BY a.id FOR UPDATE",
-    ),
-    "keys": (
-        "text[], int[], text[]",
-        "SELECT principal, key, request_hash, status_code, response_json "
-        f"FROM {IdempotencyKey.__tablename__} WHERE key = ANY($3) "
-        f"AND principal = ANY(ARRAY(SELECT 'client:' || id FROM ({_CALLERS_OF}) c))",
-    ),
-    "bought": (
-        "text[], int[], int[]",
-        f"SELECT round_id, client_id FROM {Purchase.__tablename__} "
-        f"WHERE round_id = ANY($3) AND client_id = ANY(ARRAY({_CALLERS_OF}))",
-    ),
-    "members": (
-        "text[], int[], int[]",
-        f"SELECT round_id, client_id FROM {RoundMember.__tablename__} "
-        f"WHERE round_id = ANY($3) AND client_id = ANY(ARRAY({_CALLERS_OF}))",
-    ),
-    "ids": (
-        "int",
-        f"WITH s AS (SELECT pg_get_serial_sequence('{LedgerTransaction.__tablename__}', 'id') t, "
-        f"pg_get_serial_sequence('{Purchase.__tablename__}', 'id') p) "
-        "SELECT nextval(s.t), nextval(s.p) FROM s, generate_series(1, $1)",
-    ),
-    "accounts": ("text[]", f"SELECT name, id FROM {Account.__tablename__} WHERE name = ANY($1)"),
-}
-_PREPARE_READS = "; ".join(
-    f"PREPARE mots_{name}({types}) AS {sql}" for name, (types, sql) in _READS.items()
+_IDS = (
+    f"WITH s AS (SELECT pg_get_serial_sequence('{LedgerTransaction.__tablename__}', 'id') t, "
+    f"pg_get_serial_sequence('{Purchase.__tablename__}', 'id') p) "
+    "SELECT nextval(s.t), nextval(s.p) FROM s, generate_series(1, $1::INTEGER)"
 )
-# One exchange: BEGIN, then the reads in this order (each on its own snapshot).
+"""Fresh ids for the batch's ledger transactions and purchases (the session path's
+:func:`~mots.platform.bulk.reserve_ids`, both sequences in one statement)."""
+
+
+def prepared(name: str, statement: Any) -> tuple[str, list[str]]:
+    """``PREPARE mots_<name> AS …`` of a Core ``statement`` compiled for PostgreSQL (its
+    parameters numbered in order of first use, their types cast in the SQL), and the names of
+    its parameters in that order."""
+    compiled = statement.compile(dialect=pg_psycopg.dialect())  # type: ignore[no-untyped-call]
+    order: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    return f"PREPARE mots_{name} AS {_PARAM.sub(number, compiled.string)}", order
+
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+def _batch_statements() -> tuple[str, list[tuple[str, list[str]]]]:
+    """Every statement to prepare per connection (the batch's reads, each defined once in
+    :func:`purchases.batch_reads`, and the ids), and each one's name and parameters."""
+    reads = batch_reads("postgresql")
+    prepares, params = [f"PREPARE mots_ids AS {_IDS}"], []
+    for name in BatchReads._fields:
+        sql, order = prepared(name, getattr(reads, name))
+        prepares.append(sql)
+        params.append((name, order))
+    return "; ".join(prepares), params
+
+
+# Each connection prepares these once (PREPARE), so a batch's exchange names them (EXECUTE) and
+# PostgreSQL reuses their plans.
+_PREPARE_READS, _READ_PARAMS = _batch_statements()
+_IN_EXCHANGE = ("callers", "rounds", "wallets", "stored_keys", "bought", "members")
+# One exchange: BEGIN, then the reads in this order (each on its own snapshot), then the ids.
 _READ_BATCH = (
-    "BEGIN; EXECUTE mots_callers(%s, %s); EXECUTE mots_rounds(%s); "
-    "EXECUTE mots_wallets(%s, %s); EXECUTE mots_keys(%s, %s, %s); "
-    "EXECUTE mots_bought(%s, %s, %s); EXECUTE mots_members(%s, %s, %s); EXECUTE mots_ids(%s)"
+    "BEGIN; "
+    + "; ".join(
+        f"EXECUTE mots_{name}({', '.join(['%s'] * len(order))})"
+        for name, order in _READ_PARAMS
+        if name in _IN_EXCHANGE
+    )
+    + "; EXECUTE mots_ids(%s)"
 )
 _READ_ACCOUNTS = "; EXECUTE mots_accounts(%s)"
+
+
+def _read_params(arrays: dict[str, str]) -> list[str]:
+    """The exchange's parameters: each read's lists, in its order."""
+    return [arrays[p] for name, order in _READ_PARAMS if name in _IN_EXCHANGE for p in order]
+
 
 PURCHASE_CONNECTION_OPTIONS = "-c enable_seqscan=off"
 """Every read and write of a batch is a keyed lookup (unique or indexed columns) or a scan of its
@@ -220,10 +221,13 @@ class PgPurchaseBook:
         keys = sorted({r.key for r in requests})
         unknown_shards = [n for n in shard_names(requests, shard) if n not in self.account_ids]
         query = _READ_BATCH + (_READ_ACCOUNTS if unknown_shards else "")
-        v, c, r = array_literal(verifiers), array_literal(known_ids), array_literal(round_ids)
-        params: list[Any] = [
-            *(v, c, r, v, c, v, c, array_literal(keys), v, c, r, v, c, r, len(requests))
-        ]
+        arrays = {
+            "verifiers": array_literal(verifiers),
+            "client_ids": array_literal(known_ids),
+            "round_ids": array_literal(round_ids),
+            "keys": array_literal(keys),
+        }
+        params: list[Any] = [*_read_params(arrays), len(requests)]
         if unknown_shards:
             params.append(array_literal(unknown_shards))
         try:

@@ -21,9 +21,11 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
+    Select,
     Table,
     any_,
     bindparam,
+    func,
     insert,
     text,
     update,
@@ -56,6 +58,17 @@ def one_of(column: Column[Any], name: str, dialect: str) -> ColumnElement[bool]:
     if dialect == "postgresql":
         return column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))
     return column.in_(bindparam(name, expanding=True))
+
+
+def one_of_select(column: Column[Any], values: Select[Any], dialect: str) -> ColumnElement[bool]:
+    """``column`` equals one value of the one-column query ``values``.
+
+    PostgreSQL: ``= ANY(ARRAY(…))``, the values gathered once and each looked up by index (as
+    :func:`one_of`'s array is); elsewhere ``IN (…)``.
+    """
+    if dialect == "postgresql":
+        return column == any_(func.array(values.scalar_subquery()))
+    return column.in_(values)
 
 
 def _insert_sql(
