@@ -32,6 +32,7 @@ from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform import metrics
 from mots.platform.api.market import DecisionOut
 from mots.platform.batching import MicroBatcher
 from mots.platform.db import make_read_sessionmaker
@@ -234,7 +235,8 @@ def purchase_batcher(
     writers: int = 2,
     pipelined: PgPurchaseBook | None = None,
 ) -> PurchaseBatcher:
-    """A batcher that books purchases, then calls ``on_booked`` (on the event loop) per batch.
+    """A batcher that books purchases, counts them (``mots_purchases_total``), then calls
+    ``on_booked`` (on the event loop) per batch.
 
     With ``pipelined`` (PostgreSQL) a batch is booked in two round trips
     (:mod:`services.market.purchases_pg`), else, and whenever that path needs an account made,
@@ -248,6 +250,8 @@ def purchase_batcher(
 
     async def book(requests: Sequence[PurchaseRequest], shard: int) -> Booked[PurchaseResult]:
         done = await book_batch(requests, shard)
+        if done.booked:  # committed: count them (mots_purchases_total)
+            metrics.PURCHASES.inc(done.booked)
         return Booked(done.outcomes, done.booked, done.rounds_booked)
 
     async def book_batch(requests: Sequence[PurchaseRequest], shard: int) -> BookedBatch:

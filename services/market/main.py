@@ -38,8 +38,6 @@ from services.market.api.routes import (
 )
 from services.market.auth import client_lookup, issue_token
 from services.market.booking import (
-    Booked,
-    PurchaseResult,
     decision_batcher,
     purchase_batcher,
     registration_batcher,
@@ -62,11 +60,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     metrics.PURCHASES.inc(0)  # exported at 0 before the first purchase
 
-    def booked(batch: Booked[PurchaseResult]) -> None:
-        """After a batch commits: count its purchases."""
-        if batch.booked:
-            metrics.PURCHASES.inc(batch.booked)
-
     def complete(round_id: int) -> None:
         """Every client declared (the last by buying): tell orchestration to close the round."""
         send(celery, ORCHESTRATION_DECISIONS_COMPLETE, RoundRef(round_id=round_id))
@@ -81,7 +74,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     batcher = purchase_batcher(
         sessions,
         async_sessions,
-        on_booked=booked,
         on_complete=complete,
         max_batch=settings.purchase_max_batch,
         writers=settings.purchase_writer_count,

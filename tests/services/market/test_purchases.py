@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform import metrics
 from mots.platform.api.market import PurchaseOut
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.money import from_micros, to_micros
@@ -341,9 +342,11 @@ def test_the_pipelined_path_reconnects_after_a_dropped_connection(pg_url: str) -
 
 
 def test_the_round_is_complete_when_every_client_declared(database_url: str) -> None:
-    """After the batch that makes every client declared commits, on_complete hears of the round."""
+    """After the batch that makes every client declared commits, on_complete hears of the round;
+    the purchases it booked are counted (mots_purchases_total)."""
     market = _market(database_url, _seed(database_url, {"a": "5", "b": "5"}))
     heard: list[int] = []
+    counted = metrics.PURCHASES._value.get()
 
     async def scenario() -> list[int]:
         batcher = purchase_batcher(market.sessions, on_complete=heard.append)
@@ -363,6 +366,7 @@ def test_the_round_is_complete_when_every_client_declared(database_url: str) -> 
 
     try:
         assert asyncio.run(scenario()) == [OPEN]
+        assert metrics.PURCHASES._value.get() == counted + 2
     finally:
         market.engine.dispose()
 
