@@ -17,8 +17,6 @@ _BUSY = "in a file another engineer changed in the same session (issue 25); spli
 EXCEPTIONS: dict[str, str] = {
     "services/market/main.py::create_app": _BUSY,
     "shared/mots/local/demo.py::run_demo": _BUSY,
-    "services/market/purchases.py::queue_bookings": "the write path's idempotency, made one"
-    " mechanism in issue 25 item 3",
     "services/market/rounds.py::settle_round": _BUSY,
     "shared/mots/reproduce/measure.py::measure_setting": _BUSY,
     "services/market/alembic/versions/0001_market_tables.py::_create_tables_with_references": (

@@ -189,28 +189,42 @@ def _book_resolved(
         )
         for r in requests
     ]
-    now = datetime.now(UTC)
-    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    last: dict[tuple[int, int], Strategy] = {}  # the last of a client's in a round wins
     for r, out in zip(requests, outcomes, strict=True):
         if isinstance(out, DecisionOut):
-            rows[(r.round_id, r.client_id)] = {
-                "round_id": r.round_id,
-                "client_id": r.client_id,
-                "strategy": r.strategy.value,
+            last[(r.round_id, r.client_id)] = r.strategy
+    if last:
+        writes = BatchWrite()
+        queue_decisions(writes, [(*k, last[k]) for k in sorted(last)], shard, datetime.now(UTC))
+        writes.flush(conn)
+    return outcomes
+
+
+def queue_decisions(
+    writes: BatchWrite,
+    decisions: Sequence[tuple[int, int, Strategy]],
+    shard: int,
+    now: datetime,
+) -> None:
+    """Queue (round id, client id, strategy) decisions in ``writes``: each replaces the client's
+    decision in the round, and a client's first decision in a round adds one to tally shard
+    ``shard``. Declarations and purchases (a buy decision) both write them so."""
+    writes.insert(
+        _DECISIONS,
+        [
+            {
+                "round_id": round_id,
+                "client_id": client_id,
+                "strategy": strategy.value,
                 "dropped": False,
                 "updated_at": now,
             }
-    if rows:
-        writes = BatchWrite()
-        writes.insert(
-            _DECISIONS,
-            [rows[k] for k in sorted(rows)],
-            conflict=("round_id", "client_id"),
-            conflict_update=("strategy", "updated_at"),
-            tally=declared_tally(shard),
-        )
-        writes.flush(conn)
-    return outcomes
+            for round_id, client_id, strategy in decisions
+        ],
+        conflict=("round_id", "client_id"),
+        conflict_update=("strategy", "updated_at"),
+        tally=declared_tally(shard),
+    )
 
 
 def record_decision(

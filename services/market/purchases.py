@@ -25,13 +25,12 @@ from mots.platform.api.market import PurchaseOut
 from mots.platform.bulk import BatchWrite, one_of, one_of_select, reserve_ids
 from mots.platform.money import from_micros
 from services.market import idempotency, ledger
-from services.market.decisions import declared_tally, not_a_member
+from services.market.decisions import not_a_member, queue_decisions
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
 from services.market.models import (
     Account,
     Base,
     Client,
-    Decision,
     LedgerTransaction,
     MarketRound,
     Purchase,
@@ -44,7 +43,6 @@ PATH = "/v1/purchases"
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
 _ACCOUNTS = Base.metadata.tables[Account.__tablename__]
 _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
-_DECISIONS = Base.metadata.tables[Decision.__tablename__]
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
 _MEMBERS = Base.metadata.tables[RoundMember.__tablename__]
@@ -338,22 +336,8 @@ def queue_bookings(
             for pid, r in zip(purchase_ids, buys, strict=False)
         ],
     )
-    writes.insert(
-        _DECISIONS,
-        [
-            {
-                "round_id": r.round_id,
-                "client_id": r.client_id,
-                "strategy": Strategy.BUY.value,
-                "dropped": False,
-                "updated_at": now,
-            }
-            for r in buys
-        ],
-        conflict=("round_id", "client_id"),
-        conflict_update=("strategy", "updated_at"),
-        tally=declared_tally(shard),  # a buyer who had not declared has declared now
-    )
+    # A buyer who had not declared has declared now.
+    queue_decisions(writes, [(r.round_id, r.client_id, Strategy.BUY) for r in buys], shard, now)
     results = [
         purchase_body(
             purchase_id,
