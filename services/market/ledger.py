@@ -82,12 +82,6 @@ def ensure_account(session: Session, name: str, client_id: int | None = None) ->
     return account_id
 
 
-def account_ids(session: Session, names: Sequence[str]) -> dict[str, int]:
-    """Ids of existing accounts by name, in one query (missing names are absent)."""
-    rows = session.execute(select(Account.name, Account.id).where(Account.name.in_(names))).all()
-    return {r[0]: r[1] for r in rows}
-
-
 def lock_accounts(session: Session, account_ids: Sequence[int]) -> dict[int, int]:
     """Lock accounts (ascending id) and return their balances in micro-units."""
     rows = session.execute(
