@@ -43,6 +43,7 @@ from mots.training.federation import LocalFederation, free_port_block, ports_nee
 from mots.training.inprocess import _loop_rounds, prepare, run_inprocess
 from mots.training.local import batch_indices, torch_threads, train_local
 from mots.training.models import build_model
+from mots.training.residency import memory_mib
 
 
 def plain_loop(
@@ -107,6 +108,23 @@ def _steady(values: list[float]) -> float:
     return float(statistics.median(values[1:] if len(values) > 1 else values))
 
 
+def node_memory_split(status: list[dict[str, Any]], n_nodes: int) -> dict[str, float]:
+    """Per edge node (mean), the processes the bench's RSS counts (SuperNode, its children, the
+    trainer) split into anonymous and file-backed RSS, and their PSS (MiB): what the idle RSS is
+    made of (:mod:`mots.training.residency`)."""
+    pids = {int(c) for r in status if r["role"] in ("supernode", "trainer") for c in r["children"]}
+    pids |= {int(r["pid"]) for r in status if r["role"] in ("supernode", "trainer")}
+    total = {"rss_anon": 0.0, "rss_file": 0.0, "pss": 0.0}
+    for pid in pids:
+        try:
+            m = memory_mib(pid)
+        except OSError:  # ended since the status was read
+            continue
+        for key in total:
+            total[key] += m.get(key, 0.0)
+    return {key: value / max(1, n_nodes) for key, value in total.items()}
+
+
 def deployment(
     cfg: TrainConfig,
     participants: list[int],
@@ -133,6 +151,7 @@ def deployment(
         time.sleep(5.0)
         st = fed.status()["processes"]
         out["idle_node_mb"] = fed.idle_node_memory_mb()
+        out["idle_node_split_mb"] = node_memory_split(st, len(nodes))
         out["idle_supernode_mb"] = statistics.mean(
             p["rss_mb"] for p in st if p["role"] == "supernode"
         )
@@ -150,6 +169,7 @@ def deployment(
         out["train_max_s"] = real.get("train_seconds_max", [])
         out["epsilon"] = real.get("epsilon", math.nan)
         out["after_rounds_node_mb"] = fed.idle_node_memory_mb()
+        out["after_rounds_split_mb"] = node_memory_split(fed.status()["processes"], len(nodes))
         pids = fed.all_pids()
     if no_trainer and layout == "subprocess":
         with LocalFederation(
@@ -212,6 +232,10 @@ def _first(values: list[float]) -> float:
     return values[0] if values else math.nan
 
 
+def _split(m: dict[str, float]) -> str:
+    return f"{m['rss_anon']:.0f} / {m['rss_file']:.0f}; {m['pss']:.0f}"
+
+
 def print_layouts(console: Console, runs: list[dict[str, Any]], participants: list[int]) -> None:
     """One column per layout."""
     t = Table(title=f"Flower deployment engine, K={participants}: median of rounds 2..R")
@@ -227,7 +251,12 @@ def print_layouts(console: Console, runs: list[dict[str, Any]], participants: li
             "  SuperNode (+ children) / trainer (MiB)",
             lambda d: f"{d['idle_supernode_mb']:.0f} / {d['idle_trainer_mb']:.0f}",
         ),
+        ("  of it anonymous / file-backed; PSS (MiB)", lambda d: _split(d["idle_node_split_mb"])),
         ("edge node RSS after the rounds (MiB)", lambda d: f"{d['after_rounds_node_mb']:.0f}"),
+        (
+            "  of it anonymous / file-backed; PSS (MiB)",
+            lambda d: _split(d["after_rounds_split_mb"]),
+        ),
         ("SuperLink + its SuperExec (MiB)", lambda d: f"{d['superlink_mb']:.0f}"),
         (
             "first round: floor / real (s)",
