@@ -82,6 +82,11 @@ class EdgeDevice(Group):
     data_dir: Path = Field(
         Path("/var/lib/mots/data"), description="directory of this device's training data"
     )
+    release_file_pages: bool | None = Field(
+        None,
+        description="0 keeps mapped the code pages the warm SuperNode's imports touched; unset or "
+        "1: it unmaps them once torch and the ClientApp are loaded (mots.training.residency)",
+    )
 
     @field_validator("market_url")
     @classmethod
