@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.containers import images, podman
 from tests.containers import round as rnd
 
@@ -118,6 +120,16 @@ PAIR = ("supernode-arm64", "agent-arm64")
 NAME = "edge-arm64"
 
 
+def client_type(override: Path = OVERRIDE) -> str:
+    """The client type the arm64 device enrols as: the override's MOTS_EDGE_CLIENT_TYPE, read
+    where it is set (one place), the same for both containers of the pair."""
+    services = yaml.safe_load(override.read_text())["services"]
+    found = {str(services[s]["environment"]["MOTS_EDGE_CLIENT_TYPE"]) for s in PAIR}
+    if len(found) != 1:
+        raise ValueError(f"{override}: the pair {PAIR} sets different client types {found}")
+    return found.pop()
+
+
 def _booked(stack: rnd.Stack, round_id: int, client_id: int) -> dict[str, str]:
     """The round's ledger transactions of one client: kind -> amount on its wallet."""
     op = stack.operator()
@@ -178,7 +190,7 @@ def in_round(timeout: float = 1800) -> dict[str, Any]:
             "trained": bool(arm),
             "verdict": verdict,  # the round summary's: verified, dropped or failed_verification
             "verified": verdict == "verified",
-            "quoted_reward": (summary.get("rewards") or {}).get("type-2"),
+            "quoted_reward": (summary.get("rewards") or {}).get(client_type()),
             "paid": booked.get("reward"),
             "booked": booked,
             "seconds_per_fedavg_round": max(arm) if arm else None,

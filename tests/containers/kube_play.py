@@ -31,6 +31,7 @@ from tests.containers import podman, standins
 from tests.containers import round as market_round
 from tests.containers.kube_translate import (
     NOT_EXPRESSIBLE,
+    PREFIX,
     WORKLOADS,
     Playbook,
     kubectl_config_map,
@@ -42,7 +43,7 @@ from tests.containers.kube_translate import (
 from tests.deploy.kustomize import Resource, containers, render
 
 ROOT = Path(__file__).resolve().parents[2]
-NETWORK = "mots-kp"
+NETWORK = PREFIX + "net"  # PREFIX: tests/containers/run.py's PREFIXES see everything made here
 SUBNET = "10.89.201.0/24"
 DATASET = Path("/usr/share/datasets/fashion-mnist")
 EDGE_NODES = {
@@ -60,7 +61,8 @@ SECRETS = ("mots-secrets", "superlink-tls", "enrolment-type-1", "enrolment-type-
 
 
 def readme_secrets(workdir: Path) -> dict[str, tuple[Resource, str]]:
-    """The Secrets of the README's steps 4 and 5, each with how podman must store it."""
+    """The Secrets of the README's steps 4 and 5 (by their k3s names), each with how podman must
+    store it."""
     pw = pysecrets.token_hex(16)
     url = f"postgresql+psycopg://mots:{pw}@postgres:5432"
     mots = kubectl_secret(
@@ -95,6 +97,11 @@ def create_secret(name: str, secret: Resource, how: str, workdir: Path) -> None:
     path.unlink()
 
 
+def _edge(book: Playbook, name: str) -> bool:
+    """Whether the played pod ``name`` is an edge pod (a SuperNode DaemonSet's)."""
+    return book.k3s_name(name).startswith("supernode-")
+
+
 def prepare_nodes(root: Path, book: Playbook) -> None:
     """Each emulated node's disk: the server's dataset; a Pi's data, client-index, agent state."""
     server = root / "server/var/lib/mots/dataset"
@@ -102,9 +109,9 @@ def prepare_nodes(root: Path, book: Playbook) -> None:
     for f in DATASET.iterdir():
         shutil.copy2(f, server / f.name)
     for name, _, _ in book.pods:
-        if not name.startswith("supernode-"):
+        if not _edge(book, name):
             continue
-        node = root / name.split("-", 3)[-1]  # supernode-type-1-pi-01 -> pi-01
+        node = root / book.k3s_name(name).split("-", 3)[-1]  # supernode-type-1-pi-01 -> pi-01
         data, agent = node / "var/lib/mots/data", node / "var/lib/mots/agent"
         data.mkdir(parents=True)
         agent.mkdir(parents=True)
@@ -205,7 +212,7 @@ def cleanup(book: Playbook | None, workdir: Path) -> list[str]:
     for v in sorted(volumes):
         podman.podman("volume", "rm", "--force", v, check=False)
     for s in SECRETS:
-        podman.podman("secret", "rm", s, check=False)
+        podman.podman("secret", "rm", PREFIX + s, check=False)
     podman.podman("network", "rm", "--force", NETWORK, check=False)
     shutil.rmtree(workdir, ignore_errors=True)
     left = podman.podman("volume", "ls", "--format", "{{.Name}}").stdout.split()
@@ -219,7 +226,7 @@ def _control_plane_up(
     claims = workdir / "claims.yaml"
     claims.write_text(yaml.safe_dump_all(book.claims, sort_keys=False))
     podman.podman("kube", "play", "--network", NETWORK, str(claims))
-    control = [n for n, _, _ in book.pods if not n.startswith("supernode-")]
+    control = [n for n, _, _ in book.pods if not _edge(book, n)]
     for name, doc, ip in book.pods:
         if name in control:
             play(name, doc, ip, cms, workdir)
@@ -241,12 +248,13 @@ def setup(
     podman.podman("network", "create", "--subnet", SUBNET, NETWORK)
     made = readme_secrets(workdir)
     for name, (secret, how) in made.items():
-        create_secret(name, secret, how, workdir)
+        create_secret(book.name(name), secret, how, workdir)
     ca = workdir / "tls/ca.crt"
-    book.config_maps.append(kubectl_config_map("superlink-ca", f"--from-file=ca.crt={ca}"))
+    ca_map = kubectl_config_map(book.name("superlink-ca"), f"--from-file=ca.crt={ca}")
+    book.config_maps.append(ca_map)
     cms = []
     for cm in book.config_maps:
-        cm["data"].update(overrides.get(cm["metadata"]["name"], {}))
+        cm["data"].update(overrides.get(book.k3s_name(cm["metadata"]["name"]), {}))
         cms.append(workdir / f"configmap-{cm['metadata']['name']}.yaml")
         cms[-1].write_text(yaml.safe_dump(cm, sort_keys=False))
     prepare_nodes(workdir / "nodes", book)
@@ -291,16 +299,16 @@ def run(
         report["control_plane_probes"] = probes
         ip = {n: i for n, _, i in book.pods}
         stack = market_round.Stack(
-            market=f"http://{ip['market-pod-0']}:8000",
-            orchestration=f"http://{ip['orchestration-pod-0']}:8000",
+            market=f"http://{ip[book.name('market-pod-0')]}:8000",
+            orchestration=f"http://{ip[book.name('orchestration-pod-0')]}:8000",
             operator_token=token,
         )
         market_round.wait_healthy(stack.market, 120)
         codes = market_round.enrol(stack)
         for t, code in codes.items():
-            s = kubectl_secret(f"enrolment-{t}", f"--from-literal=code={code}")
-            create_secret(f"enrolment-{t}", s, "volume", workdir)
-        edges = [n for n, _, _ in book.pods if n.startswith("supernode-")]
+            s = kubectl_secret(book.name(f"enrolment-{t}"), f"--from-literal=code={code}")
+            create_secret(book.name(f"enrolment-{t}"), s, "volume", workdir)
+        edges = [n for n, _, _ in book.pods if _edge(book, n)]
         for name, doc, addr in book.pods:
             if name in edges:
                 play(name, doc, addr, cms, workdir)

@@ -17,6 +17,11 @@ args, env, mounts, runAsUser, read-only root filesystems, probes):
   127.0.0.1 (``hostIP``/``hostPort`` added, containerPort unchanged);
 - images: ours are rewritten to the locally built tags (as the overlay's ``images:`` block does
   for a registry), third-party ones to the local stand-ins;
+- names: every pod, claim, ConfigMap and Secret the play creates is named ``PREFIX`` + its k3s name
+  (``mots-kp-``, one of tests/containers/run.py's PREFIXES, so cleanup and the leftover count see
+  every pod and every volume kube play makes, including those it names after a ConfigMap or
+  Secret), the references to them renamed with them; each pod keeps its k3s name as its
+  ``hostname``, which is all a container sees of its pod's name;
 - podman 4.3 quirks: a secret volume needs ``optional`` set (4.3 dereferences it), and one with
   ``optional: true`` is never mounted, even when the Secret exists (seen: the SuperLink made its
   own CA, and every SuperNode, given the README's CA, exited 305 on "certificate signature
@@ -44,6 +49,7 @@ from typing import Any
 from tests.deploy.kustomize import Resource, containers, kubectl, pod_specs
 
 NAMESPACE = "mots"
+PREFIX = "mots-kp-"
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 
 NOT_EXPRESSIBLE: list[dict[str, str]] = [
@@ -143,6 +149,15 @@ class Playbook:
     claims: list[Resource] = field(default_factory=list)
     config_maps: list[Resource] = field(default_factory=list)
     hosts: dict[str, str] = field(default_factory=dict)  # hostname -> ip
+    prefix: str = PREFIX
+
+    def name(self, k3s_name: str) -> str:
+        """The play's name of an object (pod, claim, ConfigMap, Secret) k3s names ``k3s_name``."""
+        return self.prefix + k3s_name
+
+    def k3s_name(self, name: str) -> str:
+        """The k3s name of a played object (its name without the prefix)."""
+        return name.removeprefix(self.prefix)
 
 
 def _rewrite_images(spec: dict[str, Any], images: dict[str, str]) -> None:
@@ -186,6 +201,35 @@ def _pod_local_volumes(spec: dict[str, Any], pod: str, created_secrets: frozense
             m["name"] = renamed.get(m["name"], m["name"])
 
 
+# Where a pod spec names a claim, ConfigMap or Secret: (container of the reference, its key).
+_VOLUME_REFS = (
+    ("persistentVolumeClaim", "claimName"),
+    ("configMap", "name"),
+    ("secret", "secretName"),
+)
+_ENV_REFS = ("secretKeyRef", "configMapKeyRef")
+_ENV_FROM_REFS = ("secretRef", "configMapRef")
+
+
+def _prefix_refs(spec: dict[str, Any], prefix: str) -> None:
+    """Every claim, ConfigMap and Secret the pod spec names, renamed ``prefix`` + name (the
+    objects are created under those names); the files and variables a container gets are
+    the same."""
+    for v in spec.get("volumes", []):
+        for kind, key in _VOLUME_REFS:
+            if kind in v:
+                v[kind][key] = prefix + v[kind][key]
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        for e in c.get("env", []):
+            for kind in _ENV_REFS:
+                if kind in e.get("valueFrom", {}):
+                    e["valueFrom"][kind]["name"] = prefix + e["valueFrom"][kind]["name"]
+        for e in c.get("envFrom", []):
+            for kind in _ENV_FROM_REFS:
+                if kind in e:
+                    e[kind]["name"] = prefix + e[kind]["name"]
+
+
 def _publish_on_loopback(spec: dict[str, Any], free_port: Iterator[int]) -> None:
     """podman 4.3 publishes every containerPort on the host (hostPort defaults to it, on all
     addresses): give each a free hostPort on 127.0.0.1 so pods neither clash with each other or
@@ -203,6 +247,7 @@ def _as_pod(r: Resource, name: str) -> Resource:
 
 
 def _statefulset(r: Resource) -> tuple[Resource, list[Resource]]:
+    """Pod ``NAME-0`` and its claims ``TEMPLATE-NAME-0`` (k3s names; prefixed by the caller)."""
     name = f"{r['metadata']['name']}-0"
     pod = _as_pod(r, name)
     claims = []
@@ -230,12 +275,14 @@ def playbook(
     subnet: str,
     skip: frozenset[str] = frozenset(),
     created_secrets: frozenset[str] = frozenset(),
+    prefix: str = PREFIX,
 ) -> Playbook:
     """Translate the rendered overlay; ``nodes`` maps a DaemonSet to the emulated nodes it runs on.
 
     Control-plane pods get the node ``server`` (root ``node_root/server``), edge pods their node.
     Workloads named in ``skip`` (no image here) are left out, and so are their Services' names.
-    ``created_secrets``: the Secrets the run creates (their optional volumes are mounted).
+    ``created_secrets``: the Secrets the run creates (their optional volumes are mounted), by
+    their k3s names. Every pod, claim and ConfigMap is named ``prefix`` + its k3s name.
     """
     net = ipaddress.ip_network(subnet)
     addresses = (str(a) for a in list(net.hosts())[9:])  # .10 onwards; the gateway is .1
@@ -243,6 +290,7 @@ def playbook(
     book = Playbook(
         claims=[copy.deepcopy(r) for r in resources if r["kind"] == "PersistentVolumeClaim"],
         config_maps=[copy.deepcopy(r) for r in resources if r["kind"] == "ConfigMap"],
+        prefix=prefix,
     )
     targets = service_targets(resources)
     ip_of: dict[str, str] = {}
@@ -281,12 +329,18 @@ def playbook(
     aliases: dict[str, list[str]] = {}
     for host, ip in book.hosts.items():
         aliases.setdefault(ip, []).append(host)
-    for name, doc, _ in book.pods:
+    for i, (name, doc, ip) in enumerate(book.pods):
+        doc["metadata"]["name"] = book.name(doc["metadata"]["name"])  # kube play names its pod
         for spec in pod_specs(doc):
-            _pod_local_volumes(spec, name, created_secrets)
+            _pod_local_volumes(spec, book.name(name), created_secrets)
             _rewrite_images(spec, images)
             _publish_on_loopback(spec, free_port)
+            _prefix_refs(spec, prefix)
+            spec.setdefault("hostname", name)  # what the container sees: the k3s name
             spec["hostAliases"] = [{"ip": ip, "hostnames": hs} for ip, hs in aliases.items()]
+        book.pods[i] = (book.name(name), doc, ip)
+    for obj in (*book.claims, *book.config_maps):
+        obj["metadata"]["name"] = book.name(obj["metadata"]["name"])
     return book
 
 

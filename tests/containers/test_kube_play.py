@@ -17,12 +17,13 @@ from tests.containers.conftest import require_base, require_runtime
 def test_postgres_and_redis_pods_run_as_written(tmp_path: Path) -> None:
     require_runtime()
     require_base(standins.base_image("amd64"))
-    before = podman.leftovers(["postgres", "redis", kube_play.NETWORK])
+    before = podman.leftovers([kube_play.PREFIX, kube_play.NETWORK])
     probes = kube_play.play_tier(tmp_path / f"kp-{os.getpid()}", {"postgres", "redis"})
+    p = kube_play.PREFIX
     assert probes == {
-        "postgres-0/postgres/readinessProbe": "ok",
-        "postgres-0/postgres/livenessProbe": "ok",
-        "redis-pod-0/redis/readinessProbe": "ok",
-        "redis-pod-0/redis/livenessProbe": "ok",
+        f"{p}postgres-0/postgres/readinessProbe": "ok",
+        f"{p}postgres-0/postgres/livenessProbe": "ok",
+        f"{p}redis-pod-0/redis/readinessProbe": "ok",
+        f"{p}redis-pod-0/redis/livenessProbe": "ok",
     }
-    assert podman.leftovers(["postgres", "redis", kube_play.NETWORK]) == before
+    assert podman.leftovers([kube_play.PREFIX, kube_play.NETWORK]) == before

@@ -14,6 +14,7 @@ import yaml
 
 from tests.containers.kube_translate import (
     NOT_EXPRESSIBLE,
+    PREFIX,
     kubectl_secret,
     playbook,
     secret_for_env,
@@ -46,7 +47,7 @@ def book(overlay: list[Resource]):  # type: ignore[no-untyped-def]
 
 
 def test_every_workload_becomes_pods_kube_play_runs(overlay, book) -> None:  # type: ignore[no-untyped-def]
-    names = [n for n, _, _ in book.pods]
+    names = [n.removeprefix(PREFIX) for n, _, _ in book.pods]
     assert "postgres-0" in names and "superlink-0" in names
     assert "market-pod-0" in names and "orchestration-worker-pod-0" in names
     assert {"supernode-type-1-pi-01", "supernode-type-2-pi-11", "supernode-type-3-pi-16"} <= set(
@@ -56,15 +57,17 @@ def test_every_workload_becomes_pods_kube_play_runs(overlay, book) -> None:  # t
     assert len({ip for _, _, ip in book.pods}) == len(book.pods)
     for _, _, ip in book.pods:
         assert ipaddress.ip_address(ip) in ipaddress.ip_network("10.90.0.0/24")
-    claims = {c["metadata"]["name"] for c in book.claims}
+    claims = {c["metadata"]["name"].removeprefix(PREFIX) for c in book.claims}
     assert {"state-superlink-0", "data-postgres-0", "artifacts", "federation"} <= claims
 
 
 def test_containers_are_unchanged_but_for_image_and_node_name(overlay, book) -> None:  # type: ignore[no-untyped-def]
     """Commands, args, env, mounts, securityContext and probes are the overlay's, key for key
-    (an emptyDir's mount by its pod-local name, POD-NAME)."""
+    (an emptyDir's mount by its pod-local name, POD-NAME; a ConfigMap or Secret the container's
+    environment comes from by its prefixed name)."""
     source = {r["metadata"]["name"]: r for r in overlay if pod_specs(r)}
-    for name, doc, _ in book.pods:
+    for played, doc, _ in book.pods:
+        name = played.removeprefix(PREFIX)
         owner = max((s for s in source if name == s or name.startswith(s + "-")), key=len)
         theirs = copy.deepcopy(containers(source[owner]))
         ours = copy.deepcopy(containers(doc))
@@ -72,7 +75,14 @@ def test_containers_are_unchanged_but_for_image_and_node_name(overlay, book) -> 
         for c in ours:
             for m in c.get("volumeMounts", []):
                 if m["name"] in local:
-                    m["name"] = m["name"].removeprefix(f"{name}-")
+                    m["name"] = m["name"].removeprefix(f"{played}-")
+            for e in c.get("env", []):
+                for ref in e.get("valueFrom", {}).values():
+                    if "name" in ref:
+                        ref["name"] = ref["name"].removeprefix(PREFIX)
+            for e in c.get("envFrom", []):
+                for ref in e.values():
+                    ref["name"] = ref["name"].removeprefix(PREFIX)
         assert len(ours) == len(theirs)
         for a, b in zip(ours, theirs, strict=True):
             assert a["image"].startswith("localhost/stand-in/")
@@ -93,7 +103,7 @@ def test_service_names_resolve_to_the_pod_their_selector_picks(overlay, book) ->
     targets = service_targets(overlay)
     assert targets["superlink-fleet"] == targets["superlink-control"] == "superlink"
     assert targets["market"] == "market"
-    ip = {n: i for n, _, i in book.pods}
+    ip = {n.removeprefix(PREFIX): i for n, _, i in book.pods}
     assert book.hosts["market.mots.svc.cluster.local"] == ip["market-pod-0"]
     assert book.hosts["superlink-fleet.mots.svc.cluster.local"] == ip["superlink-0"]
     assert book.hosts["postgres"] == ip["postgres-0"]
@@ -121,7 +131,7 @@ def test_a_service_selecting_no_pod_is_refused(overlay) -> None:  # type: ignore
 
 def test_each_edge_pod_has_its_own_node_disk_and_name(book) -> None:  # type: ignore[no-untyped-def]
     for name, doc, _ in book.pods:
-        if not name.startswith("supernode-"):
+        if not name.startswith(PREFIX + "supernode-"):
             continue
         node = "pi-" + name.rsplit("-", 1)[-1]
         spec = pod_specs(doc)[0]
@@ -154,7 +164,7 @@ def test_a_skipped_workload_leaves_no_pod_and_no_service_name(overlay) -> None: 
     book = playbook(
         overlay, _images(overlay), NODES, "/srv/nodes", "10.90.0.0/24", frozenset({"grafana"})
     )
-    assert not any(n.startswith("grafana") for n, _, _ in book.pods)
+    assert not any(n.startswith(PREFIX + "grafana") for n, _, _ in book.pods)
     assert "grafana" not in book.hosts and "market" in book.hosts
 
 
@@ -174,14 +184,71 @@ def test_podman_43_volume_quirks_are_translated(overlay) -> None:  # type: ignor
             for c in spec.get("initContainers", []) + spec["containers"]:
                 assert all(m["name"] in volumes for m in c.get("volumeMounts", [])), name
     assert empty and len(empty) == len(set(empty))
-    superlink = pod_specs(next(d for n, d, _ in book.pods if n == "superlink-0"))[0]
-    tls = next(
-        v for v in superlink["volumes"] if v.get("secret", {}).get("secretName") == "superlink-tls"
-    )
+    superlink = pod_specs(next(d for n, d, _ in book.pods if n == PREFIX + "superlink-0"))[0]
+    tls_name = PREFIX + "superlink-tls"
+    tls = next(v for v in superlink["volumes"] if v.get("secret", {}).get("secretName") == tls_name)
     assert tls["secret"]["optional"] is False
     uncreated = playbook(overlay, _images(overlay), NODES, "/srv/nodes", "10.90.0.0/24")
-    superlink = pod_specs(next(d for n, d, _ in uncreated.pods if n == "superlink-0"))[0]
-    tls = next(
-        v for v in superlink["volumes"] if v.get("secret", {}).get("secretName") == "superlink-tls"
-    )
+    superlink = pod_specs(next(d for n, d, _ in uncreated.pods if n == PREFIX + "superlink-0"))[0]
+    tls = next(v for v in superlink["volumes"] if v.get("secret", {}).get("secretName") == tls_name)
     assert tls["secret"]["optional"] is True  # a Secret not created stays optional, as in k8s
+
+
+def test_everything_played_is_named_with_a_cleanup_prefix(overlay, book) -> None:  # type: ignore[no-untyped-def]
+    """Every pod, claim, ConfigMap and pod-local volume the play creates, and every claim,
+    ConfigMap and Secret a pod names, carries the prefix run.py's PREFIXES clean up and count
+    (kube play also makes a volume per ConfigMap and Secret volume, named after it); each pod's
+    hostname stays its k3s name (what the container sees)."""
+    from tests.containers import kube_play
+    from tests.containers.run import PREFIXES
+
+    assert PREFIX.startswith(tuple(PREFIXES)) and kube_play.NETWORK.startswith(tuple(PREFIXES))
+    assert all(n.startswith(PREFIX) for n, _, _ in book.pods)
+    assert all(c["metadata"]["name"].startswith(PREFIX) for c in book.claims)
+    assert all(c["metadata"]["name"].startswith(PREFIX) for c in book.config_maps)
+    named = {
+        r["metadata"]["name"]
+        for r in overlay
+        if r["kind"] in ("ConfigMap", "PersistentVolumeClaim")
+    }
+    seen = set()
+    for name, doc, _ in book.pods:
+        assert doc["metadata"]["name"].startswith(PREFIX)  # a Deployment's pod: NAME-pod-0
+        for spec in pod_specs(doc):
+            assert spec["hostname"] == name.removeprefix(PREFIX)
+            for v in spec.get("volumes", []):
+                ref = (v.get("persistentVolumeClaim", {}).get("claimName")
+                       or v.get("configMap", {}).get("name") or v.get("secret", {}).get("secretName"))  # fmt: skip
+                if "emptyDir" in v:
+                    assert v["name"].startswith(name + "-")
+                elif ref is not None:
+                    assert ref.startswith(PREFIX), (name, v)
+                    seen.add(ref.removeprefix(PREFIX))
+            for c in spec["containers"]:
+                refs = [r for e in c.get("env", []) for r in e.get("valueFrom", {}).values()]
+                refs += [r for e in c.get("envFrom", []) for r in e.values()]
+                for r in refs:
+                    if "name" in r:
+                        assert r["name"].startswith(PREFIX), (name, r)
+                        seen.add(r["name"].removeprefix(PREFIX))
+    assert {
+        "superlink-tls",
+        "mots-secrets",
+        "superlink-ca",
+        "artifacts",
+        "enrolment-type-1",
+    } <= seen
+    assert (
+        seen
+        - {"superlink-tls", "mots-secrets", "superlink-ca"}
+        - {f"enrolment-type-{i}" for i in (1, 2, 3)}
+        - {"state-superlink-0", "data-postgres-0"}
+        <= named
+    )
+
+
+def test_a_pod_spec_is_unchanged_by_the_prefix_but_for_names(overlay) -> None:  # type: ignore[no-untyped-def]
+    """With an empty prefix the translation is the one before: names are its only change."""
+    plain = playbook(overlay, _images(overlay), NODES, "/srv/nodes", "10.90.0.0/24", prefix="")
+    assert "postgres-0" in [n for n, _, _ in plain.pods]
+    assert "artifacts" in {c["metadata"]["name"] for c in plain.claims}
