@@ -7,7 +7,10 @@ faults, one market round each:
   started, restored after ``CUT_S``;
 - ``superlink_restart``: the SuperLink container restarted while it trains;
 - ``market_restart``: the market API container restarted while ``BUYERS`` buyers buy the round,
-  each retrying with its one Idempotency-Key until it gets an answer.
+  each retrying with its one Idempotency-Key until it gets an answer;
+- ``after_superlink_restart``: no fault, the round after the SuperLink's restart: the federation
+  must have recovered, so this round must be **published** (the first runs found it was not: its
+  Flower run failed at once and the SuperNodes, reconnected, were sent no task).
 
 Each round must end by its rule (published, or settled by rule with the buyers refunded) within
 its deadline, and the ledger must show nothing lost (every acknowledged purchase booked, the round's
@@ -156,6 +159,16 @@ def superlink_restart(stack: rnd.Stack, code: str) -> dict[str, Any]:
     return _one_round(stack, code, "superlink-restart", inject)
 
 
+def after_superlink_restart(stack: rnd.Stack, code: str) -> dict[str, Any]:
+    """A round with no fault, once the restarted SuperLink is healthy again."""
+    compose.wait_healthy(("superlink",), 300)
+    return _one_round(stack, code, "after-superlink-restart", lambda _: {})
+
+
+# Rows that must end published, not merely by rule.
+MUST_PUBLISH = frozenset({"after_superlink_restart"})
+
+
 def market_restart(stack: rnd.Stack, code: str) -> dict[str, Any]:
     """BUYERS buyers buy while the market container restarts (collection window)."""
     buyers = [rnd.buyer(stack, code, name=f"load-{i}") for i in range(BUYERS)]
@@ -219,7 +232,7 @@ def run_faults(link: network.Netem = network.PI_WIFI) -> dict[str, Any]:
         shaped = {s: network.shape(compose.container(s), link) for s in EDGES}
         stack = rnd.Stack(cli["MOTS_MARKET_URL"], cli["MOTS_ORCHESTRATION_URL"],
                           cli["MOTS_OPERATOR_TOKEN"])  # fmt: skip
-        code = rnd.enrol(stack, {"type-1": rnd.TYPES["type-1"]}, uses=BUYERS + 5)["type-1"]
+        code = rnd.enrol(stack, {"type-1": rnd.TYPES["type-1"]}, uses=BUYERS + 6)["type-1"]
         faults = []
         for kind, go in (
             # the SuperLink's restart last: the first run found the federation did not recover
@@ -227,6 +240,7 @@ def run_faults(link: network.Netem = network.PI_WIFI) -> dict[str, Any]:
             ("edge_cut", lambda: edge_cut(stack, code, link)),
             ("market_restart", lambda: market_restart(stack, code)),
             ("superlink_restart", lambda: superlink_restart(stack, code)),
+            ("after_superlink_restart", lambda: after_superlink_restart(stack, code)),
         ):
             try:
                 faults.append(outcome(kind, stack, go()))
@@ -247,11 +261,16 @@ def _address(container: str) -> str:
 
 
 def verdict(faults: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{"failed": [...]}`` naming each fault whose round did not end by rule or whose ledger lost
-    or double-paid anything; ``{}`` when every fault held."""
+    """``{"failed": [...]}`` naming each fault whose round did not end by rule (or, for
+    MUST_PUBLISH, was not published) or whose ledger lost or double-paid anything; ``{}`` when
+    every fault held."""
     bad = [
         f["kind"]
         for f in faults
-        if f["lost"] != 0 or f["paid_twice"] != 0 or not str(f["outcome"]).startswith(rnd.TERMINAL)
+        if f["lost"] != 0
+        or f["paid_twice"] != 0
+        or not str(f["outcome"]).startswith(
+            "published" if f["kind"] in MUST_PUBLISH else rnd.TERMINAL
+        )
     ]
     return {"failed": bad} if bad else {}

@@ -132,6 +132,26 @@ class ClientAppCache:
         self.fab_hash, self.project_dir, self.app = None, None, None
 
 
+TASK_INPUT_PULL_MAX_S = 120.0
+"""Longest a task waits for its message's objects in the node's own store. Flower waits up to 2 h
+(``PULL_MAX_TIME``): a message whose objects never arrive (its run ended, or the SuperLink
+restarted, while the SuperNode pulled it) held the node's one warm worker that long, and the
+node sent no reply in any later run (found by the SuperLink restart fault round: nodes idle, the
+next run's train message "Received successfully" but never run). ``flwr-clientapp`` processes are
+killed with their task; a thread is not, so the pull is bounded instead."""
+
+
+def bound_task_input_pull(max_time: float = TASK_INPUT_PULL_MAX_S) -> None:
+    """Make ``pull_task_input`` give up after ``max_time`` s (ObjectPullError: the task fails)."""
+    import functools
+
+    from flwr.supercore.inflatable import inflatable_utils
+    from flwr.supernode.runtime import run_clientapp
+
+    pull = inflatable_utils.pull_and_inflate_object_from_tree
+    run_clientapp.pull_and_inflate_object_from_tree = functools.partial(pull, max_time=max_time)  # type: ignore[attr-defined]
+
+
 def run_clientapp_task(spec: Any, apps: ClientAppCache) -> str:
     """One ClientApp task as ``flwr-clientapp`` runs it, in this process: pull its input with the
     task's token, run the FAB's ClientApp, push the reply (an error reply when it raised) and the
@@ -522,6 +542,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     host = _option(flower_args, "--host", "127.0.0.1") or "127.0.0.1"
     port = int(_option(flower_args, "--port", str(DEFAULT_RUNTIME_PORT)) or DEFAULT_RUNTIME_PORT)
     apps = ClientAppCache()
+    bound_task_input_pull()
     executor = WarmExecutor(lambda spec: run_clientapp_task(spec, apps))
     stop = threading.Event()
     wake = threading.Event()
