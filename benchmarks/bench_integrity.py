@@ -14,7 +14,10 @@ suite (:mod:`benchmarks.integrity.federation_suite`) adds ``forged_node``, ``ide
 ``free_rider``, ``random_weights``, ``scaled_weights``, ``nan_weights``, ``label_flip``,
 ``dropout`` and issue 24's ``garbage_data_majority``, ``stale_replay``, ``noise_diluted`` and
 ``lazy_steps`` (attackers 5 of the 8 participants of a round), with nine honest nodes alone so the
-honest participant-rounds exceed 100; a suite for the market's attacks is another module in the same shape. The same is
+honest participant-rounds exceed 100; the market's attacks are the money suite
+(:mod:`benchmarks.integrity.money`), and ``revoked_participant_flower`` and
+``departed_participant_flower`` repeat its removal rows on a platform training on Flower
+(:mod:`benchmarks.integrity.flower_removals`). The same is
 printed as a table; the exit status is 1 when an attack target is missed (every attack caught
 in every try except ``label_flip``, caught in ≥ 90% of the tries whose update raised the
 validation loss beyond the verification's tolerance; honest participant-rounds flagged ≤ 1%).
@@ -32,7 +35,11 @@ from typing import Any
 
 from benchmarks.integrity.suite import SuiteResult
 
-SUITES = ("benchmarks.integrity.federation_suite", "benchmarks.integrity.money")
+SUITES = (
+    "benchmarks.integrity.federation_suite",
+    "benchmarks.integrity.money",
+    "benchmarks.integrity.flower_removals",
+)
 """Modules whose ``run(workdir, options)`` returns a :class:`SuiteResult`."""
 LABEL_FLIP_TARGET = 0.9
 HONEST_FLAGGED_TARGET = 0.01

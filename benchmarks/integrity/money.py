@@ -1,9 +1,10 @@
 """The market's suite of ``make bench-integrity`` (issue 13): money attacks on a fresh platform.
 
 :func:`run` starts the four services (:class:`mots.local.launcher.Stack`, real Redis, Celery
-workers, SQLite) and registers an honest funded population, which first plays one round at K*
+workers, SQLite) and registers an honest funded population, which plays one round at K*
 (each participant must be booked exactly its quoted reward; ``honest.flagged`` counts those that
-were not); then it runs every attack of :data:`ATTACKS` and checks the ledger. An attack is a
+were not) after the attacks of :data:`FRESH_QUOTE` and before every other attack of
+:data:`ATTACKS`; then it checks the ledger. An attack is a
 function ``(MoneyPlatform) -> Attack``; add one with :func:`attack`. Each reports how often it was tried,
 how often the platform refused or contained it, and what it was paid beyond its quote (a
 decimal string; "0" when nothing).
@@ -474,13 +475,23 @@ def honest_round(p: MoneyPlatform) -> HonestRound:
     )
 
 
+FRESH_QUOTE = ("shortchanged_participant",)
+"""Attacks that must meet the fresh platform's quote, so they run before the honest round: the
+published rounds move the quote (the error model learns), and by the end of the suite it offered
+no shortchanging state (the whole bench at 8c49d72 reported ``shortchanged_participant`` tried 0)."""
+
+
 def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
-    """An honest round at K*, every registered attack (or those named in
-    ``options["money_attacks"]``) on one fresh platform, then the ledger check."""
+    """Every attack of :data:`FRESH_QUOTE` named, an honest round at K*, every other registered
+    attack (or those named in ``options["money_attacks"]``) on one fresh platform, then the
+    ledger check."""
     names = list(options.get("money_attacks") or ATTACKS)
+    first = [n for n in names if n in FRESH_QUOTE]
     p = start(workdir)
     try:
         result = SuiteResult("money")
+        for name in first:
+            result.attacks[name] = ATTACKS[name](p).as_dict()
         honest = honest_round(p)
         result.honest_rounds, result.honest_flagged = honest.participants, honest.flagged
         result.extra["honest_round"] = {
@@ -490,7 +501,8 @@ def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
             "subsidy": _decimal_string(honest.subsidy),
         }
         for name in names:
-            result.attacks[name] = ATTACKS[name](p).as_dict()
+            if name not in first:
+                result.attacks[name] = ATTACKS[name](p).as_dict()
         result.ledger_balanced = ledger_balanced(p)
         return result
     finally:

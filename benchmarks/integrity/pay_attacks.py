@@ -230,7 +230,9 @@ def shortchanged_participant(p: MoneyPlatform) -> Attack:
     return out
 
 
-def _removal(p: MoneyPlatform, how: str) -> Attack:
+def removal_tries(p: MoneyPlatform, how: str) -> Attack:
+    """A client ``how`` (revoked or departed) while its round collects, then while it trains
+    (also the Flower-engine rows of :mod:`benchmarks.integrity.flower_removals`)."""
     out = Attack()
     for when in WHEN:
         caught, paid, record = _removal_try(p, how, when)
@@ -242,10 +244,10 @@ def _removal(p: MoneyPlatform, how: str) -> Attack:
 @attack("revoked_participant")
 def revoked_participant(p: MoneyPlatform) -> Attack:
     """A participant revoked while its round collects, then while it trains: never paid."""
-    return _removal(p, "revoked")
+    return removal_tries(p, "revoked")
 
 
 @attack("departed_participant")
 def departed_participant(p: MoneyPlatform) -> Attack:
     """A participant that leaves while its round collects, then while it trains: never paid."""
-    return _removal(p, "departed")
+    return removal_tries(p, "departed")

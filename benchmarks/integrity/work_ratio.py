@@ -10,7 +10,10 @@ process with the edge nodes' local update (:func:`train_local`, as
 first ``honest`` of each type train honestly, the others are attackers caught in round 0 and so
 never averaged) train ``rounds`` FedAvg rounds; each round each honest participant's update is
 also computed with E/2, E/4 and one of the E steps from the same model, and every ratio is
-recorded with the draws' own ratios (their spread). ``python -m benchmarks.integrity.work_ratio
+recorded with the draws' own ratios (their spread); in round 0 also each update's
+``fresh_work`` statistic (``NAME_fresh``: the norm ratio weighed by the first layer's
+top-direction share, :meth:`mots.training.anchored.References.fresh_work`, the round-0 bound of
+too_little_work). ``python -m benchmarks.integrity.work_ratio
 SEEDS [ROUNDS] [LAYOUT] [HONEST]`` prints the rows as JSON lines.
 """
 
@@ -81,6 +84,8 @@ def run_seed(
                 train_local(net, c, idx[:steps], learning_rate(cfg.lr, r))
                 w = get_weights(net)
                 row[name] = float(np.linalg.norm(flatten(w) - g)) / median
+                if refs[cfg.sizes[i]].fresh:  # round 0: the shape-weighted statistic too
+                    row[f"{name}_fresh"] = refs[cfg.sizes[i]].fresh_work(flatten(w) - g)
                 if name == "honest":
                     updates.append(w)
             rows.append(row)

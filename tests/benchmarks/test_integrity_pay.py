@@ -38,3 +38,17 @@ def test_removed_and_shortchanged_participants(platform: money.MoneyPlatform) ->
         assert a.refused_or_caught == a.tried, (name, a.details, a.extra)
         assert a.as_dict()["paid"] == "0", (name, a.extra)
     assert money.ledger_balanced(platform)
+
+
+def test_money_suite_order_still_tries_shortchanging(tmp_path: Path) -> None:
+    """``make bench-integrity`` runs the money suite as ``money.run``: the honest round, then every
+    attack in order. The whole bench at 8c49d72 (2026-11-27) reported ``shortchanged_participant``
+    tried 0 (a missed target): by then the published rounds had moved the quote to one that
+    offers no shortchanging state. The attack must meet the fresh platform's quote there too."""
+    result = money.run(
+        tmp_path, {"money_attacks": ["quote_overcharge", "shortchanged_participant"]}
+    )
+    a = result.attacks["shortchanged_participant"]
+    assert a["tried"] > 0 and a["refused_or_caught"] == a["tried"], a
+    assert a["paid"] == "0", a
+    assert result.ledger_balanced

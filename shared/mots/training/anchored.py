@@ -31,7 +31,12 @@ Checks, in order (the first failure is the verdict):
    (``benchmarks/integrity/work_ratio.py``): honest D = 50 participants holding a third of the
    average fell to 0.252 of the draws' median by round 7, D = 120 to 0.416, D = 300 to 0.604;
    with ``work_size`` = 160 the bound is 0.2516, 0.39 and 0.45 there (no margin left at D = 50
-   by round 7: longer runs need a larger ``work_size``).
+   by round 7: longer runs need a larger ``work_size``). In round 0 (``References.fresh``: the
+   model carries no participant's data, so the draws are the honest update's distribution
+   itself) the update also fails when (‖Δ_i‖ / median_t ‖Δ_t‖) × (median_t s_t / s_i) <
+   ``fresh_work_ratio``, s the first layer's top-direction share σ1/‖W‖_F: few steps give an
+   update both smaller and more one-directional. Measured in docs/training.md (22 seeds, D = 50,
+   120, 300): honest at least 0.70 (participants 0.78), E/4 of the steps at most 0.70 (D = 50).
 4. ``accuracy``: the validation accuracy of w + Δ_i (the server's validation split) below
    min_t a_t − ``accuracy_spread`` × (median_t a_t − min_t a_t) − ``accuracy_margin``, a_t the
    accuracy of w + Δ_t for the T references: the update moves the model toward other labels than
@@ -64,6 +69,7 @@ class AnchorTolerance:
     accuracy_spread: float = 0.5
     accuracy_margin: float = 0.20
     work_size: float = 160.0
+    fresh_work_ratio: float = 0.70
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class References:
     """(T,) validation accuracy of w + Δ_t for each reference (None: the accuracy check is off)."""
     size: int = 0
     """D_i, the declared data size the draws were made for (0: unknown, the floor not scaled)."""
+    fresh: bool = False
+    """True when the global model carries no participant's data yet (round 0 of a run from w0):
+    the draws are then the honest update's distribution itself, and ``fresh_work`` applies."""
 
     def work_floor(self, tol: AnchorTolerance) -> float:
         """The least work ratio ‖Δ_i‖ / median_t ‖Δ_t‖ of an honest update: ``min_work_ratio``,
@@ -109,6 +118,35 @@ class References:
             return 0.0
         inside = float(np.sum((w @ self.basis.T) ** 2))
         return max(0.0, 1.0 - inside / total)
+
+    def top_share(self, delta: Flat) -> float | None:
+        """σ1 / ‖W‖_F of the first layer's update W (None when the first layer is unknown or 0):
+        how much of it lies along one direction. Few SGD steps from w move the first layer mostly
+        along the mean gradient's direction; more steps spread it over more (measured in
+        docs/training.md: at E/4 of E = 20 steps 1.1–1.7 × the draws' median share in round 0)."""
+        if self.first_layer is None:
+            return None
+        off, rows, n = self.first_layer
+        w = delta[off : off + rows * n].reshape(rows, n)
+        total = float(np.linalg.norm(w))
+        if total <= 0.0:
+            return None
+        return float(np.linalg.norm(w, ord=2)) / total
+
+    def fresh_work(self, delta: Flat) -> float | None:
+        """The round-0 work statistic (‖Δ‖ / median_t ‖Δ_t‖) × (median_t s_t / s(Δ)), s the
+        first layer's :meth:`top_share`: fewer steps give a smaller and a more one-directional
+        update, so both factors fall. None when the first layer is unknown (the CNN)."""
+        norms = self.reference_norms()
+        s = self.top_share(delta)
+        shares = [self.top_share(d) for d in self.deltas]
+        if s is None or not norms.size or any(x is None for x in shares):
+            return None
+        median = float(np.median(norms))
+        if median <= 0.0:
+            return None
+        ref = float(np.median([x for x in shares if x is not None]))
+        return float(np.linalg.norm(delta)) / median * ref / s
 
     def reference_norms(self) -> Flat:
         """‖Δ_t‖ of each reference draw."""
@@ -180,6 +218,18 @@ def judge(
             "data, or noise added",
             stats,
         )
+    fresh = refs.fresh_work(delta) if refs.fresh and t.fresh_work_ratio > 0.0 else None
+    if fresh is not None:
+        stats["fresh_work"], stats["fresh_work_floor"] = fresh, t.fresh_work_ratio
+        if fresh < t.fresh_work_ratio:
+            return AnchoredVerdict(
+                "too_little_work",
+                f"round 0: ‖Δ‖ over the server's draws' median × their median top-direction share "
+                f"over Δ's is {fresh:.3f} (< {t.fresh_work_ratio}): a smaller and more "
+                "one-directional update than E steps on D fresh samples give, fewer steps than "
+                "asked",
+                stats,
+            )
     stats["work_floor"] = refs.work_floor(t)
     if median > 0.0 and stats["work_ratio"] < stats["work_floor"]:
         return AnchoredVerdict(

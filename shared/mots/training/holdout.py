@@ -189,4 +189,5 @@ class Holdout:
             first,
             np.asarray(accuracies, dtype=np.float64),
             size=int(size),
+            fresh=round_index == 0,
         )

@@ -24,6 +24,7 @@ from typing import Any
 import mots.training.flower_messages as fm
 from mots.training.config import TrainConfig
 from mots.training.partition import round_sample
+from mots.training.removal import REMOVED_REASON
 from mots.training.verification import VerificationPolicy
 
 VERIFIED, DROPPED, FAILED = "verified", "dropped", "failed_verification"
@@ -130,14 +131,21 @@ def participant_rows(chosen: list[Participant]) -> list[dict[str, Any]]:
 
 
 def check_share(chosen: list[Participant], policy: VerificationPolicy, when: str) -> None:
-    """Fail the run when fewer than ``min_share`` of the chosen participants remain."""
+    """Fail the run when fewer than ``min_share`` of the chosen participants still in the round
+    remain. A participant removed by the market (revoked or departed while the run trains:
+    :data:`~mots.training.removal.REMOVED_REASON`) is out of the round's K, as if it had left
+    before the close, so it leaves the denominator too; a drop-out or a failed verification
+    counts against the share (the in-process engine, which has no share check, publishes with
+    the survivors alike)."""
     active = sum(p.active for p in chosen)
-    need = max(1, math.ceil(policy.min_share * len(chosen)))
+    removed = sum(p.reason == REMOVED_REASON for p in chosen)
+    need = max(1, math.ceil(policy.min_share * (len(chosen) - removed)))
     if active < need:
         left = {p.node_id: f"{p.status}: {p.reason}" for p in chosen if not p.active}
         raise RunFailedError(
             f"{when}: {active} of {len(chosen)} participants remain, the policy needs {need} "
-            f"(min_share {policy.min_share}); left: {left}",
+            f"(min_share {policy.min_share} of the {len(chosen) - removed} not removed); "
+            f"left: {left}",
             participant_rows(chosen),
         )
 

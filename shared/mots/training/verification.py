@@ -158,6 +158,13 @@ class VerificationPolicy(BaseModel):
         description="too_little_work: below this declared D the bound is min_work_ratio × "
         "√(D / this) (own samples already fit by the model; 0: not scaled)",
     )
+    fresh_work_ratio: float = Field(
+        0.70,
+        ge=0.0,
+        description="too_little_work in round 0 (the model carries no participant's data): the "
+        "update's norm over the draws' median × the draws' median top-direction share of the "
+        "first layer over the update's, below this (0: off)",
+    )
     accuracy_spread: float = Field(
         0.5,
         ge=0.0,
@@ -343,6 +350,7 @@ def _anchored(
         policy.accuracy_spread,
         policy.accuracy_margin,
         work_size=policy.work_ratio_size,
+        fresh_work_ratio=policy.fresh_work_ratio,
     )
     failed: dict[int, tuple[str, str]] = {}
     stats: dict[int, dict[str, float]] = {}

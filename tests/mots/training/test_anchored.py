@@ -5,6 +5,7 @@ references, an honest update passes, and no verdict depends on the other updates
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -161,3 +162,28 @@ def test_verdict_does_not_depend_on_the_peers(attackers: list[str]) -> None:
     alone = verdicts(mine)
     assert alone == {1: None, 2: "off_data", 3: "accuracy"}
     assert verdicts(others + mine) == alone
+
+
+def test_fresh_round_work_counts_the_updates_shape() -> None:
+    """In round 0 (``fresh``: the model carries no participant's data) too_little_work also
+    weighs the first layer's top-direction share: an update of the draws' norm whose first layer
+    lies along one direction (as a few SGD steps from w are) fails at 0.85 of the draws' median
+    norm, which the norm bound alone (0.25 at D = 50) lets pass; a spread one passes; the same
+    one-directional update passes when the references are not fresh (later rounds keep the
+    size-aware norm bound only) or when the check is off (fresh_work_ratio = 0)."""
+    fresh = References(DRAWS, BASIS, (0, ROWS, N), size=50, fresh=True)
+    later = References(DRAWS, BASIS, (0, ROWS, N), size=50)
+    median = float(np.median(np.linalg.norm(DRAWS, axis=1)))
+    h = honest_delta(3)
+    w = h[: ROWS * N].reshape(ROWS, N)
+    u, s, vt = np.linalg.svd(w, full_matrices=False)
+    one_dir = np.concatenate([(s[0] * np.outer(u[:, 0], vt[0])).ravel(), h[ROWS * N :]])
+    one_dir *= 0.85 * median / np.linalg.norm(one_dir)
+    assert fresh.top_share(one_dir) == pytest.approx(1.0)
+    v = judge(one_dir, ZERO, fresh)
+    assert v.check == "too_little_work" and v.stats["fresh_work"] < 0.70
+    assert judge(one_dir, ZERO, later).check is None
+    assert judge(one_dir, ZERO, fresh, tol=AnchorTolerance(fresh_work_ratio=0.0)).check is None
+    ok = judge(h, ZERO, fresh)
+    assert ok.check is None and ok.stats["fresh_work"] >= 0.70
+    assert References(DRAWS, fresh=True).fresh_work(h) is None  # no first layer: norm bound only
