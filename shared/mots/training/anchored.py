@@ -89,8 +89,9 @@ class References:
     size: int = 0
     """D_i, the declared data size the draws were made for (0: unknown, the floor not scaled)."""
     fresh: bool = False
-    """True when the global model carries no participant's data yet (round 0 of a run from w0):
-    the draws are then the honest update's distribution itself, and ``fresh_work`` applies."""
+    """True when the global model carries no participant's data yet (round 0 of a run from w0)
+    and the clients' data are i.i.d. like the anchor's: the draws are then the honest update's
+    distribution itself, and ``fresh_work`` applies (under label skew they are not)."""
 
     def work_floor(self, tol: AnchorTolerance) -> float:
         """The least work ratio ‖Δ_i‖ / median_t ‖Δ_t‖ of an honest update: ``min_work_ratio``,

@@ -189,5 +189,6 @@ class Holdout:
             first,
             np.asarray(accuracies, dtype=np.float64),
             size=int(size),
-            fresh=round_index == 0,
+            # round 0 of an i.i.d. partition: the anchor's draws are an honest update's law
+            fresh=round_index == 0 and cfg.partition == "iid",
         )

@@ -48,3 +48,19 @@ def test_a_population_covering_the_training_set_still_gets_a_holdout(fashion_dir
     held = holdout_indices(ds.y_train, cfg, 1000)
     assert len(held) == 1000 == len(set(held.tolist()))
     np.testing.assert_array_equal(held, holdout_indices(ds.y_train, cfg, 1000))
+
+
+@pytest.mark.parametrize(("partition", "fresh"), [("iid", True), ("label_skew", False)])
+def test_round_zero_references_are_fresh_only_for_iid_data(
+    fashion_dir: Path, partition: str, fresh: bool
+) -> None:
+    """too_little_work's round-0 bound assumes the server's draws are an honest update's law:
+    true in round 0 of an i.i.d. partition (no participant's data in w0, data like the anchor's),
+    not under label skew, nor from round 1."""
+    ds = load_dataset("fashion-mnist", fashion_dir)
+    cfg = TrainConfig(data_dir=fashion_dir, local_steps=2, partition=partition)  # type: ignore[arg-type]
+    ho = Holdout.build(cfg, ds, 400)
+    assert ho is not None
+    w0 = get_weights(build_model("logistic", ds.input_shape, zero_init=True))
+    assert ho.anchored_references(w0, 0, 50, 1).fresh is fresh
+    assert ho.anchored_references(w0, 1, 50, 1).fresh is False
