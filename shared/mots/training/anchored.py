@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -138,16 +139,26 @@ class References:
         """The round-0 work statistic (‖Δ‖ / median_t ‖Δ_t‖) × (median_t s_t / s(Δ)), s the
         first layer's :meth:`top_share`: fewer steps give a smaller and a more one-directional
         update, so both factors fall. None when the first layer is unknown (the CNN)."""
-        norms = self.reference_norms()
         s = self.top_share(delta)
-        shares = [self.top_share(d) for d in self.deltas]
-        if s is None or not norms.size or any(x is None for x in shares):
+        ref = self._median_top_share
+        median = self._median_norm
+        if s is None or ref is None or median is None or median <= 0.0:
             return None
-        median = float(np.median(norms))
-        if median <= 0.0:
-            return None
-        ref = float(np.median([x for x in shares if x is not None]))
         return float(np.linalg.norm(delta)) / median * ref / s
+
+    @cached_property
+    def _median_top_share(self) -> float | None:
+        """median_t s_t over the draws, computed once per round and size (not per participant)."""
+        shares = [self.top_share(d) for d in self.deltas]
+        if not shares or any(x is None for x in shares):
+            return None
+        return float(np.median([x for x in shares if x is not None]))
+
+    @cached_property
+    def _median_norm(self) -> float | None:
+        """median_t ‖Δ_t‖ of the draws (None without draws), computed once."""
+        norms = self.reference_norms()
+        return float(np.median(norms)) if norms.size else None
 
     def reference_norms(self) -> Flat:
         """‖Δ_t‖ of each reference draw."""
