@@ -10,9 +10,15 @@ the four services and the training worker (as ``mots.local`` does) with a profil
   workers, and the Flower processes the trainer starts), the clients' REST calls included.
 
 A file counts when one of its functions was called inside the window; only the repository's
-files count (not the libraries'), and not this tracer. What runs in the window in the same
-process counts too (a poller, the reconciler's thread): the lists are what ran, not a reading of
-the code. Writes ``out/trace/paths.json`` (per window: the files, per process and together).
+files count (not the libraries'), and not this tracer. Each call is recorded with the name of
+the thread that made it. The path's files are those the threads serving the work called: the
+event loop, its worker threads (``to_thread``, the batchers' threads), a Celery worker's main
+thread, and any thread without a background name. A background loop (the ledger gauge's
+refresh, the reconciler, this tracer's poller) is started with a name beginning
+``background:``; what such threads called inside the window is listed apart, per process and
+thread, and is not in the path's count (a file the path also ran is in both). Writes
+``out/trace/paths.json``: per window, the path's files (together, per process, per thread) and
+the background threads' files.
 """
 
 from __future__ import annotations
@@ -51,15 +57,38 @@ def project_file(path: str) -> str | None:
     return rel
 
 
-def read_window(folder: Path, window: str) -> dict[str, list[str]]:
-    """The project files each process ran in ``window``, by the process's command line."""
-    out: dict[str, list[str]] = {}
+BACKGROUND = "background:"
+"""The thread-name prefix of a background loop (its files are listed apart from the path's)."""
+
+
+def read_window(folder: Path, window: str) -> dict[str, dict[str, list[str]]]:
+    """The project files each thread of each process ran in ``window``: process (its command
+    line and pid) → thread name → files; threads and processes that ran none left out."""
+    out: dict[str, dict[str, list[str]]] = {}
     for path in sorted(folder.glob(f"{window}.*.files")):
-        head, *files = path.read_text().splitlines()
-        mine = sorted({f for f in map(project_file, files) if f is not None})
+        head, *lines = path.read_text().splitlines()
+        threads: dict[str, set[str]] = {}
+        current: set[str] = set()
+        for line in lines:
+            if line.startswith("## "):
+                current = threads.setdefault(line.removeprefix("## "), set())
+            elif (f := project_file(line)) is not None:
+                current.add(f)
+        mine = {t: sorted(fs) for t, fs in sorted(threads.items()) if fs}
         if mine:
             out[f"{head.removeprefix('# ')} [{path.name.split('.')[1]}]"] = mine
     return out
+
+
+def split(
+    by_process: dict[str, dict[str, list[str]]], background: bool
+) -> dict[str, dict[str, list[str]]]:
+    """The background threads' part (``background``) or the path's part of a window."""
+    out = {
+        proc: {t: fs for t, fs in threads.items() if t.startswith(BACKGROUND) == background}
+        for proc, threads in by_process.items()
+    }
+    return {proc: threads for proc, threads in out.items() if threads}
 
 
 def _window(folder: Path, name: str, mark: str) -> None:
@@ -119,9 +148,23 @@ def run(trainer: str, out: Path) -> dict[str, Any]:
     }
 
 
-def _summary(by_process: dict[str, list[str]]) -> dict[str, Any]:
-    files = sorted({f for fs in by_process.values() for f in fs})
-    return {"files": len(files), "list": files, "by_process": by_process}
+def _files(by_process: dict[str, dict[str, list[str]]]) -> list[str]:
+    return sorted({f for threads in by_process.values() for fs in threads.values() for f in fs})
+
+
+def _summary(by_process: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+    path, background = split(by_process, False), split(by_process, True)
+    return {
+        "files": len(_files(path)),
+        "list": _files(path),
+        "by_process": {proc: _files({proc: threads}) for proc, threads in path.items()},
+        "by_thread": path,
+        "background": {
+            "files": len(_files(background)),
+            "list": _files(background),
+            "by_thread": background,
+        },
+    }
 
 
 def main() -> None:
@@ -137,6 +180,11 @@ def main() -> None:
         print(f"{window}: {w['files']} project files ({args.trainer} trainer)")
         for f in w["list"]:
             print(f"  {f}")
+        bg = w["background"]
+        print(f"  and, apart, background threads ran {bg['files']} files:")
+        for proc, threads in bg["by_thread"].items():
+            for thread, files in threads.items():
+                print(f"    {thread} ({proc.rsplit(' ', 1)[-1]}): {', '.join(files)}")
     print(f"round ended {result['round_state']}; wrote {args.out / 'paths.json'}")
 
 

@@ -1,10 +1,12 @@
 """Loaded by every Python process that ``benchmarks.trace_paths`` starts (this folder is first on
-their PYTHONPATH): records which source files' functions are called inside named windows.
+their PYTHONPATH): records which source files' functions each thread calls inside named windows.
 
 The driver opens a window by creating ``<name>.start`` in ``$TRACE_PATHS_DIR`` and closes it with
-``<name>.stop``; each process then writes ``<name>.<pid>.files``: its command line, then every
-source file one of whose functions was called while the window was open (a profile hook on every
-thread, ``sys.setprofile``/``threading.setprofile``).
+``<name>.stop``; each process then writes ``<name>.<pid>.files``: its command line, then for
+every thread that ran (by its name when it called) a ``## <thread name>`` line and every source
+file one of whose functions that thread called while the window was open (a profile hook on
+every thread, ``sys.setprofile``/``threading.setprofile``). The driver tells the path's threads
+from background loops by name (``background:`` prefix, set where such a thread is started).
 """
 
 from __future__ import annotations
@@ -17,14 +19,25 @@ from types import FrameType
 from typing import Any
 
 _DIR = os.environ.get("TRACE_PATHS_DIR")
-_active: dict[str, set[str]] = {}
+_active: dict[str, dict[str, set[str]]] = {}
+_current = threading.current_thread
 
 
 def _profile(frame: FrameType, event: str, _arg: Any) -> None:
     if event == "call" and _active:
         name = frame.f_code.co_filename
+        thread = _current().name
         for seen in list(_active.values()):
-            seen.add(name)
+            seen.setdefault(thread, set()).add(name)
+
+
+def _write(folder: str, window: str, seen: dict[str, set[str]]) -> None:
+    path = os.path.join(folder, f"{window}.{os.getpid()}.files")
+    with open(path, "w") as out:
+        out.write("# " + " ".join(sys.argv) + "\n")
+        for thread, files in sorted(dict(seen).items()):  # a copy: threads may still add
+            out.write(f"## {thread}\n")
+            out.write("".join(f + "\n" for f in sorted(files)))
 
 
 def _poll(folder: str) -> None:
@@ -38,17 +51,14 @@ def _poll(folder: str) -> None:
         for n in names:
             window, _, mark = n.rpartition(".")
             if mark == "start" and window not in _active and window not in done:
-                _active[window] = set()
+                _active[window] = {}
             elif mark == "stop" and window in _active:
                 seen = _active.pop(window)
                 done.add(window)
-                path = os.path.join(folder, f"{window}.{os.getpid()}.files")
-                with open(path, "w") as out:
-                    out.write("# " + " ".join(sys.argv) + "\n")
-                    out.write("\n".join(sorted(seen)) + "\n")
+                _write(folder, window, seen)
 
 
 if _DIR:
     sys.setprofile(_profile)
     threading.setprofile(_profile)
-    threading.Thread(target=_poll, args=(_DIR,), name="trace-paths", daemon=True).start()
+    threading.Thread(target=_poll, args=(_DIR,), name="background:trace-paths", daemon=True).start()

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.trace_paths import ROOT, TRACER, project_file, read_window
+from benchmarks.trace_paths import ROOT, TRACER, project_file, read_window, split
 
 
 def test_only_the_repositorys_sources_count() -> None:
@@ -22,10 +22,12 @@ def test_only_the_repositorys_sources_count() -> None:
 
 def test_a_traced_process_reports_what_ran_inside_the_window(tmp_path: Path) -> None:
     """A child with the tracer on its path writes the files whose functions ran in the window:
-    the call made inside it counts, the one made before it does not."""
+    the call made inside it counts, the one made before it does not, and a thread named as a
+    background loop is reported apart from the path."""
     code = f"""
-import glob, os, time
+import glob, os, threading, time
 from mots.economics import utility
+from mots.platform import paging
 utility.PowerUtility(scale=1.0, exponent=2.0).value(0.5)
 def wait(pattern):
     end = time.time() + 60
@@ -36,6 +38,9 @@ wait("w.start")
 time.sleep(0.3)
 from mots.platform import money
 money.to_micros(1)
+loop = threading.Thread(target=paging.encode_cursor, args=(3,), name="background:loop")
+loop.start()
+loop.join()
 open(os.path.join({str(tmp_path)!r}, "called"), "w").close()
 wait("w.*.files")
 """
@@ -50,9 +55,13 @@ wait("w.*.files")
     _wait(tmp_path / "called")
     (tmp_path / "w.stop").touch()
     assert child.wait(timeout=60) == 0
-    (files,) = read_window(tmp_path, "w").values()
-    assert "shared/mots/platform/money.py" in files
-    assert "shared/mots/economics/utility.py" not in files
+    window = read_window(tmp_path, "w")
+    ((path,),) = [t.values() for t in split(window, background=False).values()]
+    ((background,),) = [t.values() for t in split(window, background=True).values()]
+    assert "shared/mots/platform/money.py" in path
+    assert "shared/mots/economics/utility.py" not in path
+    assert "shared/mots/platform/paging.py" not in path  # a background loop's, listed apart
+    assert background == ["shared/mots/platform/paging.py"]
 
 
 def _wait(path: Path) -> None:

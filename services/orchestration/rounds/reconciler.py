@@ -129,8 +129,8 @@ class Reconciler:
                 log.warning("reconciler pass failed; next in %.1fs", interval, exc_info=True)
 
     def start(self) -> None:
-        """Run in a daemon thread."""
-        threading.Thread(target=self.run, name="reconciler", daemon=True).start()
+        """Run in a daemon thread (named ``background:``: the path tracer lists it apart)."""
+        threading.Thread(target=self.run, name="background:reconciler", daemon=True).start()
 
     def stop(self) -> None:
         """End the thread's loop."""
