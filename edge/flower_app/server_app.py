@@ -55,7 +55,7 @@ def wait_connected(grid: Grid, chosen: list[Participant], timeout: float) -> Non
 
 def run(grid: Grid, context: Context) -> dict[str, Any]:
     """Train the run's coalition on Flower's round loop; return what ``result.json`` records."""
-    from mots.training.result import ArtifactWriter
+    from mots.training.artifacts import ArtifactWriter
 
     s = setup(context.run_config)
     t0 = time.perf_counter()

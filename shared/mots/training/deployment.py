@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from mots.training import flower_messages as fm
+from mots.training.artifacts import TrainingResult
 from mots.training.config import TrainConfig
 from mots.training.external_superlink import CONNECTION, Federation
 from mots.training.federation import LocalFederation
 from mots.training.processes import free_port_block, ports_needed
 from mots.training.progress import RoundProgress
 from mots.training.removal import NodePruner
-from mots.training.result import TrainingResult
 from mots.training.settings import TrainingSettings
 from mots.training.verification import VerificationPolicy
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from mots.training.artifacts import ArtifactWriter, TrainingResult, round_metadata
 from mots.training.config import TrainConfig
 from mots.training.progress import ProgressPrinter, RoundProgress
-from mots.training.result import ArtifactWriter, TrainingResult, round_metadata
 
 if TYPE_CHECKING:
     from mots.training.external_superlink import Federation

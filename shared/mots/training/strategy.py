@@ -451,7 +451,7 @@ class VerifyingFedAvg(FedAvg):
 
     def record(self, r: int, eps: float, accuracy: float, seconds: float) -> tuple[str, str] | None:
         """Save the round's artifact (finite models only) and append its progress line."""
-        from mots.training.result import round_metadata
+        from mots.training.artifacts import round_metadata
 
         s, model, chosen = self.setup, self.model, self.chosen
         saved = None

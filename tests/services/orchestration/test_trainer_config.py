@@ -55,7 +55,7 @@ def test_a_local_federation_whose_keys_were_unregistered_is_started_afresh(
     node unable to connect, so the trainer stops the local federation after the round (the next
     round starts it with every node registered again); a run without removals keeps it."""
     import mots.training.runner as runner
-    from mots.training.result import TrainingResult
+    from mots.training.artifacts import TrainingResult
 
     class Local:
         stops = 0
