@@ -2,6 +2,11 @@
 measurement (the Bayesian posterior of :mod:`mots.economics.error_online`, and the least-squares
 refit once enough coalitions are measured), and hand out the current estimate for pricing.
 
+Measuring verifies the artifact's SHA-256 against the digest the round published, then takes its
+loss on the held-out test set (:func:`mots.training.artifacts.evaluate`). The refit:
+ε(K) = ε0 + dγ²·S/K² + σ²·(K−1)/K with S = Σ_i K_i/D_i is linear in (ε0, dγ², σ²) once K is
+known; the fit itself is the economics core's :func:`mots.economics.error_fit.fit_error_model`.
+
 Run with ``celery -A services.evaluation.worker worker -Q evaluation --pool=solo``.
 """
 
@@ -14,6 +19,7 @@ import time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from mots.economics.error_fit import fit_error_model
 from mots.economics.error_online import PARAMETERS, ErrorPosterior
 from mots.economics.scenario import ErrorModel
 from mots.platform.api.rounds import ErrorFit
@@ -34,18 +40,48 @@ from mots.platform.metrics import ERROR_MODEL, EVALUATIONS, GENERALIZATION_ERROR
 from mots.platform.transactions import in_transaction
 from mots.platform.worker import service_worker
 from services.evaluation.core.config import get_settings
-from services.evaluation.measure import test_loss
 from services.evaluation.migrations import upgrade
 from services.evaluation.models import Measurement
-from services.evaluation.refit import refit
 
 settings = get_settings()
 app = service_worker("evaluation", settings, migrate=lambda: upgrade(settings.database_url))
 sessions = make_sessionmaker(make_engine(settings.database_url))
 EVALUATIONS.inc(0)  # exported at 0 before the first evaluation
 
+Point = tuple[list[int], list[float], float]
+"""(K per type, D per type, measured test loss)."""
 
-def _published_points(session: Session) -> list[tuple[list[int], list[float], float]]:
+
+def measure(
+    artifact_path: str, sha256: str, data_dir: str | None, test_subset: int | None
+) -> tuple[float, float | None]:
+    """(test loss, accuracy) of the model artifact; refuses an artifact whose digest differs."""
+    from mots.training.artifacts import evaluate, verify
+
+    if not verify(artifact_path, sha256):
+        raise ValueError(f"artifact_sha256: {artifact_path} does not match its published digest")
+    loss, accuracy = evaluate(artifact_path, data_dir=data_dir, test_subset=test_subset)
+    return float(loss), float(accuracy)
+
+
+def refit(points: list[Point], min_points: int) -> ErrorFit | None:
+    """The least-squares fit of ε0, dγ² and σ² over all points, or None while fewer than
+    ``min_points`` distinct coalitions."""
+    distinct = {tuple(k) for k, _, _ in points}
+    if len(distinct) < min_points:
+        return None
+    sizes = points[-1][1]
+    fit = fit_error_model([(k, loss) for k, _, loss in points], sizes)
+    return ErrorFit(
+        eps0=float(fit.eps0),
+        d_gamma2=float(fit.d_gamma2),
+        sigma2=float(fit.sigma2),
+        r2=None if fit.r2 is None else float(fit.r2),
+        points=len(points),
+    )
+
+
+def _published_points(session: Session) -> list[Point]:
     rows = session.scalars(
         select(Measurement).where(Measurement.published).order_by(Measurement.round_id)
     ).all()
@@ -99,7 +135,7 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
     """Measure a round's model on the held-out test set; the measurement counts in the error
     model's fit once the round publishes (:func:`published`). A non-finite loss is refused."""
     start = time.perf_counter()
-    loss, accuracy = test_loss(
+    loss, accuracy = measure(
         request.artifact_path, request.artifact_sha256, settings.data_dir, settings.eval_test_subset
     )
     seconds = time.perf_counter() - start
