@@ -30,11 +30,10 @@ from mots.platform.worker import service_worker
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import get_settings
 from services.orchestration.products import progress_of
-from services.orchestration.removals import MarketRemovals
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.call_log import SqlCallLog
 from services.orchestration.rounds.sql_store import SqlRoundStore
-from services.orchestration.trainer import Coalition, Trainer
+from services.orchestration.trainer import Coalition, MarketRemovals, Trainer
 
 log = logging.getLogger(__name__)
 settings = get_settings()

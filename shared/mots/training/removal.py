@@ -3,7 +3,7 @@ ServerApp's side.
 
 The market removes a participant that departs (``DELETE /v1/me``) or that the operator revokes
 (``DELETE /v1/clients/{id}``); the orchestration learns of it while the round trains
-(:class:`services.orchestration.removals.MarketRemovals`) as (type i, participant j). On the
+(:class:`services.orchestration.trainer.MarketRemovals`) as (type i, participant j). On the
 deployment engine two things then follow, both from the launcher (:mod:`mots.training.deployment`,
 which alone reaches the SuperLink's Control API):
 

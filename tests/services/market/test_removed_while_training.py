@@ -21,8 +21,7 @@ from mots.platform.transactions import in_transaction
 from mots.training.progress import RoundProgress
 from services.market import node_keys, rounds
 from services.orchestration.core.config import Settings
-from services.orchestration.removals import MarketRemovals
-from services.orchestration.trainer import Coalition, Trainer
+from services.orchestration.trainer import Coalition, MarketRemovals, Trainer
 from tests.services.market.test_removed_participants import _joined_round, _remove
 
 

@@ -27,8 +27,7 @@ from mots.training.pki import fingerprint, load_node_key
 from mots.training.progress import RoundProgress
 from services.market import node_keys, rounds
 from services.orchestration.core.config import Settings
-from services.orchestration.removals import MarketRemovals
-from services.orchestration.trainer import Coalition, Trainer
+from services.orchestration.trainer import Coalition, MarketRemovals, Trainer
 from tests.services.market.test_removed_participants import _remove, joined_round
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")

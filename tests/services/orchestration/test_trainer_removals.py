@@ -4,7 +4,7 @@ per interval."""
 
 from __future__ import annotations
 
-from services.orchestration.removals import MarketRemovals
+from services.orchestration.trainer import MarketRemovals
 
 
 def test_removals_follow_the_market_keys() -> None:
