@@ -43,7 +43,7 @@ from services.orchestration.rounds.ports import (
     RoundUpdate,
     Wait,
 )
-from services.orchestration.rounds.summary import round_summary
+from services.orchestration.rounds.prometheus import round_summary
 from services.orchestration.trainer import Coalition, TrainingOutcome
 
 log = logging.getLogger(__name__)

@@ -1,15 +1,23 @@
-"""The round machine's subsidy export: the counter sums every settled round's subsidy; the gauges
-hold the latest round's subsidy, its budget and the alert share the rule file compares them by."""
+"""A round's figures: a finished round's summary carries booked money as six-place strings
+(issue 17: one money shape); the subsidy export's counter sums every settled round's subsidy, its
+gauges hold the latest round's subsidy, its budget and the alert share the rule file compares
+them by."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import SimpleNamespace
 
 from prometheus_client import REGISTRY
 
-from mots.platform.api.rounds import SettleResult
+from mots.platform.api.base import RoundState
+from mots.platform.api.rounds import RoundSummary, SettleResult
+from services.orchestration.products import RoundTerms
 from services.orchestration.rounds import prometheus
+from services.orchestration.rounds.ports import RoundRecord
+from services.orchestration.rounds.prometheus import round_summary
 
 
 def _settled(subsidy: str, budget: str) -> SimpleNamespace:
@@ -37,3 +45,58 @@ def test_subsidy_counter_and_gauges() -> None:
     assert REGISTRY.get_sample_value("mots_latest_round_subsidy") == 0.25
     assert REGISTRY.get_sample_value("mots_round_subsidy_budget") == 2.0
     assert REGISTRY.get_sample_value("mots_round_subsidy_alert_share") == 0.5
+
+
+def test_money_in_the_summary_is_a_six_place_string_and_figures_stay_floats() -> None:
+    """Price, rewards and the incentive costs leave as the ledger books them ("-0.900000", not
+    -0.9000000000000004); welfare and ε stay floats."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    terms = RoundTerms(
+        type_names=["a", "b"],
+        participants=[2, 1],
+        buyers=[0, 3],
+        price=1.0499999999999972,
+        rewards=[-0.9000000000000004, 2.25],
+        welfare=3.5,
+        epsilon=0.61,
+        incentive_cost=0.30000000000000004,
+    )
+    zero = Decimal("0.000000")
+    settlement = SettleResult(
+        round_id=1,
+        payments=Decimal("3.15"),
+        rewards_paid=Decimal("2.25"),
+        charges=Decimal("1.8"),
+        subsidy=zero,
+        surplus=Decimal("2.7"),
+        refunds=zero,
+    )
+    rnd = RoundRecord(
+        id=1,
+        state=RoundState.SETTLING,
+        created_at=now - timedelta(seconds=10),
+        state_entered_at=now - timedelta(seconds=1),
+    )
+    summary = round_summary(rnd, terms, None, settlement, True, {"open": 1.0}, now)
+    wire = json.loads(summary.model_dump_json())
+    assert wire["price"] == "1.050000"
+    assert wire["rewards"] == {"a": "-0.900000", "b": "2.250000"}
+    assert (wire["incentive_cost"], wire["incentive_cost_predicted"]) == ("0.000000", "0.300000")
+    assert wire["settlement"]["charges"] == "1.800000"
+    assert wire["welfare"] == 3.5 and isinstance(wire["epsilon_predicted"], float)
+    assert RoundSummary.model_validate(wire) == summary
+
+
+def test_a_summary_stored_with_float_money_reads_back_rounded() -> None:
+    """Rows written before money was Money (floats in the JSON column) still load."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    rnd = RoundRecord(id=2, state=RoundState.SETTLING, created_at=now, state_entered_at=now)
+    stored = json.loads(round_summary(rnd, None, None, None, False, {}, now).model_dump_json())
+    stored |= {"price": -0.9000000000000004, "rewards": {"a": 1.0499999999999972}}
+    stored["incentive_cost"] = 0.1
+    back = RoundSummary.model_validate(stored)
+    assert (back.price, back.rewards, back.incentive_cost) == (
+        Decimal("-0.900000"),
+        {"a": Decimal("1.050000")},
+        Decimal("0.100000"),
+    )
