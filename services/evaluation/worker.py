@@ -35,9 +35,8 @@ from mots.platform.contracts import (
     PublishedRound,
     RoundRef,
 )
-from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.db import in_transaction, make_engine, make_sessionmaker
 from mots.platform.metrics import ERROR_MODEL, EVALUATIONS, GENERALIZATION_ERROR
-from mots.platform.transactions import in_transaction
 from mots.platform.worker import service_worker
 from services.evaluation.core.config import get_settings
 from services.evaluation.migrations import upgrade

@@ -35,8 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from mots.platform import metrics
 from mots.platform.api.market import DecisionOut
 from mots.platform.batching import MicroBatcher
-from mots.platform.db import make_read_sessionmaker
-from mots.platform.transactions import in_transaction, in_transaction_async
+from mots.platform.db import in_transaction, in_transaction_async, make_read_sessionmaker
 from services.market import ledger
 from services.market.decisions import Declaration, all_declared, book_declarations
 from services.market.errors import Refusal, Unavailable

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.api.market import DecisionIn, DecisionOut
-from mots.platform.bulk import BatchWrite, Tally, one_of
+from mots.platform.db import BatchWrite, Tally, one_of
 from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
 from services.market.models import (
     Base,

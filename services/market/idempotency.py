@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Select, insert, select
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import one_of, one_of_select
+from mots.platform.db import one_of, one_of_select
 from services.market.errors import Conflict
 from services.market.models import Base, IdempotencyKey
 

@@ -16,7 +16,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from mots.platform.api.market import LedgerCheck
-from mots.platform.bulk import BatchWrite, insert_rows, one_of, reserve_ids
+from mots.platform.db import BatchWrite, insert_rows, one_of, reserve_ids
 from mots.platform.money import from_micros
 from services.market.models import Account, Base, Entry, LedgerTransaction
 

@@ -20,8 +20,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.api.market import NodeKeyOut
-from mots.platform.bulk import one_of
 from mots.platform.contracts import NodeKeys
+from mots.platform.db import one_of
 from mots.platform.node_proof import signed_by
 from mots.training.pki import fingerprint, public_pem_from_text
 from services.market import ledger

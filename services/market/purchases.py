@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.api.market import PurchaseOut
-from mots.platform.bulk import BatchWrite, one_of, one_of_select, reserve_ids
+from mots.platform.db import BatchWrite, one_of, one_of_select, reserve_ids
 from mots.platform.money import from_micros
 from services.market import idempotency, ledger
 from services.market.decisions import not_a_member, queue_decisions
@@ -131,7 +131,7 @@ def _callers_as(prefix: str, dialect: str) -> Any:
 
 @lru_cache(maxsize=4)
 def batch_reads(dialect: str) -> BatchReads:
-    """The statements, with list parameters (:func:`~mots.platform.bulk.one_of`), built once."""
+    """The statements, with list parameters (:func:`~mots.platform.db.one_of`), built once."""
     return BatchReads(
         callers=select(_CLIENTS.c.token_hash, _CLIENTS.c.id).where(
             or_(
@@ -423,7 +423,7 @@ def book_purchases(
 
     Statements per batch: callers' ids (for tokens not yet known), rounds, wallet locks, stored
     keys, past purchases, then (if anything is bought) ids for the new rows and one write of
-    every row (:class:`~mots.platform.bulk.BatchWrite`). Makes a missing wallet or pool shard
+    every row (:class:`~mots.platform.db.BatchWrite`). Makes a missing wallet or pool shard
     account (:mod:`services.market.purchases_pg` leaves those batches to this path). The
     caller commits.
     """

@@ -12,7 +12,7 @@ message of several statements (the simple query protocol; parameters bound by ps
    (:func:`purchases.batch_reads`), compiled for PostgreSQL and prepared here. The statements
    run one after another, each on its own snapshot, so the keys and purchases read after the
    wallet lock see any twin request that committed first.
-2. One statement writing every row (:class:`~mots.platform.bulk.BatchWrite`) and ``COMMIT``.
+2. One statement writing every row (:class:`~mots.platform.db.BatchWrite`) and ``COMMIT``.
 
 Each statement is prepared once per connection (``PREPARE``; ``EXECUTE`` in the exchanges), so
 PostgreSQL plans it once. psycopg's pipeline mode would also take two round trips, but it sends
@@ -39,7 +39,7 @@ from psycopg.pq import TransactionStatus
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.engine import make_url
 
-from mots.platform.bulk import BatchWrite
+from mots.platform.db import BatchWrite
 from services.market.models import (
     LedgerTransaction,
     Purchase,
@@ -64,7 +64,7 @@ _IDS = (
     "SELECT nextval(s.t), nextval(s.p) FROM s, generate_series(1, $1::INTEGER)"
 )
 """Fresh ids for the batch's ledger transactions and purchases (the session path's
-:func:`~mots.platform.bulk.reserve_ids`, both sequences in one statement)."""
+:func:`~mots.platform.db.reserve_ids`, both sequences in one statement)."""
 
 
 def prepared(name: str, statement: Any) -> tuple[str, list[str]]:

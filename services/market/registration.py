@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mots.platform.bulk import BatchWrite, reserve_ids
+from mots.platform.db import BatchWrite, reserve_ids
 from services.market import enrolment as enrolments
 from services.market import ledger
 from services.market.auth import hash_token

@@ -38,7 +38,6 @@ from sqlalchemy.orm import Session
 from mots.economics.capture import capture
 from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.api.rounds import SettleResult
-from mots.platform.bulk import BatchWrite, one_of
 from mots.platform.contracts import (
     DeclarationProgress,
     OpenRoundPayload,
@@ -47,6 +46,7 @@ from mots.platform.contracts import (
     RoundDecisions,
     SettlePayload,
 )
+from mots.platform.db import BatchWrite, one_of
 from mots.platform.money import from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
 from services.market import ledger

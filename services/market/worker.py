@@ -25,8 +25,7 @@ from mots.platform.contracts import (
     RoundRef,
     SettlePayload,
 )
-from mots.platform.db import make_engine, make_read_sessionmaker, make_sessionmaker
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction, make_engine, make_read_sessionmaker, make_sessionmaker
 from mots.platform.worker import service_worker
 from services.market import node_keys, rounds
 from services.market.core.config import get_settings

@@ -30,7 +30,7 @@ from mots.client import MarketClient, MarketError
 from mots.platform.api.base import Strategy
 from mots.platform.api.market import ClientRegistration
 from mots.platform.contracts import OpenRoundPayload
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import rounds
 from services.market.core.config import Settings
 from services.market.main import create_app

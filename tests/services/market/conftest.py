@@ -13,7 +13,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from mots.platform.contracts import OpenRoundPayload
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import rounds
 from services.market.core.config import Settings
 from services.market.main import create_app

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from mots.platform.contracts import SettlePayload
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import rounds
 from services.market.core.config import Settings
 from services.market.main import create_app

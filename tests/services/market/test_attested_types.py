@@ -15,7 +15,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import rounds
 from services.market.models import Enrolment
 from tests.services.market.conftest import OPERATOR

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from mots.platform.contracts import OpenRoundPayload, SettlePayload
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import rounds
 from tests.services.market.conftest import OPERATOR, open_round_payload
 

@@ -12,8 +12,7 @@ import httpx
 import pytest
 
 from mots.local.launcher import Stack
-from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction, make_engine, make_sessionmaker
 from services.market import rounds
 from tests.services.conftest import _create_pg_database, _drop_pg_database
 from tests.services.market.conftest import OPERATOR, open_round_payload

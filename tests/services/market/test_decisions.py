@@ -16,8 +16,7 @@ from sqlalchemy import func, select, text
 
 from mots.platform.api.base import Strategy
 from mots.platform.api.market import DecisionOut
-from mots.platform.db import make_engine, make_read_sessionmaker
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction, make_engine, make_read_sessionmaker
 from services.market import rounds
 from services.market.api.errors import status_of
 from services.market.booking import decision_batcher

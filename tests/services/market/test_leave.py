@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import rounds
 from services.market.models import MarketRound
 

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market.models import MarketRound
 from tests.services.market.conftest import OPERATOR
 

@@ -21,9 +21,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform import metrics
 from mots.platform.api.market import PurchaseOut
-from mots.platform.db import make_engine, make_sessionmaker
+from mots.platform.db import in_transaction, make_engine, make_sessionmaker
 from mots.platform.money import from_micros, to_micros
-from mots.platform.transactions import in_transaction
 from services.market import ledger, migrations, rounds
 from services.market.api.errors import as_http, status_of
 from services.market.auth import hash_token

@@ -10,8 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction, make_engine, make_sessionmaker
 from services.market import enrolment as enrolments
 from services.market import migrations, rounds
 from services.market.auth import hash_token

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from mots.platform.contracts import SettlePayload
+from mots.platform.db import in_transaction
 from mots.platform.money import from_micros
-from mots.platform.transactions import in_transaction
 from mots.training.pki import make_node_key
 from services.market import ledger, node_keys, rounds
 from services.market.models import Account

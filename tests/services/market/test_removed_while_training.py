@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from mots.training.progress import RoundProgress
 from services.market import node_keys, rounds
 from services.orchestration.core.config import Settings

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from mots.training.control import ControlClient
 from mots.training.federation import LocalFederation, free_port_block, ports_needed
 from mots.training.pki import fingerprint, load_node_key

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from mots.platform.api.base import Strategy
 from mots.platform.api.rounds import SettleResult
 from mots.platform.contracts import SettlePayload
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import ledger, rounds
 from services.market.decisions import Declaration, book_declarations
 from services.market.models import Account, Decision, Entry, LedgerTransaction, Purchase

@@ -14,8 +14,7 @@ from sqlalchemy import func, select
 from benchmarks.bench_scale import enrolment_codes, register, registration_request, respond
 from benchmarks.raw_http import exchange
 from mots.local.launcher import Stack
-from mots.platform.db import make_engine, make_sessionmaker
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction, make_engine, make_sessionmaker
 from services.market import ledger, rounds
 from services.market.decisions import all_declared, declared
 from services.market.models import Account, Client, Decision, Enrolment, Purchase

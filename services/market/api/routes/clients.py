@@ -23,11 +23,11 @@ from mots.platform.api.market import (
     NodeKeyOut,
     RegisteredClient,
 )
+from mots.platform.db import in_transaction
 from mots.platform.deps import Credentials, client_claim, is_operator, unauthorized
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.problems import problem
-from mots.platform.transactions import in_transaction
 from services.market import enrolment as enrolments
 from services.market import ledger, node_keys, rate_limits
 from services.market.api.deps import (

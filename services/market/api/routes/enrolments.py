@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MAX_ID
 from mots.platform.api.market import EnrolmentIn, EnrolmentIssued, EnrolmentOut
+from mots.platform.db import in_transaction
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
-from mots.platform.transactions import in_transaction
 from services.market import enrolment
 from services.market.api.deps import OperatorDep, SessionFactoryDep, SettingsDep
 from services.market.errors import NotFound

@@ -9,10 +9,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.api.market import BalanceOut, DepositIn, DepositOut, EntryOut, LedgerCheck
+from mots.platform.db import in_transaction
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.problems import problem
-from mots.platform.transactions import in_transaction
 from services.market import ledger
 from services.market.api.deps import (
     IdempotencyKeyHeader,

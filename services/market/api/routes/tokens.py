@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MAX_ID
 from mots.platform.api.market import TokenOut
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market.api.deps import (
     AnyClient,
     OperatorDep,

@@ -20,8 +20,7 @@ from sqlalchemy import (
     select,
 )
 
-from mots.platform.bulk import BatchWrite, add_to_column, insert_rows, reserve_ids
-from mots.platform.db import make_engine
+from mots.platform.db import BatchWrite, add_to_column, insert_rows, make_engine, reserve_ids
 from tests.services.conftest import _create_pg_database, _drop_pg_database, _listening
 
 METADATA = MetaData()
