@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -44,12 +45,50 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _exit)
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
+def _ephemeral_low() -> int:
+    """The low end of the kernel's ephemeral port range (what bind(0) and outgoing connections
+    take), 32768 where /proc does not say."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:``port`` now (probed as servers bind: SO_REUSEADDR)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+_handed_out: set[int] = set()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now that this process has not handed out before.
+
+    Picked at random just below the kernel's ephemeral range, where no outgoing connection can
+    take it between the pick and the server's bind, and above the blocks that federations scan
+    up from 9600 (:func:`mots.training.processes.free_port_block`); two services of one stack
+    never get the same port, even before the first has bound it. Where the ephemeral range
+    leaves no room below it, the kernel's choice (bind to port 0), still never handed out twice.
+    """
+    low = _ephemeral_low()
+    for _ in range(500):
+        if low >= 12768:
+            port = random.randrange(low - 2768, low)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+        if port not in _handed_out and _bindable(port):
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no free TCP port on 127.0.0.1 after 500 tries")
 
 
 def listening(port: int) -> bool:
@@ -116,12 +155,23 @@ class RedisServer:
         self.start()
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, service: str | None = None) -> bool:
+    """``url`` answers 200 (and, for a service's ``/healthz``, as ``service``: a port that another
+    process serves is an error, not a ready service)."""
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
-            return bool(response.status == 200)
+            body = response.read()
+            if response.status != 200:
+                return False
     except OSError:
         return False
+    if service is not None:
+        with contextlib.suppress(ValueError):
+            answered = json.loads(body).get("service")
+            if answered != service:
+                raise RuntimeError(f"{url} answers as {answered!r}, not {service!r}: another "
+                                   "process serves that port")  # fmt: skip
+    return True
 
 
 @dataclass
@@ -298,7 +348,8 @@ class Stack:
                     raise RuntimeError(
                         f"{p.name} exited with {p.popen.returncode}:\n{self.tail(p.name)}"
                     )
-                if _answers(p.ready_url):
+                api = p.name.removesuffix("-api") if p.name.endswith("-api") else None
+                if _answers(p.ready_url, api):
                     pending.remove(p)
             if pending and time.monotonic() > deadline:
                 names = ", ".join(p.name for p in pending)

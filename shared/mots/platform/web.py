@@ -43,18 +43,20 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 class Health(BaseModel):
-    """The liveness probe's answer."""
+    """The liveness probe's answer, naming the service that gives it (a launcher checks that the
+    port it picked is served by the service it started there, not by another)."""
 
     status: Literal["ok"] = Field(..., examples=["ok"])
+    service: str = Field(..., examples=["market"], description="The service answering.")
 
 
-def install_healthz(app: FastAPI) -> None:
+def install_healthz(app: FastAPI, service: str) -> None:
     """Add ``GET /healthz``, the liveness probe of Docker's HEALTHCHECK and k8s' probes."""
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> Health:
         """Liveness probe (async: answered on the event loop, no thread hop)."""
-        return Health(status="ok")
+        return Health(status="ok", service=service)
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -124,6 +126,6 @@ def service_app(
     # MOTS_METRICS_PORT set: /metrics on that port only (Prometheus may reach it, the API's
     # clients may not: k3s NetworkPolicy, compose); unset (0): on the API's own port.
     install_http_metrics(app, service, route=not settings.metrics_port, declare=False)
-    install_healthz(app)
+    install_healthz(app, service)
     install_openapi(app)
     return app

@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_healthz_answers_ok_and_is_documented() -> None:
     app = FastAPI()
-    install_healthz(app)
+    install_healthz(app, "demo")
     with TestClient(app) as client:
         response = client.get("/healthz")
         assert response.status_code == 200
-        assert response.json() == {"status": "ok"}
+        assert response.json() == {"status": "ok", "service": "demo"}
         assert "/healthz" in client.get("/openapi.json").json()["paths"]
 
 
@@ -57,7 +57,7 @@ def test_service_app_has_every_common_part() -> None:
     assert list(app.openapi()["paths"]) == ["/v1/a", "/v1/b", "/healthz"]  # service's first
     with TestClient(app) as client:
         assert client.get("/v1/b").json() == {"path": "/v1/b"}
-        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/healthz").json() == {"status": "ok", "service": "demo"}
         metrics = client.get("/metrics").text
         assert 'service="demo"' in metrics and "/v1/b" in metrics
 
@@ -153,7 +153,7 @@ def test_uvicorn_serves_a_service_through_its_factory(tmp_path: Path) -> None:
                 assert proc.poll() is None, (tmp_path / "uvicorn.log").read_text()
                 assert time.monotonic() < deadline, "uvicorn did not answer within 60 s"
                 time.sleep(0.2)
-        assert health.json() == {"status": "ok"}
+        assert health.json() == {"status": "ok", "service": "pricing"}
         openapi = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5).json()
         assert openapi["info"]["title"] == "MoTS pricing"
         assert "/v1/quote" in openapi["paths"]
