@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from mots.platform.db import BatchWrite, reserve_ids
@@ -102,6 +102,36 @@ def check_types(session: Session, clients: Sequence[NewClient], max_types: int) 
         )
 
 
+def _queue_deposits(
+    writes: BatchWrite,
+    conn: Connection,
+    client_ids: Sequence[int],
+    wallet_ids: Sequence[int],
+    external: int,
+    deposit_micros: int,
+    now: datetime,
+) -> None:
+    """Queue one deposit transaction per new client: ``deposit_micros`` from ``external`` into
+    its wallet (the wallets' balances are inserted already holding it), double-entry."""
+    txn_ids = reserve_ids(conn, _TRANSACTIONS, len(client_ids))
+    writes.insert(
+        _TRANSACTIONS,
+        [
+            {"id": t, "kind": "deposit", "round_id": None, "client_id": i, "created_at": now}
+            for t, i in zip(txn_ids, client_ids, strict=True)
+        ],
+    )
+    writes.insert(
+        _ENTRIES,
+        [
+            {"transaction_id": t, "account_id": acc, "amount_micros": amount}
+            for t, w in zip(txn_ids, wallet_ids, strict=True)
+            for acc, amount in ((external, -deposit_micros), (w, deposit_micros))
+        ],
+    )
+    writes.add(_ACCOUNTS, "id", "balance_micros", {external: -deposit_micros * len(client_ids)})
+
+
 def register_clients(
     session: Session,
     clients: Sequence[NewClient],
@@ -161,23 +191,7 @@ def register_clients(
         ],
     )
     if deposit_micros:
-        txn_ids = reserve_ids(conn, _TRANSACTIONS, n)
-        writes.insert(
-            _TRANSACTIONS,
-            [
-                {"id": t, "kind": "deposit", "round_id": None, "client_id": i, "created_at": now}
-                for t, i in zip(txn_ids, client_ids, strict=True)
-            ],
-        )
-        writes.insert(
-            _ENTRIES,
-            [
-                {"transaction_id": t, "account_id": acc, "amount_micros": amount}
-                for t, w in zip(txn_ids, wallet_ids, strict=True)
-                for acc, amount in ((external, -deposit_micros), (w, deposit_micros))
-            ],
-        )
-        writes.add(_ACCOUNTS, "id", "balance_micros", {external: -deposit_micros * n})
+        _queue_deposits(writes, conn, client_ids, wallet_ids, external, deposit_micros, now)
     writes.flush(conn)
     return [
         Registered(i, c, t, expires)

@@ -22,7 +22,7 @@ import httpx
 from mots.cli.progress import round_bar
 from mots.client import MarketClient, ModelIntegrityError
 from mots.economics.utility import PowerUtility
-from mots.local.agents import act, choose, register_population, wait_for_quote
+from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
 from mots.local.keys import process_secrets
 from mots.local.launcher import (
     PROMETHEUS_BINARY,
@@ -164,6 +164,78 @@ def print_verification(summary: dict[str, Any]) -> None:
         print(f"    client {client:>4}  {status:<20} {paid}")
 
 
+def _download_as_buyer(
+    market: MarketClient, agents: list[Agent], choices: dict[int, Strategy], round_id: int,
+    out_dir: Path, summary: dict[str, Any],
+) -> None:  # fmt: skip
+    """A buyer downloads the published model; whether its sha256 verified goes in ``summary``."""
+    buyer = next((a for a in agents if choices[a.id] is Strategy.BUY), None)
+    if buyer is None:
+        return
+    try:
+        got = market.with_token(buyer.token).download_model(
+            round_id, out_dir / f"model-round-{round_id}.pt"
+        )
+        ok, size = True, got.size
+    except ModelIntegrityError:
+        ok, size = False, 0
+    summary["buyer_download_verified"] = ok
+    print(f"a buyer downloaded the model ({size} bytes), sha256 verified: {ok}")
+
+
+def _check_ledger(
+    market: MarketClient, operator_token: str, prometheus: str | None, summary: dict[str, Any]
+) -> None:
+    """The ledger's balance check and, where Prometheus runs, the welfare it scraped."""
+    check = market.with_token(operator_token).ledger_check()
+    summary["ledger"] = check.model_dump(mode="json")
+    print(
+        f"ledger: {check.transactions} transactions, total {check.total}, "
+        f"unbalanced {check.unbalanced_transactions}"
+    )
+    if prometheus is not None:
+        time.sleep(2.5)
+        q = httpx.get(f"{prometheus}/api/v1/query", params={"query": "mots_social_welfare"}).json()
+        summary["prometheus_social_welfare"] = [s["value"][1] for s in q["data"]["result"]]
+
+
+def _one_round(
+    stack: Stack, out_dir: Path, trainer: str, train_rounds: int, timeout_s: float,
+    prometheus: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Register the demo's clients, run one round to its end, check it; its summary."""
+    market = MarketClient(stack.url("market"), timeout_s=60)
+    operator_token = process_secrets().operator_token
+    operator = {"Authorization": f"Bearer {operator_token}"}
+    orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=operator)
+    try:
+        agents = register_population(market, DEMO_TYPES, operator_token)
+        print(f"registered {len(agents)} clients and funded their wallets", flush=True)
+        r = orchestration.post("/v1/rounds", headers=operator)
+        r.raise_for_status()
+        round_id = r.json()["round_id"]
+        quote = wait_for_quote(market, agents[0], round_id)
+        print(
+            f"quote: price {quote.price}, rewards "
+            + ", ".join(f"{t.type_name} {t.reward}" for t in quote.types),
+            flush=True,
+        )
+        choices = choose(agents, quote, PowerUtility.model_validate(DEMO_UTILITY))
+        act(market, agents, round_id, choices)
+        print("every client declared; training the chosen participants with Flower ...", flush=True)
+        with round_bar("FedAvg", total=train_rounds) as fedavg:
+            body = wait_round(orchestration, round_id, timeout_s, on_fedavg=fedavg)
+        summary: dict[str, Any] = body["summary"]
+        summary["trainer"] = trainer  # what the printout may claim about the federation
+        if body["state"] == "published":
+            _download_as_buyer(market, agents, choices, round_id, out_dir, summary)
+        _check_ledger(market, operator_token, prometheus, summary)
+        return summary
+    finally:
+        market.close()
+        orchestration.close()
+
+
 def run_demo(
     out_dir: Path = Path("out/demo"),
     n_nodes: int = 20,
@@ -192,9 +264,8 @@ def run_demo(
     try:
         print(
             "starting the market, pricing, orchestration and evaluation services as child "
-            "processes (logs in {}); they stop when the demo ends, Ctrl-C stops them all ...".format(
-                workdir / "logs"
-            ),
+            f"processes (logs in {workdir / 'logs'}); they stop when the demo ends, Ctrl-C stops "
+            "them all ...",
             flush=True,
         )
         stack.start(timeout_s=180)
@@ -202,58 +273,10 @@ def run_demo(
         if Path(PROMETHEUS_BINARY).exists():
             prometheus = stack.start_prometheus(interval="1s")
             print(f"Prometheus scraping every service at {prometheus}", flush=True)
-        market = MarketClient(stack.url("market"), timeout_s=60)
-        operator_token = process_secrets().operator_token
-        operator = {"Authorization": f"Bearer {operator_token}"}
-        orchestration = httpx.Client(
-            base_url=stack.url("orchestration"), timeout=60, headers=operator
-        )
-        agents = register_population(market, DEMO_TYPES, operator_token)
-        print(f"registered {len(agents)} clients and funded their wallets", flush=True)
-        r = orchestration.post("/v1/rounds", headers=operator)
-        r.raise_for_status()
-        round_id = r.json()["round_id"]
-        quote = wait_for_quote(market, agents[0], round_id)
-        print(
-            f"quote: price {quote.price}, rewards "
-            + ", ".join(f"{t.type_name} {t.reward}" for t in quote.types),
-            flush=True,
-        )
-        choices = choose(agents, quote, PowerUtility.model_validate(DEMO_UTILITY))
-        act(market, agents, round_id, choices)
-        print("every client declared; training the chosen participants with Flower ...", flush=True)
-        with round_bar("FedAvg", total=train_rounds) as fedavg:
-            body = wait_round(orchestration, round_id, timeout_s, on_fedavg=fedavg)
-        summary: dict[str, Any] = body["summary"]
-        summary["trainer"] = trainer  # what the printout may claim about the federation
-        buyer = next((a for a in agents if choices[a.id] is Strategy.BUY), None)
-        if buyer is not None and body["state"] == "published":
-            try:
-                got = market.with_token(buyer.token).download_model(
-                    round_id, out_dir / f"model-round-{round_id}.pt"
-                )
-                ok, size = True, got.size
-            except ModelIntegrityError:
-                ok, size = False, 0
-            summary["buyer_download_verified"] = ok
-            print(f"a buyer downloaded the model ({size} bytes), sha256 verified: {ok}")
-        check = market.with_token(operator_token).ledger_check()
-        summary["ledger"] = check.model_dump(mode="json")
-        print(
-            f"ledger: {check.transactions} transactions, total {check.total}, "
-            f"unbalanced {check.unbalanced_transactions}"
-        )
-        if prometheus is not None:
-            time.sleep(2.5)
-            q = httpx.get(
-                f"{prometheus}/api/v1/query", params={"query": "mots_social_welfare"}
-            ).json()
-            summary["prometheus_social_welfare"] = [s["value"][1] for s in q["data"]["result"]]
+        summary = _one_round(stack, out_dir, trainer, train_rounds, timeout_s, prometheus)
         print_summary(summary)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         print(f"\nwrote {out_dir / 'summary.json'}")
-        market.close()
-        orchestration.close()
         return summary
     finally:
         print("stopping every process ...", flush=True)

@@ -152,6 +152,60 @@ def _worker_run(item: tuple[dict[str, Any], int, list[int]]) -> dict[str, Any]:
     return _train_point(config, seed, k, _WORKER["dataset"])
 
 
+def _cached(cache: Path, key: str) -> Measurement | None:
+    """The measurement stored in ``cache`` when it was made with this configuration ``key``."""
+    if not cache.exists():
+        return None
+    data = json.loads(cache.read_text())
+    if data.get("config", {}).get("key") != key:
+        return None
+    return Measurement(
+        data["setting"],
+        data["config"],
+        data["sizes"],
+        data["points"],
+        data["fit"],
+        data["seconds"],
+        cached=True,
+    )
+
+
+def _resumed(partial: Path) -> dict[tuple[int, tuple[int, ...]], dict[str, Any]]:
+    """The runs an interrupted measurement finished, by (seed, coalition), from its journal."""
+    done: dict[tuple[int, tuple[int, ...]], dict[str, Any]] = {}
+    if partial.exists():
+        for line in partial.read_text().splitlines():
+            p = json.loads(line)
+            done[(int(p["seed"]), tuple(p["participants"]))] = p
+    return done
+
+
+def _train_points(
+    config: dict[str, Any],
+    todo: list[tuple[int, list[int]]],
+    data_dir: Path,
+    workers: int,
+    record: Callable[[dict[str, Any]], None],
+) -> None:
+    """Train each (seed, coalition) of ``todo``, in this process or ``workers`` spawned ones,
+    handing every finished run to ``record``."""
+    if todo and workers == 1:
+        from mots.training.datasets import load_dataset
+
+        dataset = load_dataset(config["dataset"], data_dir)
+        for s, k in todo:
+            record(_train_point(config, s, k, dataset))
+    elif todo:
+        import multiprocessing as mp
+        import os
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        ctx = mp.get_context("spawn")  # no fork after torch has started its threads
+        with ctx.Pool(workers, _worker_init, (config["dataset"], str(data_dir), threads)) as pool:
+            for p in pool.imap(_worker_run, [(config, s, k) for s, k in todo]):
+                record(p)
+
+
 def measure_setting(
     setting: Setting,
     profile: Profile,
@@ -180,26 +234,13 @@ def measure_setting(
     key = config_key(config, seeds, coalitions)
     cache = out_dir / "measured" / f"{setting.key}-{profile.name}-{key}.json"
     partial = cache.with_suffix(".partial.jsonl")
-    if reuse and cache.exists():
-        data = json.loads(cache.read_text())
-        if data.get("config", {}).get("key") == key:
-            return Measurement(
-                data["setting"],
-                data["config"],
-                data["sizes"],
-                data["points"],
-                data["fit"],
-                data["seconds"],
-                cached=True,
-            )
+    cached = _cached(cache, key) if reuse else None
+    if cached is not None:
+        return cached
     cache.parent.mkdir(parents=True, exist_ok=True)
     wanted = [(seed, list(k)) for seed in seeds for k in coalitions]
-    done: dict[tuple[int, tuple[int, ...]], dict[str, Any]] = {}
-    if reuse and partial.exists():
-        for line in partial.read_text().splitlines():
-            p = json.loads(line)
-            done[(int(p["seed"]), tuple(p["participants"]))] = p
-    else:
+    done = _resumed(partial) if reuse else {}
+    if not done:
         partial.write_text("")
     resumed = sum((s, tuple(k)) in done for s, k in wanted)
     todo = [(s, k) for s, k in wanted if (s, tuple(k)) not in done]
@@ -215,21 +256,7 @@ def measure_setting(
                 f"ε={p['epsilon']:.4f} ({p['seconds']:.1f} s)"
             )
 
-    if todo and workers == 1:
-        from mots.training.datasets import load_dataset
-
-        dataset = load_dataset(config["dataset"], data_dir)
-        for s, k in todo:
-            record(_train_point(config, s, k, dataset))
-    elif todo:
-        import multiprocessing as mp
-        import os
-
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        ctx = mp.get_context("spawn")  # no fork after torch has started its threads
-        with ctx.Pool(workers, _worker_init, (config["dataset"], str(data_dir), threads)) as pool:
-            for p in pool.imap(_worker_run, [(config, s, k) for s, k in todo]):
-                record(p)
+    _train_points(config, todo, data_dir, workers, record)
     points = [done[(s, tuple(k))] for s, k in wanted]
     fit = fit_points(points, list(setting.sizes))
     m = Measurement(
