@@ -19,12 +19,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch.nn import functional as F
 
+from mots.training.artifacts import ArtifactWriter, TrainingResult, round_metadata
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, load_dataset, to_float
 from mots.training.fedavg import RoundAggregate, learning_rate
@@ -37,6 +39,7 @@ from mots.training.partition import (
     round_sample,
     shard_indices,
 )
+from mots.training.progress import RoundProgress
 
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
@@ -61,6 +64,8 @@ class RoundOutcome:
 
 RoundCallback = Callable[[RoundOutcome], None]
 RemovedCheck = Callable[[int], Collection[int]]
+Removed = Callable[[], Collection[tuple[int, int]]]
+"""The participants (type i, index j) removed from the round so far (revoked or departed)."""
 """Asked before round r: the participants (coalition order) removed from the round by then."""
 
 
@@ -290,3 +295,87 @@ def run_inprocess(
         if use_vec:
             return _vectorised_rounds(fed, config, on_round, removed)
         return _loop_rounds(fed, config, on_round, removed)
+
+
+class _Removals:
+    """Asks ``removed`` before each in-process round, maps (i, j) to the coalition's order and
+    remembers the round each one left in (issue 24: their updates are not averaged)."""
+
+    def __init__(self, participants: tuple[int, ...], config: TrainConfig, removed: Removed):
+        self.ids = coalition_ids(participants, config.type_counts)
+        self.removed = removed
+        self.left: dict[tuple[int, int], int] = {}
+
+    def __call__(self, r: int) -> list[int]:
+        for ij in self.removed():
+            self.left.setdefault(ij, r)
+        return [k for k, ij in enumerate(self.ids) if ij in self.left]
+
+    def status(self) -> list[dict[str, object]]:
+        """Each participant's record: verified, or dropped in the round it was removed in."""
+        return [
+            {"type_index": i, "client_index": j, "status": "verified", "reason": ""}
+            if (i, j) not in self.left
+            else {
+                "type_index": i,
+                "client_index": j,
+                "status": "dropped",
+                "left_in_round": self.left[(i, j)],
+                "reason": "removed (revoked or departed) while training",
+            }
+            for i, j in self.ids
+        ]
+
+
+def train_inprocess(
+    participants: tuple[int, ...],
+    config: TrainConfig,
+    report: Callable[[RoundProgress], None] | None,
+    artifact_dir: Path | None,
+    removed: Removed | None = None,
+) -> TrainingResult:
+    """Train coalition K in this process (:func:`run_inprocess`), save every round's model as an
+    artifact under ``artifact_dir`` (if given), report each round to ``report``, and leave out
+    from their round on the participants ``removed`` names: the in-process engine's result, as
+    :func:`mots.training.deployment.train_on_federation` is the deployment engine's."""
+    ds = load_dataset(config.dataset, config.data_dir)
+    writer = ArtifactWriter(artifact_dir) if artifact_dir is not None else None
+    last: list[tuple[Path, str]] = []
+
+    def on_round(o: RoundOutcome) -> None:
+        if writer is not None:
+            meta = round_metadata(
+                config, participants, o.round, o.epsilon, o.accuracy, ds.input_shape, "inprocess"
+            )
+            last[:] = [writer.write(o.names, o.weights, meta)]
+        if report is not None:
+            report(
+                RoundProgress(
+                    o.round, config.rounds, o.clients_done, sum(participants), o.epsilon, o.seconds
+                )
+            )
+
+    start = time.perf_counter()
+    gone = _Removals(participants, config, removed) if removed is not None else None
+    outcomes = run_inprocess(participants, config, on_round=on_round, dataset=ds, removed=gone)
+    path, digest = last[0] if last else (None, None)
+    completed = list(participants)
+    for i, _ in gone.left if gone is not None else ():
+        completed[i] -= 1
+    return TrainingResult(
+        epsilon=outcomes[-1].epsilon,
+        losses=[o.epsilon for o in outcomes],
+        round_seconds=[o.seconds for o in outcomes],
+        artifact_path=path,
+        artifact_sha256=digest,
+        metadata={
+            "engine": "inprocess",
+            "participants": list(participants),
+            "completed_participants": completed,
+            **({"participant_status": gone.status()} if gone is not None and gone.left else {}),
+            "accuracy": outcomes[-1].accuracy,
+            "seconds": time.perf_counter() - start,
+            "config": config.model_dump(mode="json"),
+        },
+        accuracy=outcomes[-1].accuracy,
+    )
