@@ -1,25 +1,38 @@
-"""Client credentials: a signed bearer token (:mod:`mots.platform.tokens`) shown once, stored as
-its SHA-256 (the client's current token: rotating or revoking replaces it).
+"""The market's clients' credentials, issued and checked: a signed bearer token
+(:mod:`mots.platform.tokens`) shown once, stored as its SHA-256 (the client's current token:
+rotating or revoking replaces it), and the checks that name a request's client
+(:func:`any_client`, :func:`current_client`, :func:`reading_client`, and :func:`caller` for the
+batched purchase path), which the routes take as ``services.market.api.deps``'s aliases.
 
-Tokens carry 128 bits of randomness and a MAC, so an unsalted SHA-256 is a sound verifier (no
-dictionary to attack); a token is looked up once per API process and remembered (:func:`client_lookup`
-answers the lookups in flight with one query). The operator's token is checked by
+One module because issuing a token, storing its verifier, remembering verified tokens per
+process and checking a request's token against them is one concept (who the caller is); the
+checks were in ``services/market/api/deps.py`` beside the aliases, apart from the verifier and
+the lookup they use. Tokens carry 128 bits of randomness and a MAC, so an unsalted SHA-256 is a
+sound verifier (no dictionary to attack); a token is looked up once per API process and
+remembered (:func:`client_lookup` answers the lookups in flight with one query). Every service's
+part of the check (signature, expiry, revocation list) is
+:func:`mots.platform.revocation.live_claim`; the operator's token is checked by
 :func:`mots.platform.deps.operator`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
 
+from fastapi import Depends, Request
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform import revocation, tokens
 from mots.platform.batching import MicroBatcher
+from mots.platform.deps import Credentials, bearer
+from mots.platform.problem_types import ProblemError
+from mots.platform.revocation import RevocationList, dead_token, live_claim, unauthorized
 from mots.platform.settings import PlatformSettings
 from services.market.models import Client
 
@@ -46,8 +59,8 @@ def publish_dead(settings: PlatformSettings, token_verifier: str, reason: str) -
 
 
 def hash_token(token: str) -> str:
-    """The stored verifier of a token."""
-    return hashlib.sha256(token.encode()).hexdigest()
+    """The stored verifier of a token (the revocation list's form too)."""
+    return revocation.verifier(token)
 
 
 def client_lookup(
@@ -83,3 +96,115 @@ def client_lookup(
             return find(session, verifiers)
 
     return MicroBatcher.threaded(in_thread, max_batch=max_batch, name="tokens")
+
+
+CLIENT_CACHE_SIZE = 100_000
+"""Verified tokens remembered per API process (forgotten after ``MOTS_TOKEN_CACHE_S``)."""
+
+
+def _remembered(request: Request) -> dict[str, Client]:
+    """This process's verified tokens, emptied every ``token_cache_s`` seconds: an approval, a
+    revocation or a rotation made through another process is seen within that time."""
+    state = request.app.state
+    now = time.monotonic()
+    if now - state.clients_cached_at > state.settings.token_cache_s:
+        state.clients_by_token.clear()
+        state.clients_cached_at = now
+    known: dict[str, Client] = state.clients_by_token
+    return known
+
+
+def forget_client(request: Request, client_id: int) -> None:
+    """Drop a client's remembered tokens from this process (after a status or token change)."""
+    known: dict[str, Client] = request.app.state.clients_by_token
+    for verifier in [v for v, c in known.items() if c.id == client_id]:
+        known.pop(verifier, None)
+
+
+async def any_client(request: Request, credentials: Credentials) -> Client:
+    """The client whose bearer token the request carries, whatever its status (401 otherwise).
+
+    A remembered token costs a dict lookup; a new one waits for the next batched query.
+    """
+    if credentials is None:
+        raise unauthorized("Authorization: a bearer token is required")
+    await live_claim(request, credentials.credentials)  # signed, unexpired, not revoked
+    verifier = hash_token(credentials.credentials)
+    known = _remembered(request)
+    client = known.get(verifier)
+    if client is not None:
+        return client
+    lookup: MicroBatcher[str, Client | None] = request.app.state.client_lookup
+    client = await lookup.submit(verifier)
+    if client is not None and client.status == "revoked":
+        raise dead_token("client-revoked")
+    if client is None:  # unknown tokens are not remembered
+        revocations: RevocationList = request.app.state.revocations
+        why = await revocations.why_dead_now(credentials.credentials)
+        if why is not None:  # rotated or revoked here a moment ago: say which
+            raise dead_token(why)
+        raise unauthorized("Authorization: the token is not a registered client's")
+    if len(known) >= CLIENT_CACHE_SIZE:
+        known.clear()
+    known[verifier] = client
+    return client
+
+
+_STATUS_CODES = {
+    "pending": "client-pending",
+    "revoked": "client-revoked",
+    "left": "client-departed",
+}
+
+
+def _must_be_active(client: Client) -> Client:
+    if client.status != "active":
+        raise ProblemError(
+            _STATUS_CODES.get(client.status, "forbidden"),
+            f"Authorization: client {client.id} is {client.status}; only clients the operator"
+            " attested (or approved) may declare, buy or download",
+        )
+    return client
+
+
+async def current_client(client: Annotated[Client, Depends(any_client)]) -> Client:
+    """The caller, an active client (403 for a pending one)."""
+    return _must_be_active(client)
+
+
+async def reading_client(client: Annotated[Client, Depends(any_client)]) -> Client:
+    """The caller reading what is its own (wallet, entries, models it may download): an active
+    client, or one that has left the market (403 for a pending one)."""
+    return client if client.status == "left" else _must_be_active(client)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """A request's bearer-token verifier, with its client's id when this process knows it."""
+
+    verifier: str
+    client_id: int | None
+
+
+async def caller(request: Request) -> Caller:
+    """The caller's token verifier, not yet checked unless remembered (401 without a token).
+
+    For the batched purchase path: an unknown verifier is resolved inside the batch's own
+    transaction (one query for the whole batch), which answers 401 if no client has it. Reads
+    the ``Authorization`` header itself, as :data:`bearer` would: a dependency without
+    sub-dependencies costs FastAPI less on this, the market's hottest route (whose OpenAPI
+    entry names the scheme: :data:`BEARER_SECURITY`).
+    """
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise unauthorized("Authorization: a bearer token is required")
+    await live_claim(request, token)
+    verifier = hash_token(token)
+    client = _remembered(request).get(verifier)
+    if client is not None:
+        _must_be_active(client)
+    return Caller(verifier, client.id if client is not None else None)
+
+
+BEARER_SECURITY: dict[str, Any] = {"security": [{bearer.scheme_name: []}]}
+"""A route's ``openapi_extra`` when it reads the bearer token without :data:`bearer`."""

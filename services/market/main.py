@@ -96,7 +96,7 @@ class MarketParts:
         """The ``app.state`` attributes the routes and dependencies read."""
         return {
             "sessions": self.sessions,
-            "clients_by_token": {},  # token verifier → client, see api.deps.any_client
+            "clients_by_token": {},  # token verifier → client, see auth.any_client
             "clients_cached_at": 0.0,
             "celery": self.celery,
             "purchases": self.batcher,

@@ -1,14 +1,22 @@
-"""The revocation list every service reads: client tokens that are dead before their expiry.
+"""Whether a service accepts a client token now, and why not: signed and unexpired
+(:func:`mots.platform.tokens.verify`), and not dead before its expiry (the revocation list);
+each refusal with its own problem code. :func:`live_claim` is the one check every service runs.
 
-Client tokens are verified without the market's database (:mod:`mots.platform.tokens`), so a
-token the market rotated or revoked would otherwise work on pricing and orchestration until it
-expires. The market adds each such token's verifier (its SHA-256, with why it died) to a Redis
-sorted set, scored by when the token would have expired anyway (pruned after), and bumps a
-version counter, in the same step as it replaces the token; every API process reads the
-counter at most every :data:`REFRESH_S` seconds and the set only when the counter moved, so a
-dead token is refused everywhere within about a second for one Redis round trip per second per
-process. When Redis cannot be read the last list read is used for :data:`MAX_STALE_S`; after
-that client tokens are answered 503 (operator tokens still work).
+One module because it is one decision on every authenticated request: the verdict, the list it
+reads and the refusals it words were three places (the verdict and refusals in
+``mots.platform.deps``), read together each time. The token's format stays in
+:mod:`mots.platform.tokens`, which the client SDK imports without the services' dependencies
+(FastAPI, Redis).
+
+Client tokens are verified without the market's database, so a token the market rotated or
+revoked would otherwise work on pricing and orchestration until it expires. The market adds
+each such token's verifier (its SHA-256, with why it died) to a Redis sorted set, scored by
+when the token would have expired anyway (pruned after), and bumps a version counter, in the
+same step as it replaces the token; every API process reads the counter at most every
+:data:`REFRESH_S` seconds and the set only when the counter moved, so a dead token is refused
+everywhere within about a second for one Redis round trip per second per process. When Redis
+cannot be read the last list read is used for :data:`MAX_STALE_S`; after that client tokens
+are answered 503 (operator tokens still work).
 """
 
 from __future__ import annotations
@@ -22,7 +30,11 @@ from typing import cast
 import anyio
 import anyio.to_thread
 import redis
-from fastapi import HTTPException, status
+from fastapi import HTTPException, Request, status
+
+from mots.platform import tokens
+from mots.platform.problem_types import ProblemError
+from mots.platform.settings import PlatformSettings
 
 log = logging.getLogger(__name__)
 
@@ -115,3 +127,55 @@ class RevocationList:
                 headers={"Retry-After": "1"},
             )
         return self._dead.get(verifier(token))
+
+
+# The verdict and its refusals
+
+
+def unauthorized(detail: str, code: str = "unauthenticated") -> ProblemError:
+    """A 401 answer asking for a bearer token; ``detail`` names the header and the rule,
+    ``code`` the problem type (:mod:`mots.platform.problem_types`)."""
+    return ProblemError(code, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def client_claim(token: str, settings: PlatformSettings) -> tokens.Claim | tokens.Invalid:
+    """A client token's verified claim (signature and expiry), or why it is refused."""
+    return tokens.verify(token, settings.token_secret.get_secret_value(), time.time())
+
+
+_DEAD = {
+    "rotated": "the token was replaced by a newer one (rotated or reissued); use that",
+    "revoked": "the token was revoked; the operator may issue a new one "
+    "(POST /v1/clients/{id}/token)",
+    "client-revoked": "the operator revoked this client; its tokens no longer work",
+}
+
+
+def dead_token(why: str) -> ProblemError:
+    """The refusal of a token on the revocation list, by why it died: rotated or revoked, 401
+    (``token-rotated``, ``token-revoked``); its client revoked, 403 (``client-revoked``)."""
+    detail = f"Authorization: {_DEAD.get(why, 'the token is no longer valid')}"
+    if why == "client-revoked":
+        return ProblemError("client-revoked", detail)
+    code = "token-rotated" if why == "rotated" else "token-revoked"
+    return unauthorized(detail, code)
+
+
+def invalid_token(why: tokens.Invalid) -> ProblemError:
+    """The 401 of a token that does not verify: ``token-expired`` or ``token-invalid``."""
+    code = "token-expired" if why is tokens.Invalid.EXPIRED else "token-invalid"
+    return unauthorized(f"Authorization: {why.value}", code)
+
+
+async def live_claim(request: Request, token: str) -> tokens.Claim:
+    """A client token's claim if it verifies, has not expired and is not on the revocation
+    list (:class:`RevocationList`, read by every service); refused otherwise, each
+    reason with its own code (:func:`invalid_token`, :func:`dead_token`)."""
+    claim = client_claim(token, request.app.state.settings)
+    if isinstance(claim, tokens.Invalid):
+        raise invalid_token(claim)
+    revocations: RevocationList = request.app.state.revocations
+    why = await revocations.why_dead(token)
+    if why is not None:
+        raise dead_token(why)
+    return claim

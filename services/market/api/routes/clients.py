@@ -24,10 +24,11 @@ from mots.platform.api.market import (
     RegisteredClient,
 )
 from mots.platform.db import in_transaction
-from mots.platform.deps import Credentials, client_claim, is_operator, unauthorized
+from mots.platform.deps import Credentials, is_operator
 from mots.platform.money import from_micros, to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from mots.platform.problems import problem
+from mots.platform.revocation import client_claim, unauthorized
 from services.market import enrolment as enrolments
 from services.market import ledger, node_keys, rate_limits
 from services.market.api.deps import (
@@ -36,9 +37,8 @@ from services.market.api.deps import (
     OperatorDep,
     SessionFactoryDep,
     SettingsDep,
-    forget_client,
 )
-from services.market.auth import hash_token, issue_token, new_token, publish_dead
+from services.market.auth import forget_client, hash_token, issue_token, new_token, publish_dead
 from services.market.booking import RegistrationBatcher
 from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts

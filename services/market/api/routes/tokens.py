@@ -21,9 +21,8 @@ from services.market.api.deps import (
     OperatorDep,
     SessionFactoryDep,
     SettingsDep,
-    forget_client,
 )
-from services.market.auth import hash_token, issue_token, new_token, publish_dead
+from services.market.auth import forget_client, hash_token, issue_token, new_token, publish_dead
 from services.market.core.config import Settings
 from services.market.errors import Conflict, NotFound, Unauthorized
 from services.market.models import Client
