@@ -198,40 +198,47 @@ def test_a_round_may_have_its_own_collection_window(
     assert rnd is not None and rnd.collect_seconds == 120.0
 
 
-def test_a_round_is_for_the_operator_and_its_clients(
+def test_a_round_is_whole_for_the_operator_and_a_clients_view_for_any_client(
     api: tuple[TestClient, SqlRoundStore],
 ) -> None:
-    """A client priced in a round reads it (without the scenario: other types' costs); a client
-    not in it gets 403 and does not see it listed; no token or a bad one is 401 (issue 13)."""
+    """The market owns membership (issue 25): the orchestration keeps no member list, so it does
+    not tell members from others. What a client reads holds nothing private to members (the
+    quote is every client's at the market, the figures are per type, a per-participant outcome
+    is the reader's own only), so any authenticated client reads the client's view (no
+    scenario: other types' costs; no ledger settlement) and sees the round listed; only the
+    operator reads it whole; no token or a bad one is 401 (issue 13)."""
     import time
 
     from mots.platform import tokens
+    from mots.platform.api.rounds import SUMMARY_EXAMPLE, RoundSummary
     from mots.platform.settings import DEV_TOKEN_SECRET
 
     client, store = api
     mine = store.create()
-    store.move(
-        mine,
-        S.OPEN,
-        S.COLLECTING,
-        "priced",
-        RoundUpdate(type_clients={"small": [1, 2], "big": [3]}),
+    store.move(mine, S.OPEN, S.COLLECTING, "priced", RoundUpdate(mechanism="swan"))
+    summary = RoundSummary.model_validate(
+        SUMMARY_EXAMPLE
+        | {"round_id": mine, "dropped": [3], "failed_verification": [], "verification": {"3": "dropped"}}
     )
+    store.move(mine, S.COLLECTING, S.FAILED, "", RoundUpdate(summary=summary))
 
     def auth(client_id: int) -> dict[str, str]:
         token = tokens.sign(client_id, int(time.time()) + 600, DEV_TOKEN_SECRET)
         return {"Authorization": f"Bearer {token}"}
 
-    body = client.get(f"/v1/rounds/{mine}", headers=auth(3)).json()
-    assert body["id"] == mine and body["scenario"] is None
-    assert [r["id"] for r in client.get("/v1/rounds", headers=auth(1)).json()["items"]] == [mine]
-    outsider = client.get(f"/v1/rounds/{mine}", headers=auth(9))
-    assert outsider.status_code == 403 and outsider.json()["detail"].startswith("round_id:")
-    assert client.get("/v1/rounds", headers=auth(9)).json()["items"] == []
+    for who in (3, 9):
+        r = client.get(f"/v1/rounds/{mine}", headers=auth(who))
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["id"] == mine and body["scenario"] is None
+        assert body["summary"]["verification"] == ({"3": "dropped"} if who == 3 else {})
+        listed = client.get("/v1/rounds", headers=auth(who)).json()["items"]
+        assert [r["id"] for r in listed] == [mine]
     for bad in ({"Authorization": ""}, {"Authorization": "Bearer x"}):
         assert client.get(f"/v1/rounds/{mine}", headers=bad).status_code == 401
         assert client.get("/v1/rounds", headers=bad).status_code == 401
-    assert client.get(f"/v1/rounds/{mine}").json()["id"] == mine  # the operator (default headers)
+    whole = client.get(f"/v1/rounds/{mine}").json()  # the operator (default headers)
+    assert whole["summary"]["verification"] == {"3": "dropped"}
 
 
 def test_the_rounds_quote_shows_its_amounts_as_booked_money(
