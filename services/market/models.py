@@ -128,13 +128,16 @@ class MarketRound(Base):
 
 
 class RoundMember(Base):
-    """A client in a round's population: priced when the round opened, so it may declare and
-    buy in it. A client registered or approved later takes part from the next round. Kept while
-    the round collects (deleted when it closes: nothing is declared after)."""
+    """A client in a round's population: snapshotted when the round is priced
+    (``market.population``, before the round opens here, hence no reference to market_rounds),
+    less those no longer active when it opens; only members may declare and buy in it. A client
+    registered or approved later takes part from the next round. The market is the one owner of
+    a round's membership (issue 25); the rows are kept until the round is settled (the trainer
+    asks for the members' SuperNode keys by round)."""
 
     __tablename__ = "round_members"
 
-    round_id: Mapped[int] = mapped_column(ForeignKey("market_rounds.id"), primary_key=True)
+    round_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"), primary_key=True)
 
 

@@ -46,7 +46,7 @@ from mots.platform.contracts import (
     RoundDecisions,
     SettlePayload,
 )
-from mots.platform.db import BatchWrite, one_of
+from mots.platform.db import one_of
 from mots.platform.money import from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
 from services.market import ledger
@@ -55,7 +55,6 @@ from services.market.models import Client, Decision, MarketRound, Purchase, Roun
 
 _CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
 _DECISION_CLIENT = Decision.metadata.tables[Decision.__tablename__].c.client_id
-_MEMBERS = RoundMember.metadata.tables[RoundMember.__tablename__]
 log = logging.getLogger(__name__)
 
 
@@ -117,30 +116,58 @@ def captured_terms(
     return CapturedTerms(rewards, int(c.price), budget, c.rule())
 
 
-def population(session: Session) -> Population:
-    """Active (attested or approved) clients grouped by type, in non-decreasing data size:
-    pending and revoked clients are never priced."""
-    facts: dict[str, tuple[int, int]] = {}
-    ids: dict[str, list[int]] = {}
-    rows = session.execute(  # plain rows, not ORM objects: 100,000 clients in a fraction of a s
-        select(Client.id, Client.type_name, Client.data_size, Client.cost_micros)
-        .where(Client.status == "active")
-        .order_by(Client.id)
+def population(session: Session, round_id: int) -> Population:
+    """The round's population for pricing, grouped by type in non-decreasing data size: its
+    snapshot as the round's members (:class:`RoundMember`), written here on the first call from
+    the active (attested or approved) clients (pending and revoked ones are never priced) and
+    read back on any later call, so the counts priced and the clients admitted at the open are
+    one set (issue 25: the market owns membership). Set-based: one insert from a select."""
+    _drop_stale_snapshots(session, round_id)
+    snapped = select(RoundMember.client_id).where(RoundMember.round_id == round_id).limit(1)
+    if session.scalar(snapped) is None and session.get(MarketRound, round_id) is None:
+        active = select(literal(round_id), Client.id).where(Client.status == "active")
+        session.execute(insert(RoundMember).from_select(["round_id", "client_id"], active))
+    rows = session.execute(  # plain rows: 100,000 clients in a fraction of a second
+        select(Client.type_name, Client.data_size, Client.cost_micros, func.count())
+        .join(RoundMember, RoundMember.client_id == Client.id)
+        .where(RoundMember.round_id == round_id)
+        .group_by(Client.type_name, Client.data_size, Client.cost_micros)
     )
-    for cid, type_name, data_size, cost_micros in rows:
-        found = ids.get(type_name)
-        if found is None:
-            facts[type_name] = (data_size, cost_micros)
-            ids[type_name] = [cid]
-        else:
-            found.append(cid)
-    groups = {
-        name: PopulationType(
-            name=name, data_size=size, cost=from_micros(cost), client_ids=ids[name]
+    groups: dict[str, PopulationType] = {}
+    for type_name, data_size, cost_micros, count in rows:
+        found = groups.get(type_name)  # an attested type has one (D_i, C_i); else the first
+        groups[type_name] = (
+            PopulationType(
+                name=type_name, data_size=data_size, cost=from_micros(cost_micros), count=count
+            )
+            if found is None
+            else found.model_copy(update={"count": found.count + count})
         )
-        for name, (size, cost) in facts.items()
-    }
     return Population(types=sorted(groups.values(), key=lambda t: (t.data_size, t.name)))
+
+
+def _drop_stale_snapshots(session: Session, round_id: int) -> None:
+    """Members of rounds that never opened here (priced, then failed before the open) other
+    than ``round_id``: at most one such snapshot lingers until the next round is priced."""
+    opened = select(MarketRound.id)
+    session.execute(
+        delete(RoundMember).where(
+            RoundMember.round_id != round_id, RoundMember.round_id.not_in(opened)
+        )
+    )
+
+
+def members_of(session: Session, round_id: int) -> dict[str, list[int]]:
+    """A round's members (client ids, ascending) per type; empty once it is settled."""
+    out: dict[str, list[int]] = {}
+    for cid, type_name in session.execute(
+        select(Client.id, Client.type_name)
+        .join(RoundMember, RoundMember.client_id == Client.id)
+        .where(RoundMember.round_id == round_id)
+        .order_by(Client.id)
+    ):
+        out.setdefault(type_name, []).append(cid)
+    return out
 
 
 def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
@@ -161,31 +188,27 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
         population=0,
         mechanism=quote.mechanism,
         price_micros=to_micros(quote.price),
-        quote_json=quote.model_dump_json(exclude={"members"}),
+        quote_json=quote.model_dump_json(),
     )
     session.add(rnd)
     session.flush()
-    rnd.population = _enrol_members(session, quote)  # the clients it waits for
+    rnd.population = _enrol_members(session, quote.round_id)  # the clients it waits for
     session.flush()
     for name in (ledger.pool_name(quote.round_id), *ledger.pool_shard_names(quote.round_id)):
         ledger.ensure_account(session, name)
     return rnd
 
 
-def _enrol_members(session: Session, quote: OpenRoundPayload) -> int:
-    """Record the round's population (:class:`RoundMember`): the clients it was priced for that
-    are still active (pending, revoked and left ones are never priced), or, without a list, every
-    active client. Set-based (one write of the list, one statement to drop the inactive);
+def _enrol_members(session: Session, rid: int) -> int:
+    """The round's members (:class:`RoundMember`): its population as :func:`population`
+    snapshotted it for pricing, less the clients no longer active (revoked or left in between);
+    without a snapshot (a round opened unpriced: tests, tools) every active client. Set-based;
     returns how many."""
-    rid = quote.round_id
-    if quote.members is None:
+    snapped = select(RoundMember.client_id).where(RoundMember.round_id == rid).limit(1)
+    if session.scalar(snapped) is None:
         active = select(literal(rid), Client.id).where(Client.status == "active")
         session.execute(insert(RoundMember).from_select(["round_id", "client_id"], active))
-    elif quote.members:
-        writes = BatchWrite()
-        rows = [{"round_id": rid, "client_id": c} for c in sorted(set(quote.members))]
-        writes.insert(_MEMBERS, rows, conflict=("round_id", "client_id"))
-        writes.flush(session.connection())
+    else:
         inactive = select(Client.id).where(Client.status != "active")
         session.execute(
             delete(RoundMember).where(
@@ -201,7 +224,8 @@ def _enrol_members(session: Session, quote: OpenRoundPayload) -> int:
 
 
 def decisions(session: Session, round_id: int) -> RoundDecisions:
-    """Who declared what, by type, and which buyers have paid."""
+    """Who declared what, by type, and which buyers have paid: of the round's members only (the
+    market owns them; admission refuses anyone else, and a row past it is not counted)."""
     rnd = session.get(MarketRound, round_id)
     if rnd is None:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
@@ -222,9 +246,11 @@ def decisions(session: Session, round_id: int) -> RoundDecisions:
     )
     out: dict[str, dict[str, list[int]]] = {"join": {}, "buy": {}, "paid": {}}
     declared = 0
-    for d in session.scalars(
-        select(Decision).where(Decision.round_id == round_id).order_by(Decision.client_id)
-    ):
+    held = select(RoundMember.client_id).where(RoundMember.round_id == round_id)
+    taken = select(Decision).where(Decision.round_id == round_id)
+    if session.scalar(held.limit(1)) is not None:  # the members, kept until settlement
+        taken = taken.where(Decision.client_id.in_(held))  # a non-member's row is not counted
+    for d in session.scalars(taken.order_by(Decision.client_id)):
         declared += 1
         t = type_of[d.client_id]
         if d.strategy == Strategy.JOIN and d.client_id not in removed:
@@ -263,7 +289,6 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
     if rnd.state == MarketRoundState.COLLECTING:
         rnd.state = MarketRoundState.CLOSED
-        session.execute(delete(RoundMember).where(RoundMember.round_id == round_id))
         paid = set(session.scalars(select(Purchase.client_id).where(Purchase.round_id == round_id)))
         for d in session.scalars(
             select(Decision).where(Decision.round_id == round_id, Decision.strategy == "buy")
@@ -356,6 +381,7 @@ def settle_round(
         for move in moves:
             ledger.transfer(session, *move)
     _mark(session, payload.round_id, sorted(dropped), payload.refund_buyers)
+    session.execute(delete(RoundMember).where(RoundMember.round_id == rid))  # trained: done
     if removed:
         log.warning("round %s: removed participants %s are not paid", rid, sorted(removed))
     result = SettleResult(

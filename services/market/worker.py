@@ -18,7 +18,6 @@ from mots.platform.contracts import (
     MarketRoundStatus,
     NodeKeys,
     NodeKeysRequest,
-    NoInput,
     OpenRoundPayload,
     Population,
     RoundDecisions,
@@ -39,17 +38,23 @@ _reads = make_read_sessionmaker(_engine)  # SQLite: without the write lock
 
 
 @MARKET_POPULATION.handler(app)
-def population(_: NoInput) -> Population:
-    """The registered population grouped by type."""
-    with _reads() as session:
-        return rounds.population(session)
+def population(ref: RoundRef) -> Population:
+    """The round's population grouped by type, snapshotted as its members (the same on a
+    repeated call)."""
+    return in_transaction(_sessions, lambda s: rounds.population(s, ref.round_id))
 
 
 @MARKET_NODE_KEYS.handler(app)
 def keys(request: NodeKeysRequest) -> NodeKeys:
-    """The SuperNode public keys the given clients registered."""
+    """The SuperNode public keys the given clients registered; with a round, also every
+    member's, and the members per type."""
     with _reads() as session:
-        return node_keys.keys_of(session, request.client_ids)
+        if request.round_id is None:
+            return node_keys.keys_of(session, request.client_ids)
+        members = rounds.members_of(session, request.round_id)
+        everyone = sorted({*request.client_ids, *(c for ids in members.values() for c in ids)})
+        found = node_keys.keys_of(session, everyone)
+        return found.model_copy(update={"members": members})
 
 
 @MARKET_OPEN_ROUND.handler(app)

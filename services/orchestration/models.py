@@ -24,7 +24,7 @@ from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, TrainingProgress
 from mots.platform.contracts import EvaluationResult, RoundDecisions
 from mots.platform.json_column import TypedJSON
-from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord, TypeClients
+from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
 
 
 def _now() -> datetime:
@@ -50,7 +50,6 @@ class Round(Base):
     state: Mapped[str] = mapped_column(String(16), index=True)
     mechanism: Mapped[str | None] = mapped_column(String(64), nullable=True)
     scenario: Mapped[Scenario | None] = _product(Scenario)
-    type_clients: Mapped[TypeClients | None] = _product(TypeClients)
     quote: Mapped[PricingResult | None] = _product(PricingResult)
     decisions: Mapped[RoundDecisions | None] = _product(RoundDecisions)
     terms: Mapped[RoundTerms | None] = _product(RoundTerms)

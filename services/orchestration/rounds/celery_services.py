@@ -46,6 +46,7 @@ from mots.platform.contracts import (
     DeclarationProgress,
     EvaluationRequest,
     EvaluationResult,
+    NodeKeys,
     NodeKeysRequest,
     NoInput,
     OpenRoundPayload,
@@ -134,9 +135,9 @@ class CeleryRoundServices:
         """The :data:`~mots.platform.contracts.EVALUATION_ERROR_MODEL` task."""
         return self._call(EVALUATION_ERROR_MODEL, NoInput())
 
-    def population(self) -> Population:
+    def population(self, round_id: int) -> Population:
         """The :data:`~mots.platform.contracts.MARKET_POPULATION` task."""
-        return self._call(MARKET_POPULATION, NoInput())
+        return self._call(MARKET_POPULATION, RoundRef(round_id=round_id))
 
     def quote(self, request: PricingRequest) -> PricingResult:
         """The :data:`~mots.platform.contracts.PRICING_QUOTE` task."""
@@ -170,9 +171,11 @@ class CeleryRoundServices:
         """The :data:`~mots.platform.contracts.MARKET_PUBLISH` task."""
         self._call(MARKET_PUBLISH, RoundRef(round_id=round_id))
 
-    def node_keys(self, client_ids: list[int]) -> dict[int, str]:
-        """The :data:`~mots.platform.contracts.MARKET_NODE_KEYS` task."""
-        return self._call(MARKET_NODE_KEYS, NodeKeysRequest(client_ids=client_ids)).keys
+    def node_keys(self, round_id: int, client_ids: list[int]) -> NodeKeys:
+        """The :data:`~mots.platform.contracts.MARKET_NODE_KEYS` task, for a round."""
+        return self._call(
+            MARKET_NODE_KEYS, NodeKeysRequest(client_ids=client_ids, round_id=round_id)
+        )
 
     def measurement_published(self, round_id: int) -> bool:
         """The :data:`~mots.platform.contracts.EVALUATION_PUBLISHED` task."""

@@ -30,6 +30,7 @@ from mots.platform.contracts import (
     DeclarationProgress,
     EvaluationRequest,
     EvaluationResult,
+    NodeKeys,
     OpenRoundPayload,
     Population,
     RoundDecisions,
@@ -37,7 +38,7 @@ from mots.platform.contracts import (
 )
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
-from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord, TypeClients
+from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
 from services.orchestration.trainer import Coalition, TrainingOutcome
 
 
@@ -52,7 +53,6 @@ class RoundRecord:
     state_entered_at: datetime
     mechanism: str | None = None
     scenario: Scenario | None = None
-    type_clients: TypeClients | None = None
     quote: PricingResult | None = None
     decisions: RoundDecisions | None = None
     terms: RoundTerms | None = None
@@ -80,7 +80,6 @@ class RoundUpdate(TypedDict, total=False):
 
     mechanism: str | None
     scenario: Scenario
-    type_clients: TypeClients
     quote: PricingResult
     decisions: RoundDecisions
     terms: RoundTerms
@@ -199,8 +198,8 @@ class RoundServices(Protocol):
     def error_model(self) -> CurrentErrorModel:
         """The evaluation service's current estimate of Eq. 3: its posterior and its fit."""
 
-    def population(self) -> Population:
-        """The market's registered clients by type."""
+    def population(self, round_id: int) -> Population:
+        """The round's population by type, as the market snapshots it (its members)."""
 
     def quote(self, request: PricingRequest) -> PricingResult:
         """The pricing service's terms at K* or at a realised state."""
@@ -226,8 +225,9 @@ class RoundServices(Protocol):
     def publish(self, round_id: int) -> None:
         """The market makes the model downloadable."""
 
-    def node_keys(self, client_ids: list[int]) -> dict[int, str]:
-        """The SuperNode public keys (PEM) these clients registered at the market."""
+    def node_keys(self, round_id: int, client_ids: list[int]) -> NodeKeys:
+        """The round's members per type (the market owns them) and the SuperNode public keys
+        (PEM) they and ``client_ids`` registered at the market."""
 
     def measurement_published(self, round_id: int) -> bool:
         """The evaluation service counts the round's measurement in its fit (it published)."""

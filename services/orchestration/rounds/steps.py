@@ -33,7 +33,7 @@ from mots.platform.contracts import (
 )
 from mots.platform.money import from_micros, to_micros
 from mots.training.progress import RoundProgress
-from services.orchestration.products import RoundTerms, TrainingRecord, TypeClients, progress_of
+from services.orchestration.products import RoundTerms, TrainingRecord, progress_of
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.ports import (
     Move,
@@ -84,8 +84,11 @@ def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
 
 
 def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
-    """Price the registered population at K* and publish the quote to the market."""
-    population = ports.services.population()
+    """Price the round's population at K* and publish the quote to the market. The market owns
+    the membership: it snapshots the population it reports here as the round's members and
+    admits exactly them at the open (less any deactivated in between); the round keeps only the
+    counts (its scenario's)."""
+    population = ports.services.population(rnd.id)
     if not population.types:
         raise RoundFailure("no registered clients: nothing to price")
     errors, source = error_model(ports)
@@ -94,7 +97,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             "types": [
                 {
                     "name": t.name,
-                    "count": len(t.client_ids),
+                    "count": t.count,
                     "data_size": t.data_size,
                     "cost": float(t.cost),
                 }
@@ -128,13 +131,11 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             if rnd.subsidy_budget_micros is None
             else from_micros(rnd.subsidy_budget_micros),
             collect_deadline=datetime.fromtimestamp(deadline, UTC),
-            members=sorted(c for t in population.types for c in t.client_ids),
         )
     )
     update = RoundUpdate(
         mechanism=quote.mechanism,
         scenario=scenario,
-        type_clients={t.name: t.client_ids for t in population.types},
         quote=quote,
         collect_deadline=deadline,
     )
@@ -147,7 +148,7 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     seen = ports.services.progress(rnd.id)  # two counters, not the population's decisions
     if seen.declared < seen.registered and ports.clock() < (rnd.collect_deadline or 0.0):
         return Wait(ports.settings.poll_interval_s)
-    final = _members_only(ports.services.close(rnd.id), rnd.type_clients)
+    final = ports.services.close(rnd.id)  # members' decisions only: the market admits no other
     scenario = _product(rnd.scenario, "scenario", rnd)
     names = [t.name for t in scenario.types]
     k = [len(final.participants.get(n, [])) for n in names]
@@ -165,25 +166,6 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     )
     update = RoundUpdate(decisions=final, terms=RoundTerms.at_state(priced, check))
     return Move(S.TRAINING, f"K={k} B={b}", update)
-
-
-def _members_only(final: RoundDecisions, members: TypeClients | None) -> RoundDecisions:
-    """The decisions of the round's population only (the clients it was priced for when it
-    opened): a client registered later, or one the market no longer counts, is not in K or B."""
-    if members is None:
-        return final
-    ids = {c for clients in members.values() for c in clients}
-
-    def keep(by_type: dict[str, list[int]]) -> dict[str, list[int]]:
-        return {t: [c for c in cs if c in ids] for t, cs in by_type.items()}
-
-    return final.model_copy(
-        update={
-            "participants": keep(final.participants),
-            "buyers": keep(final.buyers),
-            "paid_buyers": keep(final.paid_buyers),
-        }
-    )
 
 
 def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
@@ -231,13 +213,14 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 def _coalition(
     rnd: RoundRecord, ports: RoundPorts, names: list[str], quoted: float | None
 ) -> Coalition:
-    """The participants per type (by client id), every enrolled client, their SuperNode keys."""
+    """The participants per type (by client id), every member of the round (the market's, asked
+    for now: the round keeps no member list), their SuperNode keys."""
     decisions = _product(rnd.decisions, "decisions", rnd)
     clients = [sorted(decisions.participants.get(n, [])) for n in names]
-    enrolled = [sorted((rnd.type_clients or {}).get(n, [])) for n in names]
-    everyone = sorted({c for ids in [*clients, *enrolled] for c in ids})
-    keys = ports.services.node_keys(everyone)
-    return Coalition(clients, enrolled, keys, quoted, type_names=list(names))
+    joined = sorted({c for ids in clients for c in ids})
+    found = ports.services.node_keys(rnd.id, joined)
+    enrolled = [sorted(found.members.get(n, [])) for n in names]
+    return Coalition(clients, enrolled, found.keys, quoted, type_names=list(names))
 
 
 def _forfeits(

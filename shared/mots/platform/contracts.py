@@ -179,15 +179,21 @@ class RoundRef(Schema):
 
 
 class NodeKeysRequest(Schema):
-    """Clients whose SuperNode public keys the orchestration needs (a round's participants)."""
+    """Clients whose SuperNode public keys the orchestration needs: the given ones, and with
+    ``round_id`` every member of that round (its population, which the market owns)."""
 
-    client_ids: list[int]
+    client_ids: list[int] = Field(default_factory=list)
+    round_id: int | None = Field(None, description="also every member of this round")
 
 
 class NodeKeys(Schema):
-    """SuperNode public keys (PEM) by client id; a client without a registered key is absent."""
+    """SuperNode public keys (PEM) by client id (a client without a registered key is absent);
+    with a round asked for, its members' client ids per type (``members``)."""
 
     keys: dict[int, str]
+    members: dict[str, list[int]] = Field(
+        default_factory=dict, description="the round's members per type, when a round was asked"
+    )
 
 
 class PublishedRound(Schema):
@@ -222,16 +228,17 @@ class AdvanceResult(Schema):
 
 
 class PopulationType(Schema):
-    """One declared type with the clients registered under it."""
+    """One declared type and how many of the round's population are of it."""
 
     name: str
     data_size: int
     cost: Money
-    client_ids: list[int]
+    count: int = Field(..., ge=1, description="the type's clients in the round's population")
 
 
 class Population(Schema):
-    """The registered population, types in non-decreasing data size (the order Eq. 3 expects)."""
+    """A round's population as the market snapshotted it for pricing (its members: the market
+    owns them), types in non-decreasing data size (the order Eq. 3 expects)."""
 
     types: list[PopulationType]
 
@@ -256,11 +263,6 @@ class OpenRoundPayload(Schema):
     )
     collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions; the silent then abstain"
-    )
-    members: list[int] | None = Field(
-        None,
-        description="the client ids the round was priced for (its population): only they may "
-        "declare and buy in it (None: the clients active when the market opens it)",
     )
 
 
@@ -347,8 +349,9 @@ class CurrentErrorModel(Schema):
 
 # ---------------------------------------------------------------- market (its worker: market)
 
-MARKET_POPULATION = TaskSpec("market.population", "market", NoInput, Population)
-"""The registered clients grouped by type, in non-decreasing data size."""
+MARKET_POPULATION = TaskSpec("market.population", "market", RoundRef, Population)
+"""A round's population, snapshotted at the market as its members, counted by type (non-decreasing
+data size); called again for the same round, the same snapshot."""
 MARKET_OPEN_ROUND = TaskSpec("market.open_round", "market", OpenRoundPayload, MarketRoundStatus)
 """Publish a round's quote; the market starts collecting decisions and purchases."""
 MARKET_DECLARATION_PROGRESS = TaskSpec(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -41,6 +42,19 @@ def open_round_payload(
         incentive_cost=Decimal(0),
         subsidy_budget=None if subsidy_budget is None else Decimal(subsidy_budget),
     )
+
+
+_PRICINGS = itertools.count(1_000_000)
+"""Round ids no test opens, one per :func:`priced_population` call."""
+
+
+def priced_population(market: TestClient) -> dict[str, list[int]]:
+    """The clients a round priced now would have as members, per type: the market's population
+    snapshot (``market.population``) for a fresh round id, read back."""
+    rid = next(_PRICINGS)
+    in_transaction(market.app.state.sessions, lambda s: rounds.population(s, rid))
+    with market.app.state.sessions() as session:
+        return rounds.members_of(session, rid)
 
 
 @pytest.fixture

@@ -16,9 +16,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from mots.platform.db import in_transaction
-from services.market import rounds
 from services.market.models import Enrolment
-from tests.services.market.conftest import OPERATOR
+from tests.services.market.conftest import OPERATOR, priced_population
 
 GREEDY = {"name": "greedy", "type_name": "small", "data_size": 50, "cost": "1000000000"}
 
@@ -32,8 +31,7 @@ def _enrol(market: TestClient, **body: Any) -> dict[str, Any]:
 
 
 def _population(market: TestClient) -> dict[str, list[int]]:
-    with market.app.state.sessions() as session:
-        return {t.name: t.client_ids for t in rounds.population(session).types}
+    return priced_population(market)
 
 
 def _auth(client: dict[str, Any]) -> dict[str, str]:

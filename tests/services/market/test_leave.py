@@ -8,11 +8,11 @@ from fastapi.testclient import TestClient
 from mots.platform.db import in_transaction
 from services.market import rounds
 from services.market.models import MarketRound
+from tests.services.market.conftest import priced_population
 
 
 def _population(market: TestClient) -> dict[str, list[int]]:
-    with market.app.state.sessions() as session:
-        return {t.name: t.client_ids for t in rounds.population(session).types}
+    return priced_population(market)
 
 
 def test_a_client_that_leaves_is_out_of_the_next_round_and_reads_its_wallet(
@@ -42,4 +42,4 @@ def test_a_client_that_leaves_is_out_of_the_next_round_and_reads_its_wallet(
     assert balance.status_code == 200 and balance.json()["balance"] == "7.000000"
     assert market.get("/v1/me/entries", headers=go["auth"]).status_code == 200
     assert market.get("/v1/me", headers=go["auth"]).json()["status"] == "left"
-    assert in_transaction(market.app.state.sessions, lambda s: rounds.population(s)).types
+    assert in_transaction(market.app.state.sessions, lambda s: rounds.population(s, 99)).types

@@ -59,3 +59,24 @@ def test_admitted_members_are_the_priced_population(
         assert d["id"] not in _members(market, 1) and p["id"] not in _members(market, 1)
         with sessions() as session:
             assert rounds.progress(session, 1).registered == 2
+
+
+def test_the_close_counts_the_members_decisions_only(market: TestClient, register) -> None:  # type: ignore[no-untyped-def]
+    """A decision row of a client outside the round (written past admission, e.g. by an API
+    process of an older release) is not in K or B when the round closes: the market, which owns
+    the membership, applies it (the orchestration keeps no member list to filter with)."""
+    from services.market.models import Decision
+
+    a = register(name="a", type_name="large", data_size=500)
+    sessions = market.app.state.sessions
+    in_transaction(sessions, lambda s: rounds.population(s, 1))
+    in_transaction(sessions, lambda s: rounds.open_round(s, open_round_payload()))
+    late = register(name="late", type_name="large", data_size=500)
+
+    def decide(s: Any) -> None:
+        s.add(Decision(round_id=1, client_id=a["id"], strategy="join"))
+        s.add(Decision(round_id=1, client_id=late["id"], strategy="join"))
+
+    in_transaction(sessions, decide)
+    final = in_transaction(sessions, lambda s: rounds.close_round(s, 1))
+    assert final.participants == {"large": [a["id"]]}

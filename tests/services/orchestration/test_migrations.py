@@ -25,7 +25,6 @@ ROUNDS_AT_0002 = Path(__file__).with_name("data") / "rounds_at_0002.json"
 copied from the SQLite database of a run of test_rounds.py."""
 PRODUCTS = (
     "scenario",
-    "type_clients",
     "quote",
     "decisions",
     "terms",
@@ -34,7 +33,8 @@ PRODUCTS = (
     "evaluation",
     "summary",
 )
-"""The round's products at head; ``settlement`` was one too until 0010 (the summary holds it)."""
+"""The round's products at head; ``settlement`` was one too until 0010 (the summary holds it),
+``type_clients`` until 0011 (the market owns a round's members)."""
 PRODUCTS_AT_0002 = (*PRODUCTS, "settlement")
 
 
@@ -142,6 +142,7 @@ def test_0003_keeps_rounds_written_before_it_readable(database_url: str) -> None
         for name in PRODUCTS_AT_0002:  # the settlement rebuilt from the summary by 0010's downgrade
             old, new = row[f"{name}_json"], after[f"{name}_json"]
             assert _same(json.loads(new) if new else None, json.loads(old) if old else None)
+        assert after["type_clients_json"] is None  # 0011 dropped them: the market's, not ours
 
 
 SUMMARY_FIELDS_ADDED_SINCE_0002: dict[str, Any] = {

@@ -77,15 +77,12 @@ def start_round(request: Request, body: RoundStart | None = None) -> RoundStarte
     return RoundStarted(round_id=round_id, state=RoundState.OPEN)
 
 
-def _own_round(rnd: RoundRecord, client_id: int) -> bool:
-    """Whether the client was priced in the round (one of its types' clients when it opened)."""
-    return any(client_id in ids for ids in (rnd.type_clients or {}).values())
-
-
 def _client_view(out: RoundOut, client_id: int) -> RoundOut:
-    """A round as one of its clients sees it: the per-type terms (quote, summary's K_i, B_i, p,
-    r_i) as published to every client of the round, but no type's private cost or the error
-    model (``scenario``), no ledger settlement, and only its own verification outcome."""
+    """A round as a client sees it: the per-type terms (quote, summary's K_i, B_i, p, r_i), which
+    the market publishes to every client (its quote routes), but no type's private cost or the
+    error model (``scenario``), no ledger settlement, and of the per-participant outcomes only
+    the reader's own. Nothing in it is private to the round's members, so it needs no member
+    list: the market owns membership (issue 25) and this service keeps none."""
     if out.summary is None:
         return out.model_copy(update={"scenario": None})
     me = str(client_id)
@@ -100,13 +97,11 @@ def _client_view(out: RoundOut, client_id: int) -> RoundOut:
     return out.model_copy(update={"scenario": None, "summary": summary})
 
 
-def _visible(rnd: RoundRecord, who: Principal) -> RoundOut | None:
-    """The round as ``who`` may read it: whole for the operator, a client's view for a client
-    priced in it, nothing for any other client."""
+def _visible(rnd: RoundRecord, who: Principal) -> RoundOut:
+    """The round as ``who`` may read it: whole for the operator, the client's view for any
+    authenticated client."""
     if who.client_id is None:
         return _out(rnd)
-    if not _own_round(rnd, who.client_id):
-        return None
     return _client_view(_out(rnd), who.client_id)
 
 
@@ -114,36 +109,28 @@ def _visible(rnd: RoundRecord, who: Principal) -> RoundOut | None:
 def list_rounds(
     request: Request, who: PrincipalDep, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
 ) -> Page[RoundOut]:
-    """The rounds, newest first, a page at a time: every round for the operator; for a client,
-    the rounds it was priced in (a page may then hold fewer than ``limit``; follow ``next``)."""
+    """The rounds, newest first, a page at a time: whole for the operator, the client's view
+    for a client."""
     rows = _store(request).latest(limit + 1, before=decode_cursor(cursor))
     page = page_of(rows, limit, key=lambda r: r.id)
-    items = [v for v in (_visible(r, who) for r in page.items) if v is not None]
+    items = [_visible(r, who) for r in page.items]
     return Page[RoundOut](items=items, next=page.next)
 
 
 @router.get(
     "/v1/rounds/{round_id}",
-    responses={
-        403: {"description": "a client not priced in this round"},
-        404: {"description": "no such round"},
-    },
+    responses={404: {"description": "no such round"}},
 )
 def get_round(
     round_id: Annotated[int, Path(ge=1, le=MAX_ID, description="the round's id")],
     request: Request,
     who: PrincipalDep,
 ) -> RoundDetail:
-    """A round's state, figures and transitions (a client: a round it was priced in, its view)."""
+    """A round's state, figures and transitions (a client: the client's view)."""
     store = _store(request)
     rnd = store.load(round_id)
     if rnd is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist")
     view = _visible(rnd, who)
-    if view is None:
-        raise HTTPException(
-            status.HTTP_403_FORBIDDEN,
-            f"round_id: round {round_id} is for the operator and the clients priced in it",
-        )
     transitions = [_transition(t) for t in store.transitions(round_id)]
     return RoundDetail(**dict(view), transitions=transitions)

@@ -24,6 +24,7 @@ from mots.platform.contracts import (
     ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
+    NodeKeys,
     OpenRoundPayload,
     Population,
     PopulationType,
@@ -102,13 +103,13 @@ class FakeServices:
         self._enter("error_model")
         return CurrentErrorModel(fit=self.fit, posterior=self.posterior)
 
-    def population(self) -> Population:
+    def population(self, round_id: int) -> Population:
         self._enter("population")
         sizes = {SMALL: 50, LARGE: 300}
         return Population(
             types=[
                 PopulationType(
-                    name=n, data_size=sizes[n], cost=Decimal(sizes[n]) / 100, client_ids=ids
+                    name=n, data_size=sizes[n], cost=Decimal(sizes[n]) / 100, count=len(ids)
                 )
                 for n, ids in self.clients.items()
                 if ids
@@ -143,9 +144,12 @@ class FakeServices:
         self._enter("open")
         self.opened.append(quote)
 
-    def node_keys(self, client_ids: list[int]) -> dict[int, str]:
+    def node_keys(self, round_id: int, client_ids: list[int]) -> NodeKeys:
+        """The round's members (the fake market's clients) and their keys."""
         self._enter("node_keys")
-        return {c: self.keys[c] for c in client_ids if c in self.keys}
+        members = {n: sorted(ids) for n, ids in self.clients.items() if ids}
+        everyone = {*client_ids, *(c for ids in members.values() for c in ids)}
+        return NodeKeys(keys={c: self.keys[c] for c in everyone if c in self.keys}, members=members)
 
     def measurement_published(self, round_id: int) -> bool:
         self._enter("measurement_published")

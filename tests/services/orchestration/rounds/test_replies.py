@@ -28,7 +28,6 @@ from mots.platform.contracts import (
     PRICING_QUOTE,
     TRAINING_TRAIN,
     MarketRoundStatus,
-    NodeKeys,
     PublishedRound,
     TaskSpec,
     TrainRequest,
@@ -76,7 +75,7 @@ class Wire:
         """What the service on the other side returns for the call (its JSON)."""
         s, p = self.services, call.payload
         out: dict[str, Callable[[], BaseModel]] = {
-            MARKET_POPULATION.name: s.population,
+            MARKET_POPULATION.name: lambda: s.population(p.round_id),  # type: ignore[attr-defined]
             EVALUATION_ERROR_MODEL.name: s.error_model,
             PRICING_QUOTE.name: lambda: s.quote(p),  # type: ignore[arg-type]
             PRICING_EQUILIBRIUM.name: lambda: s.equilibrium(p),  # type: ignore[arg-type]
@@ -84,7 +83,7 @@ class Wire:
             MARKET_CLOSE_ROUND.name: lambda: s.close(p.round_id),  # type: ignore[attr-defined]
             EVALUATION_EVALUATE.name: lambda: s.evaluate(p),  # type: ignore[arg-type]
             MARKET_SETTLE_ROUND.name: lambda: s.settle(p),  # type: ignore[arg-type]
-            MARKET_NODE_KEYS.name: lambda: NodeKeys(keys=s.node_keys(p.client_ids)),  # type: ignore[attr-defined]
+            MARKET_NODE_KEYS.name: lambda: s.node_keys(p.round_id, p.client_ids),  # type: ignore[attr-defined]
             EVALUATION_PUBLISHED.name: lambda: PublishedRound(
                 round_id=p.round_id,  # type: ignore[attr-defined]
                 counted=s.measurement_published(p.round_id),  # type: ignore[attr-defined]

@@ -218,7 +218,12 @@ def test_a_round_is_whole_for_the_operator_and_a_clients_view_for_any_client(
     store.move(mine, S.OPEN, S.COLLECTING, "priced", RoundUpdate(mechanism="swan"))
     summary = RoundSummary.model_validate(
         SUMMARY_EXAMPLE
-        | {"round_id": mine, "dropped": [3], "failed_verification": [], "verification": {"3": "dropped"}}
+        | {
+            "round_id": mine,
+            "dropped": [3],
+            "failed_verification": [],
+            "verification": {"3": "dropped"},
+        }
     )
     store.move(mine, S.COLLECTING, S.FAILED, "", RoundUpdate(summary=summary))
 
