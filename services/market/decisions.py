@@ -100,11 +100,11 @@ def resolve_declarers(
 
 def not_a_member(client_id: int, round_id: int) -> Forbidden:
     """The refusal of a client outside the round's population (registered or approved after the
-    round opened: it was not priced in it)."""
+    market snapshotted it for pricing: it was not priced in it)."""
     return Forbidden(
         "client_id",
         f"client {client_id} is not in round {round_id}'s population (it was registered or "
-        "approved after the round opened, so the round was not priced for it); it takes part "
+        "approved after the round was priced, so it was not priced for it); it takes part "
         "from the next round",
     )
 
