@@ -12,7 +12,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from mots.platform.transactions import in_transaction
+from mots.platform.db import in_transaction
 from services.market import rounds
 from services.market.models import RoundMember
 from tests.services.market.conftest import OPERATOR, open_round_payload
