@@ -13,9 +13,7 @@ MAX_LINES = 80
 ECONOMICS = "shared/mots/economics/"
 ECONOMICS_MAX_LINES = 100
 
-_BUSY = "in a file another engineer changed in the same session (issue 25); split next"
 EXCEPTIONS: dict[str, str] = {
-    "services/market/rounds.py::settle_round": _BUSY,
     "services/market/alembic/versions/0001_market_tables.py::_create_tables_with_references": (
         "an applied migration: its text stays as deployed databases ran it"
     ),

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 from sqlalchemy import delete, func, insert, literal, select, update
@@ -309,6 +310,57 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
     return decisions(session, round_id)
 
 
+@dataclass
+class SettlementPlan:
+    """A settlement's transfers, in booking order, and their totals (micro-units)."""
+
+    moves: list[ledger.Transfer]
+    paid: int
+    charged: int
+    refunds: int
+    top_up: int
+    left: int
+
+
+def _plan_transfers(
+    rid: int,
+    held: dict[int, int],
+    accounts: tuple[int, int, int, list[int]],
+    booked: list[int],
+    type_of: dict[int, str],
+    wallets: dict[int, int],
+    purchases: Sequence[Any],
+    terms: CapturedTerms,
+    *,
+    refund_buyers: bool,
+) -> SettlementPlan:
+    """The round's transfers: the buyers' payments consolidated into the pool, each booked
+    participant's reward (or charge, a negative reward), each buyer's refund (all of it for a
+    failed round, else what it paid above the realised price), then the subsidy that covers a
+    deficit or the surplus that takes what is left, so the pool ends at zero."""
+    pool, subsidy, surplus, shards = accounts
+    moves: list[ledger.Transfer] = [("consolidate", s, pool, held[s], rid, None) for s in shards]
+    balance = held[pool] + sum(held[s] for s in shards)
+    paid = charged = refunds = 0
+    for cid in booked:
+        reward = terms.rewards[type_of[cid]]
+        moves.append(("reward" if reward > 0 else "charge", pool, wallets[cid], reward, rid, cid))
+        paid += max(0, reward)
+        charged += max(0, -reward)
+        balance -= reward
+    for cid, price in purchases:
+        back = price if refund_buyers else max(0, price - terms.price)
+        moves.append(("refund", pool, wallets[cid], back, rid, cid))
+        refunds += back
+        balance -= back
+    top_up, left = max(0, -balance), max(0, balance)
+    moves += [
+        ("subsidy", subsidy, pool, top_up, rid, None),
+        ("surplus", pool, surplus, left, rid, None),
+    ]
+    return SettlementPlan(moves, paid, charged, refunds, top_up, left)
+
+
 def settle_round(
     session: Session,
     payload: SettlePayload,
@@ -352,29 +404,11 @@ def settle_round(
         default_budget,
         joined=_count_types([c for c in payload.participants if c in type_of], type_of),
     )
-    # consolidate the buyers' payments into the round's pool
-    moves: list[ledger.Transfer] = [("consolidate", s, pool, held[s], rid, None) for s in shards]
-    balance = held[pool] + sum(held[s] for s in shards)
-    paid = charged = refunds = 0
-    for cid in booked:
-        reward = terms.rewards[type_of[cid]]
-        moves.append(("reward" if reward > 0 else "charge", pool, wallets[cid], reward, rid, cid))
-        paid += max(0, reward)
-        charged += max(0, -reward)
-        balance -= reward
-    for (
-        cid,
-        price,
-    ) in purchases:  # a failed round refunds all; a lower realised price, the difference
-        back = price if payload.refund_buyers else max(0, price - terms.price)
-        moves.append(("refund", pool, wallets[cid], back, rid, cid))
-        refunds += back
-        balance -= back
-    top_up, left = max(0, -balance), max(0, balance)
-    moves += [
-        ("subsidy", subsidy, pool, top_up, rid, None),
-        ("surplus", pool, surplus, left, rid, None),
-    ]
+    plan = _plan_transfers(
+        rid, held, (pool, subsidy, surplus, shards), booked, type_of, wallets, purchases, terms,
+        refund_buyers=payload.refund_buyers,
+    )  # fmt: skip
+    moves = plan.moves
     if bulk:
         ledger.book_transfers(session, moves)
     else:
@@ -387,11 +421,11 @@ def settle_round(
     result = SettleResult(
         round_id=rid,
         payments=from_micros(sum(p[1] for p in purchases)),
-        rewards_paid=from_micros(paid),
-        charges=from_micros(charged),
-        subsidy=from_micros(top_up),
-        surplus=from_micros(left),
-        refunds=from_micros(refunds),
+        rewards_paid=from_micros(plan.paid),
+        charges=from_micros(plan.charged),
+        subsidy=from_micros(plan.top_up),
+        surplus=from_micros(plan.left),
+        refunds=from_micros(plan.refunds),
         subsidy_budget=from_micros(terms.budget),
         captured_price=None if payload.refund_buyers else from_micros(terms.price),
         captured_rewards={n: from_micros(r) for n, r in terms.rewards.items()},
