@@ -31,8 +31,7 @@ from mots.training.progress import RoundProgress
 from services.orchestration.core.config import get_settings
 from services.orchestration.products import progress_of
 from services.orchestration.rounds import prometheus
-from services.orchestration.rounds.call_log import SqlCallLog
-from services.orchestration.rounds.sql_store import SqlRoundStore
+from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 from services.orchestration.trainer import Coalition, MarketRemovals, Trainer
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,6 @@ from mots.platform.worker import service_worker
 from services.orchestration.core.config import get_settings
 from services.orchestration.migrations import upgrade
 from services.orchestration.rounds import prometheus
-from services.orchestration.rounds.call_log import SqlCallLog
 from services.orchestration.rounds.celery_services import (
     CallPort,
     CeleryRoundServices,
@@ -38,7 +37,7 @@ from services.orchestration.rounds.celery_services import (
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.reconciler import Reconciler
-from services.orchestration.rounds.sql_store import SqlRoundStore
+from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 
 settings = get_settings()
 

@@ -28,11 +28,10 @@ from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.migrations import upgrade
-from services.orchestration.rounds.call_log import SqlCallLog
 from services.orchestration.rounds.celery_services import CallPort, CeleryRoundServices
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
-from services.orchestration.rounds.sql_store import SqlRoundStore
+from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 from services.orchestration.trainer import Coalition, Trainer, TrainingOutcome
 from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
 

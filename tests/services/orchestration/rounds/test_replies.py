@@ -34,7 +34,6 @@ from mots.platform.contracts import (
 )
 from mots.platform.db import make_engine, make_sessionmaker
 from services.orchestration.migrations import upgrade
-from services.orchestration.rounds.call_log import SqlCallLog
 from services.orchestration.rounds.celery_services import (
     CallPort,
     CeleryRoundServices,
@@ -43,7 +42,7 @@ from services.orchestration.rounds.celery_services import (
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.reconciler import Reconciler
-from services.orchestration.rounds.sql_store import SqlRoundStore
+from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 from services.orchestration.trainer import Coalition
 from tests.services.orchestration.rounds.fakes import Clock, FakeServices, FakeTrainer
 
