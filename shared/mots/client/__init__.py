@@ -18,16 +18,60 @@ Used by the edge agent (:mod:`edge.agent`), the platform's simulated clients
 service's own models (:mod:`mots.platform.api.rounds`: :class:`RoundOut`, :class:`RoundDetail`).
 """
 
-from mots.client.decision import ClientFacts, draw_place, respond, targets_for, terms_for, tie_draw
-from mots.client.market import (
-    DownloadedModel,
-    MarketClient,
-    MarketError,
-    ModelIntegrityError,
-    new_idempotency_key,
-)
-from mots.client.rounds import OrchestrationError, RoundsClient
-from mots.platform.api.rounds import RoundDetail, RoundOut, RoundSummary, TrainingProgress
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mots.client.decision import (
+        ClientFacts,
+        draw_place,
+        respond,
+        targets_for,
+        terms_for,
+        tie_draw,
+    )
+    from mots.client.market import (
+        DownloadedModel,
+        MarketClient,
+        MarketError,
+        ModelIntegrityError,
+        new_idempotency_key,
+    )
+    from mots.client.rounds import OrchestrationError, RoundsClient
+    from mots.platform.api.rounds import RoundDetail, RoundOut, RoundSummary, TrainingProgress
+
+_EXPORTS = {
+    **dict.fromkeys(
+        ("ClientFacts", "draw_place", "respond", "targets_for", "terms_for", "tie_draw"),
+        "mots.client.decision",
+    ),
+    **dict.fromkeys(
+        ("DownloadedModel", "MarketClient", "MarketError", "ModelIntegrityError"),
+        "mots.client.market",
+    ),
+    "new_idempotency_key": "mots.client.market",
+    "OrchestrationError": "mots.client.rounds",
+    "RoundsClient": "mots.client.rounds",
+    **dict.fromkeys(
+        ("RoundDetail", "RoundOut", "RoundSummary", "TrainingProgress"), "mots.platform.api.rounds"
+    ),
+}
+"""Where each name of the SDK lives. Imported on first use (PEP 562), so that a process that needs
+one module (the evaluation worker loads a model with :mod:`mots.client.model_file`) does not
+import the HTTP clients too."""
+
+
+def __getattr__(name: str) -> Any:
+    """The SDK's name ``name``, imported from its module the first time it is asked for."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mots.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ClientFacts",
