@@ -6,6 +6,8 @@ Services never import one another; they call each other's tasks through the decl
 
 from __future__ import annotations
 
+import math
+
 from celery import Celery
 
 from mots.platform.contracts import ALL_TASKS
@@ -21,6 +23,7 @@ def make_celery(
     key_prefix: str = "mots:",
     include: list[str] | None = None,
     visibility_timeout_s: float = 3600.0,
+    publish_retry_s: float = 0.0,
 ) -> Celery:
     """A Celery app with Redis as broker and backend, JSON serialisation and the contracts' routes.
 
@@ -28,7 +31,12 @@ def make_celery(
     their worker dies (``task_reject_on_worker_lost``): every handler is idempotent, so a task
     that runs twice does no harm, and one whose worker was killed is not lost. Redis hands an
     unacknowledged task to another worker after ``visibility_timeout_s``, which must exceed the
-    longest task (else a task still running would be run a second time in parallel)."""
+    longest task (else a task still running would be run a second time in parallel).
+
+    ``publish_retry_s`` > 0: a publish retries every half second for about that long while the
+    broker is away (a worker's: a task's reply sent during a Redis restart arrives once Redis is
+    back); 0 keeps Celery's own policy, which gives up within half a second (an API's: a request
+    is answered 503 rather than held)."""
     app = Celery(name, broker=redis_url, backend=redis_url, include=include or [])
     app.conf.update(
         broker_transport_options={
@@ -49,4 +57,11 @@ def make_celery(
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )
+    if publish_retry_s > 0:
+        app.conf.task_publish_retry_policy = {
+            "max_retries": math.ceil(publish_retry_s / 0.5) + 1,
+            "interval_start": 0,
+            "interval_step": 0.5,
+            "interval_max": 0.5,
+        }
     return app

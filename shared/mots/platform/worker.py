@@ -27,6 +27,12 @@ def declare_tasks(app: Celery) -> None:
                 TASKS.labels(spec.queue, spec.verb, outcome)
 
 
+WORKER_PUBLISH_RETRY_S = 30.0
+"""How long a worker's publish (a step's call, a task's reply) waits for Redis to come back: a
+restart takes seconds, and a reply that fails to publish is lost (its task cannot be given back to
+a queue that is down, so the round would wait for the call's timeout)."""
+
+
 def service_worker(
     service: str,
     settings: PlatformSettings,
@@ -42,6 +48,7 @@ def service_worker(
         settings.redis_url,
         settings.redis_key_prefix,
         visibility_timeout_s=settings.broker_visibility_timeout_s,
+        publish_retry_s=WORKER_PUBLISH_RETRY_S,
     )
 
     def ready(**_: Any) -> None:
