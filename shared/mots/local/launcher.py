@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from mots.local.keys import process_secrets
+from mots.training.processes import listening, port_free
 
 SERVICES_WITH_API = ("market", "pricing", "orchestration")
 PROMETHEUS_BINARY = "/usr/bin/prometheus"
@@ -54,17 +55,6 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def _bindable(port: int) -> bool:
-    """Nothing listens on 127.0.0.1:``port`` now (probed as servers bind: SO_REUSEADDR)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 _handed_out: set[int] = set()
 
 
@@ -85,17 +75,10 @@ def free_port() -> int:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 port = int(s.getsockname()[1])
-        if port not in _handed_out and _bindable(port):
+        if port not in _handed_out and port_free(port):
             _handed_out.add(port)
             return port
     raise RuntimeError("no free TCP port on 127.0.0.1 after 500 tries")
-
-
-def listening(port: int) -> bool:
-    """Something accepts TCP connections on 127.0.0.1:``port``."""
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 REDIS_PERSISTENCE = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
