@@ -29,9 +29,9 @@ from mots.local.launcher import (
     RedisServer,
     Stack,
     exit_on_sigterm,
-    listening,
 )
 from mots.platform.api.base import Strategy
+from mots.training.processes import listening
 from mots.training.progress import RoundProgress
 
 DEMO_TYPES: list[dict[str, Any]] = [
