@@ -337,8 +337,19 @@ def test_a_client_profile_never_acts_as_the_operator(workdir: Path, tmp_path: Pa
     shown = _json("market", "config", **alice)
     assert isinstance(shown, dict) and shown["settings"]["operator_token"] is None
     assert shown["role"] == "client"
-    rounds = _json("rounds", "ls", **alice)  # the client's view: no round it was not priced in
-    assert rounds == []
+    # the client's view of every round (issue 25: the market owns membership, and nothing in the
+    # view is private to a round's members): no type's cost or error model, no settlement, and of
+    # the participants' outcomes only its own (alice was in none of them)
+    rounds = _json("rounds", "ls", **alice)
+    operator_rounds = _json("rounds", "ls", **w)
+    assert isinstance(rounds, list) and isinstance(operator_rounds, list)
+    assert [r["id"] for r in rounds] == [r["id"] for r in operator_rounds] != []
+    for seen in rounds:
+        assert seen["scenario"] is None
+        if seen["summary"] is not None:
+            assert seen["summary"]["settlement"] is None
+            assert seen["summary"]["verification"] == {}
+    assert any(r["scenario"] is not None for r in operator_rounds)
     # the operator, from the workdir, is no client: a client command asks for a token
     as_operator = _mots("market", "me", **w)
     assert as_operator.exit_code == 2 and "token: not configured" in as_operator.output
