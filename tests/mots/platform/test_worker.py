@@ -14,8 +14,12 @@ from kombu.exceptions import OperationalError
 
 from mots.local.launcher import RedisServer
 from mots.platform.celery_app import make_celery
+from mots.platform.contracts import ORCHESTRATION_DECISIONS_COMPLETE, RoundRef, send
 from mots.platform.settings import PlatformSettings
 from mots.platform.worker import service_worker
+
+PING = RoundRef(round_id=1)
+"""A declared task's payload: what is sent does not matter here, only that it is published."""
 
 
 @pytest.mark.integration
@@ -25,11 +29,11 @@ def test_a_workers_publish_waits_for_redis_to_come_back(tmp_path: Path) -> None:
     url = redis.start()
     try:
         app = service_worker("demo", PlatformSettings(redis_url=url, redis_key_prefix="t:"))
-        app.send_task("demo.ping", queue="demo")  # connected once
+        send(app, ORCHESTRATION_DECISIONS_COMPLETE, PING)  # connected once
         redis.stop()
         threading.Timer(2.0, redis.start).start()
         started = time.monotonic()
-        app.send_task("demo.ping", queue="demo")
+        send(app, ORCHESTRATION_DECISIONS_COMPLETE, PING)
         assert 1.5 < time.monotonic() - started < 30
     finally:
         time.sleep(2.5)
@@ -44,11 +48,11 @@ def test_an_apis_publish_fails_fast_when_redis_is_down(tmp_path: Path) -> None:
     url = redis.start()
     try:
         app = make_celery("demo", url, "t:")
-        app.send_task("demo.ping", queue="demo")
+        send(app, ORCHESTRATION_DECISIONS_COMPLETE, PING)
         redis.stop()
         started = time.monotonic()
         with pytest.raises(OperationalError):
-            app.send_task("demo.ping", queue="demo")
+            send(app, ORCHESTRATION_DECISIONS_COMPLETE, PING)
         assert time.monotonic() - started < 5
     finally:
         redis.stop()
