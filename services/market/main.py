@@ -81,7 +81,6 @@ class MarketParts:
     """What one market API process builds at start: its engines, Celery and the three batchers
     of the write path (:mod:`services.market.booking`), which the routes reach in ``app.state``."""
 
-    settings: Settings
     engine: Engine
     async_engine: AsyncEngine | None
     sessions: sessionmaker[Session]
@@ -135,7 +134,6 @@ def build_parts(settings: Settings) -> MarketParts:
     )
     max_batch, writers = settings.purchase_max_batch, settings.purchase_writer_count
     return MarketParts(
-        settings=settings,
         engine=engine,
         async_engine=async_engine,
         sessions=sessions,

@@ -80,3 +80,42 @@ def test_the_close_counts_the_members_decisions_only(market: TestClient, registe
     in_transaction(sessions, decide)
     final = in_transaction(sessions, lambda s: rounds.close_round(s, 1))
     assert final.participants == {"large": [a["id"]]}
+
+
+def test_two_workers_pricing_one_round_write_one_snapshot(market: TestClient, register) -> None:  # type: ignore[no-untyped-def]
+    """Two market workers answer ``market.population`` for one round at once (a redelivered
+    task beside the first): the second's transaction starts while the first has written the
+    snapshot but not committed, so both see no snapshot and both insert. The second's insert
+    waits on the first (PostgreSQL's unique index, SQLite's write lock), fails (a duplicate key,
+    a stale snapshot), and its retried transaction reads the first's snapshot back: both report
+    one population, and the round's members are each active client once."""
+    import threading
+
+    clients = [register(name=f"c{i}", type_name="small", data_size=50) for i in range(4)]
+    clients.append(register(name="big", type_name="large", data_size=500))
+    sessions = market.app.state.sessions
+    second: list[Any] = []
+    started = threading.Event()
+
+    def second_worker() -> None:
+        def work(s: Any) -> Any:
+            started.set()
+            return rounds.population(s, 1)
+
+        second.append(in_transaction(sessions, work))
+
+    with sessions() as session, session.begin():
+        first = rounds.population(session, 1)  # written, not committed
+        worker = threading.Thread(target=second_worker)
+        worker.start()
+        assert started.wait(10)
+        worker.join(0.5)  # the second worker is blocked on the first's write, not done
+        assert worker.is_alive()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert second == [first]
+    assert [(t.name, t.count) for t in first.types] == [("small", 4), ("large", 1)]
+    with sessions() as session:
+        rows = session.scalars(select(RoundMember.client_id).where(RoundMember.round_id == 1))
+        members = list(rows)
+    assert sorted(members) == sorted(c["id"] for c in clients)
