@@ -42,6 +42,8 @@ from mots.platform.api.base import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACER = Path(__file__).resolve().parent / "trace"
+FLOWER_APP = "edge/flower_app"
+"""The Flower app's source folder (its FAB), whose installed copies count as these files."""
 OPERATOR_TOKEN = process_secrets().operator_token
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
@@ -54,6 +56,12 @@ def project_file(path: str) -> str | None:
     rel = p.relative_to(ROOT).as_posix()
     if rel.startswith((".venv/", "benchmarks/trace/")) or not rel.endswith(".py"):
         return None
+    parts = rel.split("/")
+    if rel.startswith("out/") and "apps" in parts[:-2]:
+        # Flower's installed copy of the app (FLWR_HOME/apps/PUBLISHER.NAME.VERSION.HASH/...,
+        # one per SuperLink and SuperNode home): the repository's own edge/flower_app file
+        at = len(parts) - 1 - parts[::-1].index("apps")
+        return "/".join([FLOWER_APP, *parts[at + 2 :]])
     return rel
 
 

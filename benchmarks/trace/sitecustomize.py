@@ -11,6 +11,7 @@ from background loops by name (``background:`` prefix, set where such a thread i
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -58,7 +59,37 @@ def _poll(folder: str) -> None:
                 _write(folder, window, seen)
 
 
+def _flush_at_exit() -> None:
+    """A process that ends inside a window (Flower's ServerApp process ends with its run)
+    writes what it ran so far: the window's stop would find it gone."""
+    if _DIR:
+        for window, seen in list(_active.items()):
+            _write(_DIR, window, seen)
+
+
+def _start_poller(folder: str) -> None:
+    threading.Thread(
+        target=_poll, args=(folder,), name="background:trace-paths", daemon=True
+    ).start()
+
+
+def _is_fork_template() -> bool:
+    """The warm-fork template (``python -m mots.training.warm_fork --socket PATH``) refuses to
+    fork while it runs a second thread, so it gets no poller; each node it forks starts its own."""
+    try:
+        with open("/proc/self/cmdline", "rb") as cmdline:
+            args = cmdline.read().split(b"\0")
+    except OSError:
+        return False
+    return b"mots.training.warm_fork" in args and b"--node" not in args
+
+
 if _DIR:
+    _folder = _DIR
     sys.setprofile(_profile)
     threading.setprofile(_profile)
-    threading.Thread(target=_poll, args=(_DIR,), name="background:trace-paths", daemon=True).start()
+    atexit.register(_flush_at_exit)
+    if _is_fork_template():
+        os.register_at_fork(after_in_child=lambda: _start_poller(_folder))
+    else:
+        _start_poller(_folder)
