@@ -53,7 +53,15 @@ PurchaseBatcher: TypeAlias = MicroBatcher[PurchaseRequest, PurchaseResult]
 DecisionBatcher: TypeAlias = MicroBatcher[Declaration, DecisionOut]
 RegistrationBatcher: TypeAlias = MicroBatcher[Enrolled, Registered]
 DECLARED_CHECK_INTERVAL_S = 0.25
-"""Least time between two "every client declared?" checks of one round."""
+"""Most time between two "every client declared?" checks of a round whose bookings keep coming
+(the check counts every client, so it is not run once per batch)."""
+
+DECLARED_CHECK_MIN_GAP_S = 0.1
+"""Least time between two checks of one round: a round whose bookings went quiet is checked
+again this soon, so the last client's declaration is heard within tens of milliseconds."""
+
+DECLARED_QUIET_S = 0.02
+"""A round with no booking for this long has gone quiet (its clients may all have declared)."""
 
 
 @dataclass(frozen=True)
@@ -90,19 +98,24 @@ class DeclaredWatch:
     """Hears which rounds a batch booked and tells ``on_complete`` once one is fully declared.
 
     One check per round at a time, as a background task off the requests' path: a round booked
-    again while its check runs is looked at again after it, at most every
-    :data:`DECLARED_CHECK_INTERVAL_S`. ``on_complete(round_id)`` (blocking) runs in a thread.
+    again while its check runs is looked at again after it, once its bookings go quiet
+    (:data:`DECLARED_QUIET_S`, at least :data:`DECLARED_CHECK_MIN_GAP_S` after the last check) or
+    at the latest :data:`DECLARED_CHECK_INTERVAL_S` after it while they keep coming.
+    ``on_complete(round_id)`` (blocking) runs in a thread.
     """
 
     transactions: Transactions
     on_complete: Callable[[int], None] | None = None
     _checking: set[int] = field(default_factory=set)  # rounds whose check is running
     _recheck: set[int] = field(default_factory=set)  # rounds booked again while it ran
+    _last_booked: dict[int, float] = field(default_factory=dict)  # loop time, per round
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     def booked(self, round_ids: Iterable[int]) -> None:
         """Decisions in ``round_ids`` just committed: check them (on the running event loop)."""
+        now = asyncio.get_running_loop().time()
         for round_id in round_ids:
+            self._last_booked[round_id] = now
             if round_id in self._checking:
                 self._recheck.add(round_id)
                 continue
@@ -112,22 +125,38 @@ class DeclaredWatch:
             task.add_done_callback(self._background.discard)
 
     async def _check(self, round_id: int) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 self._recheck.discard(round_id)
+                checked_at = loop.time()
                 if await self.transactions.read(lambda s: all_declared(s, round_id)):
                     if self.on_complete is not None:
                         await asyncio.to_thread(self.on_complete, round_id)
                     return
-                # Not yet: look again after what was booked meanwhile, at most every interval
-                # (the query counts every client, so it is not run once per batch).
-                await asyncio.sleep(DECLARED_CHECK_INTERVAL_S)
+                # Not yet: look again after what was booked meanwhile.
+                await self._until_next_check(round_id, checked_at)
                 if round_id not in self._recheck:
                     return
         except Exception:  # the decisions are booked; the orchestration also polls
             log.exception("checking whether round %d is fully declared failed", round_id)
         finally:
             self._checking.discard(round_id)
+            self._last_booked.pop(round_id, None)
+
+    async def _until_next_check(self, round_id: int, checked_at: float) -> None:
+        """Sleep until the round's bookings have gone quiet (no earlier than the least gap after
+        the check at ``checked_at``), or until the interval after it has passed."""
+        loop = asyncio.get_running_loop()
+        earliest = checked_at + DECLARED_CHECK_MIN_GAP_S
+        latest = checked_at + DECLARED_CHECK_INTERVAL_S
+        while True:
+            quiet_at = self._last_booked.get(round_id, checked_at) + DECLARED_QUIET_S
+            wake = min(max(earliest, quiet_at), latest)
+            now = loop.time()
+            if now >= wake:
+                return
+            await asyncio.sleep(wake - now)
 
 
 class Shards:

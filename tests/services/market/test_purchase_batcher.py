@@ -93,3 +93,50 @@ def test_one_refusal_rule_for_every_kind_of_batch() -> None:
     assert isinstance(out[2], Unavailable) and out[2].field == "thing"
     assert len(shards_seen) == 5  # the batch, then each alone
     assert asyncio.run(booking.handle(["c", "d"])) == ["C", "D"]
+
+
+def test_the_last_declaration_is_heard_once_bookings_go_quiet(monkeypatch: Any) -> None:
+    """Twenty clients declaring one after another (a batch every few milliseconds, then none):
+    the round is checked again once its bookings go quiet, not a whole interval after the first
+    check, so the orchestration hears "every client declared" within tens of milliseconds of the
+    last one (a round of 20 clients waited up to 0.25 s here)."""
+    monkeypatch.setattr(pb, "DECLARED_CHECK_INTERVAL_S", 5.0)
+    monkeypatch.setattr(pb, "DECLARED_CHECK_MIN_GAP_S", 0.05, raising=False)
+    answers = _Answers([False, True])
+    heard: list[float] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        watch = DeclaredWatch(answers, lambda _: heard.append(loop.time()))  # type: ignore[arg-type]
+        for _ in range(6):
+            watch.booked([7])
+            await asyncio.sleep(0.005)
+        last = loop.time()
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if heard:
+                break
+        assert heard and heard[0] - last < 1.0, "heard only after the interval"
+
+    asyncio.run(scenario())
+    assert answers.asked == 2
+
+
+def test_bookings_that_keep_coming_are_checked_at_most_every_interval(monkeypatch: Any) -> None:
+    """A round booked every few milliseconds for 0.5 s (a large market declaring): never quiet,
+    so it is checked about every interval, not once per batch (the check counts every client)."""
+    monkeypatch.setattr(pb, "DECLARED_CHECK_INTERVAL_S", 0.2)
+    monkeypatch.setattr(pb, "DECLARED_QUIET_S", 0.1)  # a slow machine's pauses are not quiet
+    answers = _Answers([False])
+
+    async def scenario() -> None:
+        watch = DeclaredWatch(answers, lambda _: None)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 0.5
+        while loop.time() < end:
+            watch.booked([9])
+            await asyncio.sleep(0.003)
+        await asyncio.sleep(0.3)
+
+    asyncio.run(scenario())
+    assert 2 <= answers.asked <= 6  # once per batch would be over a hundred
