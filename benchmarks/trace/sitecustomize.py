@@ -12,6 +12,7 @@ from background loops by name (``background:`` prefix, set where such a thread i
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 import threading
@@ -59,12 +60,11 @@ def _poll(folder: str) -> None:
                 _write(folder, window, seen)
 
 
-def _flush_at_exit() -> None:
+def _flush_at_exit(folder: str) -> None:
     """A process that ends inside a window (Flower's ServerApp process ends with its run)
     writes what it ran so far: the window's stop would find it gone."""
-    if _DIR:
-        for window, seen in list(_active.items()):
-            _write(_DIR, window, seen)
+    for window, seen in list(_active.items()):
+        _write(folder, window, seen)
 
 
 def _start_poller(folder: str) -> None:
@@ -85,11 +85,10 @@ def _is_fork_template() -> bool:
 
 
 if _DIR:
-    _folder = _DIR
     sys.setprofile(_profile)
     threading.setprofile(_profile)
-    atexit.register(_flush_at_exit)
+    atexit.register(_flush_at_exit, _DIR)
     if _is_fork_template():
-        os.register_at_fork(after_in_child=lambda: _start_poller(_folder))
+        os.register_at_fork(after_in_child=functools.partial(_start_poller, _DIR))
     else:
-        _start_poller(_folder)
+        _start_poller(_DIR)
