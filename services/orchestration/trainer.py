@@ -31,10 +31,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mots.platform.contracts import Coalition, TrainResult
 from mots.platform.metrics import SUPERNODES
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
@@ -52,52 +52,17 @@ def superlink_port(configured: int, n_nodes: int) -> int:
     return configured or free_port_block(ports_needed(n_nodes))
 
 
-@dataclass(frozen=True)
-class Coalition:
-    """Who trains: the participants' client ids per type (the j-th is the type's participant j),
-    every enrolled client's id per type, their SuperNode public keys (PEM, by client id), and the
-    ε the market priced (the quality gate's yardstick)."""
-
-    clients: list[list[int]]
-    enrolled: list[list[int]] = field(default_factory=list)
-    node_keys: dict[int, str] = field(default_factory=dict)
-    quoted_epsilon: float | None = None
-    type_names: list[str] = field(default_factory=list)
-
-    def registered_keys(self) -> dict[tuple[int, int], bytes]:
-        """(type, index) → key of every enrolled client with a key: participants first, at
-        indices 0..K_i−1, then the others."""
-        out: dict[tuple[int, int], bytes] = {}
-        for i, joined in enumerate(self.clients):
-            others = [
-                c for c in (self.enrolled[i] if i < len(self.enrolled) else []) if c not in joined
-            ]
-            for j, cid in enumerate([*joined, *sorted(others)]):
-                if cid in self.node_keys:
-                    out[(i, j)] = self.node_keys[cid].encode()
-        return out
-
-
-@dataclass(frozen=True)
-class TrainingOutcome:
-    """What a round's training produced; ``completed`` counts per type the participants whose
-    updates were verified in every round they were asked for; ``participants`` says, per
-    participant (``client_id`` when known), ``status`` (verified, dropped, failed_verification),
-    the round it left in and why."""
-
-    epsilon: float
-    losses: list[float]
-    round_seconds: list[float]
-    artifact_path: str
-    artifact_sha256: str
-    completed: list[int]
-    seconds: float
-    metadata: dict[str, Any] = field(default_factory=dict)
-    participants: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON values."""
-        return asdict(self)
+def registered_keys(coalition: Coalition) -> dict[tuple[int, int], bytes]:
+    """(type, index) → key of every enrolled client with a key: participants first, at indices
+    0..K_i−1, then the others (the nodes an external SuperLink admits for the round)."""
+    out: dict[tuple[int, int], bytes] = {}
+    for i, joined in enumerate(coalition.clients):
+        enrolled = coalition.enrolled[i] if i < len(coalition.enrolled) else []
+        others = [c for c in enrolled if c not in joined]
+        for j, cid in enumerate([*joined, *sorted(others)]):
+            if cid in coalition.node_keys:
+                out[(i, j)] = coalition.node_keys[cid].encode()
+    return out
 
 
 class Trainer:
@@ -166,7 +131,7 @@ class Trainer:
         *,
         coalition: Coalition | None = None,
         removed: Callable[[], Collection[int]] | None = None,
-    ) -> TrainingOutcome:
+    ) -> TrainResult:
         """Train the coalition K (participants per type) and save the model artifact;
         ``progress`` hears of every FedAvg round (and clients finishing within one);
         ``coalition`` names the participants (and, on an external SuperLink, their keys);
@@ -186,7 +151,7 @@ class Trainer:
             engine = self.settings.trainer
             federation = self._ensure_federation(node_types) if engine == "deployment" else None
             if isinstance(federation, ExternalSuperLink) and coalition is not None:
-                federation.register_nodes(coalition.registered_keys())
+                federation.register_nodes(registered_keys(coalition))
             _export_supernodes(federation, coalition)
             result = train_coalition(
                 participants,
@@ -205,7 +170,7 @@ class Trainer:
             ):
                 self.stop()  # its nodes' keys were unregistered: the next round starts afresh
         completed = result.metadata.get("completed_participants", participants)
-        return TrainingOutcome(
+        return TrainResult(
             epsilon=float(result.epsilon),
             losses=[float(x) for x in result.losses],
             round_seconds=[float(x) for x in result.round_seconds],

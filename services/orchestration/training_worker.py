@@ -32,7 +32,7 @@ from services.orchestration.core.config import get_settings
 from services.orchestration.products import progress_of
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
-from services.orchestration.trainer import Coalition, MarketRemovals, Trainer
+from services.orchestration.trainer import MarketRemovals, Trainer
 
 log = logging.getLogger(__name__)
 settings = get_settings()
@@ -81,24 +81,16 @@ def train(request: TrainRequest) -> TrainResult:
         except Exception:
             log.warning("round %s: training progress not recorded", request.round_id, exc_info=True)
 
-    coalition = Coalition(
-        clients=request.clients,
-        enrolled=request.enrolled,
-        node_keys=request.node_keys,
-        quoted_epsilon=request.quoted_epsilon,
-        type_names=request.type_names,
-    )
     joined = {c for ids in request.clients for c in ids}
     removed = MarketRemovals(
         {c: k for c, k in request.node_keys.items() if c in joined}, MarketKeysAsk()
     )
-    outcome = trainer.train(
+    return trainer.train(
         request.participants,
         request.sizes,
         request.node_types,
         request.round_id,
         progress=progress,
-        coalition=coalition,
+        coalition=request,  # a TrainRequest is the Coalition it names
         removed=removed,
     )
-    return TrainResult.model_validate(outcome.as_dict())

@@ -42,6 +42,7 @@ from mots.platform.contracts import (
     PRICING_EQUILIBRIUM,
     PRICING_QUOTE,
     TRAINING_TRAIN,
+    Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     EvaluationRequest,
@@ -56,6 +57,7 @@ from mots.platform.contracts import (
     SettlePayload,
     TaskSpec,
     TrainRequest,
+    TrainResult,
 )
 from mots.training.progress import RoundProgress
 from services.orchestration.rounds.ports import (
@@ -65,7 +67,6 @@ from services.orchestration.rounds.ports import (
     Pending,
     ServiceUnavailable,
 )
-from services.orchestration.trainer import Coalition, TrainingOutcome
 
 LOST = (
     OperationalError,
@@ -199,20 +200,14 @@ class CeleryRoundTrainer:
         progress: Callable[[RoundProgress], None] | None = None,
         *,
         coalition: Coalition | None = None,
-    ) -> TrainingOutcome:
+    ) -> TrainResult:
         """The :data:`~mots.platform.contracts.TRAINING_TRAIN` task (its timeout: the training
         state's budget, so a lost training is seen by its deadline)."""
-        c = coalition or Coalition(clients=[])
         request = TrainRequest(
             round_id=round_id,
             participants=participants,
             sizes=sizes,
             node_types=node_types,
-            clients=c.clients,
-            enrolled=c.enrolled,
-            node_keys=c.node_keys,
-            quoted_epsilon=c.quoted_epsilon,
-            type_names=c.type_names,
+            **(coalition or Coalition()).model_dump(include=set(Coalition.model_fields)),
         )
-        result = self._call(TRAINING_TRAIN, request, self.timeout_s)
-        return TrainingOutcome(**result.model_dump())
+        return self._call(TRAINING_TRAIN, request, self.timeout_s)

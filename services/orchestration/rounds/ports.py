@@ -26,6 +26,7 @@ from mots.platform.api.pricing import (
 )
 from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
 from mots.platform.contracts import (
+    Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     EvaluationRequest,
@@ -35,11 +36,11 @@ from mots.platform.contracts import (
     Population,
     RoundDecisions,
     SettlePayload,
+    TrainResult,
 )
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
-from services.orchestration.trainer import Coalition, TrainingOutcome
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,7 @@ class RoundTrainer(Protocol):
         progress: Callable[[RoundProgress], None] | None = None,
         *,
         coalition: Coalition | None = None,
-    ) -> TrainingOutcome:
+    ) -> TrainResult:
         """Train K per type; ``progress`` hears of every FedAvg round; ``coalition`` names the
         participants, their keys and the quoted ε."""
 

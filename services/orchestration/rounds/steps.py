@@ -25,11 +25,13 @@ from mots.economics.scenario import ErrorModel, Scenario
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import EquilibriumRequest, PricingRequest
 from mots.platform.contracts import (
+    Coalition,
     CurrentErrorModel,
     EvaluationRequest,
     OpenRoundPayload,
     RoundDecisions,
     SettlePayload,
+    TrainResult,
 )
 from mots.platform.money import from_micros, to_micros
 from mots.training.progress import RoundProgress
@@ -44,7 +46,6 @@ from services.orchestration.rounds.ports import (
     Wait,
 )
 from services.orchestration.rounds.prometheus import round_summary
-from services.orchestration.trainer import Coalition, TrainingOutcome
 
 log = logging.getLogger(__name__)
 S = RoundState
@@ -206,7 +207,7 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         note += f"; dropped out: {dropped}"
     if failed:
         note += f"; failed verification: {failed}"
-    training = TrainingRecord(**outcome.as_dict(), dropped=dropped, failed_verification=failed)
+    training = TrainingRecord(**outcome.model_dump(), dropped=dropped, failed_verification=failed)
     return Move(S.EVALUATING, note, RoundUpdate(training=training))
 
 
@@ -220,11 +221,17 @@ def _coalition(
     joined = sorted({c for ids in clients for c in ids})
     found = ports.services.node_keys(rnd.id, joined)
     enrolled = [sorted(found.members.get(n, [])) for n in names]
-    return Coalition(clients, enrolled, found.keys, quoted, type_names=list(names))
+    return Coalition(
+        clients=clients,
+        enrolled=enrolled,
+        node_keys=found.keys,
+        quoted_epsilon=quoted,
+        type_names=list(names),
+    )
 
 
 def _forfeits(
-    outcome: TrainingOutcome, k: list[int], scenario: Scenario, decisions: RoundDecisions
+    outcome: TrainResult, k: list[int], scenario: Scenario, decisions: RoundDecisions
 ) -> tuple[list[int], list[int]]:
     """(dropped out, failed verification): client ids, from the engine's record of each
     participant; without one, per type the last-registered joiners beyond the completed count."""

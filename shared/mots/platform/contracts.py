@@ -393,15 +393,11 @@ EVALUATION_PUBLISHED = TaskSpec("evaluation.published", "evaluation", RoundRef, 
 # ---------------------------------------------------------------- training (its worker: training)
 
 
-class TrainRequest(BaseModel):
-    """Train a round's coalition: K per type (``participants``), the types' data sizes, each
-    enrolled node's type, and who the participants are (client ids per type, every enrolled
-    client per type, their SuperNode keys, the quoted ε the quality gate compares with)."""
+class Coalition(BaseModel):
+    """Who trains: the participants' client ids per type (the j-th is the type's participant j),
+    every enrolled client's id per type, their SuperNode public keys (PEM, by client id), the ε
+    the market priced (the quality gate's yardstick) and the types' names."""
 
-    round_id: int
-    participants: list[int]
-    sizes: list[float]
-    node_types: list[int]
     clients: list[list[int]] = Field(default_factory=list)
     enrolled: list[list[int]] = Field(default_factory=list)
     node_keys: dict[int, str] = Field(default_factory=dict)
@@ -409,8 +405,21 @@ class TrainRequest(BaseModel):
     type_names: list[str] = Field(default_factory=list)
 
 
+class TrainRequest(Coalition):
+    """Train a round's coalition: K per type (``participants``), the types' data sizes and each
+    enrolled node's type, besides who the participants are (:class:`Coalition`)."""
+
+    round_id: int
+    participants: list[int]
+    sizes: list[float]
+    node_types: list[int]
+
+
 class TrainResult(BaseModel):
-    """What a round's training produced (``services.orchestration.trainer.TrainingOutcome``)."""
+    """What a round's training produced; ``completed`` counts per type the participants whose
+    updates were verified in every round they were asked for; ``participants`` says, per
+    participant (``client_id`` when known), ``status`` (verified, dropped, failed_verification),
+    the round it left in and why."""
 
     epsilon: float
     losses: list[float]

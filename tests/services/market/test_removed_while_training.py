@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from mots.platform.contracts import Coalition
 from mots.platform.db import in_transaction
 from mots.training.progress import RoundProgress
 from services.market import node_keys, rounds
 from services.orchestration.core.config import Settings
-from services.orchestration.trainer import Coalition, MarketRemovals, Trainer
+from services.orchestration.trainer import MarketRemovals, Trainer
 from tests.services.market.test_removed_participants import _joined_round, _remove
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from mots.platform.contracts import Coalition
 from mots.platform.db import in_transaction
 from mots.training.control import ControlClient
 from mots.training.federation import LocalFederation, free_port_block, ports_needed
@@ -27,7 +28,7 @@ from mots.training.pki import fingerprint, load_node_key
 from mots.training.progress import RoundProgress
 from services.market import node_keys, rounds
 from services.orchestration.core.config import Settings
-from services.orchestration.trainer import Coalition, MarketRemovals, Trainer
+from services.orchestration.trainer import MarketRemovals, Trainer
 from tests.services.market.test_removed_participants import _remove, joined_round
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.launcher import Stack
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.celery_app import make_celery
-from mots.platform.contracts import TaskSpec
+from mots.platform.contracts import Coalition, TaskSpec, TrainResult
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.training.progress import RoundProgress
@@ -32,7 +31,7 @@ from services.orchestration.rounds.celery_services import CallPort, CeleryRoundS
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
-from services.orchestration.trainer import Coalition, Trainer, TrainingOutcome
+from services.orchestration.trainer import Trainer
 from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
 
 pytestmark = pytest.mark.integration
@@ -50,11 +49,11 @@ class LeavingNodeTrainer(Trainer):
         progress: Callable[[RoundProgress], None] | None = None,
         *,
         coalition: Coalition | None = None,
-    ) -> TrainingOutcome:
+    ) -> TrainResult:
         stayed = list(participants)
         stayed[-1] -= 1
         outcome = super().train(stayed, sizes, node_types, round_id, progress)
-        return replace(outcome, completed=stayed)
+        return outcome.model_copy(update={"completed": stayed})
 
 
 def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> None:

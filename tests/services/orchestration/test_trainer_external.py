@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from mots.platform.contracts import Coalition
 from mots.training import artifacts
 from mots.training.federation import (
     ExternalSuperLink,
@@ -26,7 +27,7 @@ from mots.training.federation import (
     ports_needed,
 )
 from services.orchestration.core.config import Settings
-from services.orchestration.trainer import Coalition, Trainer
+from services.orchestration.trainer import Trainer
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 

@@ -19,6 +19,7 @@ from mots.platform.api.pricing import (
 )
 from mots.platform.api.rounds import ErrorFit, SettleResult, TrainingProgress
 from mots.platform.contracts import (
+    Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     ErrorPosteriorEstimate,
@@ -30,6 +31,7 @@ from mots.platform.contracts import (
     PopulationType,
     RoundDecisions,
     SettlePayload,
+    TrainResult,
 )
 from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
@@ -40,7 +42,6 @@ from services.orchestration.rounds.ports import (
     RoundRecord,
     RoundUpdate,
 )
-from services.orchestration.trainer import Coalition, TrainingOutcome
 
 SMALL, LARGE = "small", "large"
 CLIENTS = {SMALL: [1, 2, 3, 4], LARGE: [5, 6]}
@@ -312,7 +313,7 @@ class FakeTrainer:
         progress: Callable[[RoundProgress], None] | None = None,
         *,
         coalition: Coalition | None = None,
-    ) -> TrainingOutcome:
+    ) -> TrainResult:
         self.calls.append(list(participants))
         self.coalitions.append(coalition)
         if self.error is not None:
@@ -329,7 +330,7 @@ class FakeTrainer:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"model")
             artifact = str(path)
-        return TrainingOutcome(
+        return TrainResult(
             epsilon=0.8,
             losses=[0.9, 0.8],
             round_seconds=[3.0, 3.0],

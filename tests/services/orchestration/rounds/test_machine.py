@@ -12,6 +12,7 @@ from mots.platform.api.rounds import ErrorFit
 from mots.platform.contracts import ErrorPosteriorEstimate
 from services.orchestration.rounds.machine import RETRY_SETTLEMENT_S, Step
 from services.orchestration.rounds.ports import RoundInFlight
+from services.orchestration.trainer import registered_keys
 from tests.services.orchestration.rounds.fakes import LARGE, SMALL, Failing, rig
 
 S = RoundState
@@ -201,7 +202,7 @@ def test_only_participants_verified_in_every_round_are_paid() -> None:
     assert coalition.node_keys == {5: "PEM-5", 6: "PEM-6", 3: "PEM-3"}
     assert coalition.quoted_epsilon == 0.7  # the priced ε: the quality gate's yardstick
     # participants first in each type (the ServerApp trains indices 0..K_i-1), then the others
-    assert coalition.registered_keys() == {(1, 0): b"PEM-5", (1, 1): b"PEM-6", (0, 2): b"PEM-3"}
+    assert registered_keys(coalition) == {(1, 0): b"PEM-5", (1, 1): b"PEM-6", (0, 2): b"PEM-3"}
     assert rnd.training is not None
     assert (rnd.training.dropped, rnd.training.failed_verification) == ([1], [5])
     (settled,) = r.services.settled

@@ -43,7 +43,6 @@ from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.reconciler import Reconciler
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
-from services.orchestration.trainer import Coalition
 from tests.services.orchestration.rounds.fakes import Clock, FakeServices, FakeTrainer
 
 S = RoundState
@@ -100,11 +99,7 @@ class Wire:
         return out[call.spec.name]().model_dump(mode="json")
 
     def _train(self, r: TrainRequest) -> BaseModel:
-        coalition = Coalition(r.clients, r.enrolled, r.node_keys, r.quoted_epsilon, r.type_names)
-        outcome = self.trainer.train(
-            r.participants, r.sizes, r.node_types, r.round_id, coalition=coalition
-        )
-        return TRAINING_TRAIN.output.model_validate(outcome.as_dict())
+        return self.trainer.train(r.participants, r.sizes, r.node_types, r.round_id, coalition=r)
 
     def deliver(
         self, lose: Callable[[Sent], bool] = lambda _: False, max_events: int = 200
