@@ -6,13 +6,13 @@ and what training produces around them (:class:`TrainingResult`).
 so a buyer can :func:`verify` what they downloaded against the digest the market published. Both
 engines, the in-process runner and the deployment launcher with the Flower ServerApp, write a
 round's artifact with :class:`ArtifactWriter` (its metadata from :func:`round_metadata`) and
-report a :class:`TrainingResult`. A light module: torch and the data sets are imported only when
-a file is written, read or measured.
+report a :class:`TrainingResult`. The file's format, digest and sidecar are the SDK's
+(:mod:`mots.client.model_file`, which reads them back). A light module: torch and the data sets
+are imported only when a file is written, read or measured.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from mots.client.model_file import FORMAT, sha256_file, write_sidecar
+
 if TYPE_CHECKING:
     from mots.training.config import TrainConfig
 
-FORMAT = "mots-model/1"
 FloatArray = npt.NDArray[np.float32]
 
 
@@ -44,15 +45,6 @@ class TrainingResult:
     artifact_sha256: str | None
     metadata: dict[str, Any] = field(default_factory=dict)
     accuracy: float | None = None
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_artifact(
@@ -85,8 +77,7 @@ def save_artifact(
     torch.save(payload, tmp)
     tmp.replace(path)
     digest = sha256_file(path)
-    sidecar = {**meta, "format": FORMAT, "file": path.name, "sha256": digest}
-    path.with_suffix(".json").write_text(json.dumps(sidecar, indent=1, sort_keys=True))
+    write_sidecar(path, {**meta, "format": FORMAT, "file": path.name, "sha256": digest})
     return digest
 
 
