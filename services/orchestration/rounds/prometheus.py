@@ -37,7 +37,8 @@ def round_summary(
     now: datetime,
 ) -> RoundSummary:
     """The figures of a round ending now: ``phases`` holds the seconds spent in each state it has
-    left; the time in its current state runs until ``now``."""
+    left; the time in its current state runs until ``now``. Price, rewards and incentive cost are
+    the settlement's, as the ledger booked them (within the quote and budget), not the terms'."""
     phases = dict(phases)
     in_state = (now - rnd.state_entered_at).total_seconds()
     phases[rnd.state.value] = phases.get(rnd.state.value, 0.0) + in_state
@@ -56,8 +57,8 @@ def round_summary(
         mechanism=rnd.mechanism,
         participants=dict(zip(names, terms.participants, strict=True)) if terms else {},
         buyers=dict(zip(names, terms.buyers, strict=True)) if terms else {},
-        price=terms.price if terms else None,
-        rewards=dict(zip(names, terms.rewards, strict=True)) if terms else {},
+        price=settlement.captured_price if settlement else None,
+        rewards=settlement.captured_rewards if settlement else {},
         welfare=terms.welfare if terms else None,
         incentive_cost=subsidy,
         incentive_cost_predicted=terms.incentive_cost if terms else None,

@@ -206,6 +206,8 @@ class FakeServices:
             subsidy=zero if payload.refund_buyers else max(zero, rewards - paid),
             surplus=zero if payload.refund_buyers else max(zero, paid - rewards),
             refunds=paid if payload.refund_buyers else zero,
+            captured_price=None if payload.refund_buyers else payload.price,
+            captured_rewards={} if payload.refund_buyers else dict(payload.rewards),
         )
 
     def publish(self, round_id: int) -> None:
