@@ -22,8 +22,9 @@ from decimal import Decimal
 from typing import TypeVar
 
 from mots.economics.scenario import ErrorModel, Scenario
+from mots.platform import quotes
 from mots.platform.api.base import RoundState
-from mots.platform.api.pricing import EquilibriumRequest, PricingRequest
+from mots.platform.api.pricing import EquilibriumResult, PricingRequest, PricingResult
 from mots.platform.contracts import (
     Coalition,
     CurrentErrorModel,
@@ -84,6 +85,16 @@ def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
     return ErrorModel.model_validate(ports.settings.prior_error_model), "prior"
 
 
+def _price(
+    scenario: Scenario, mechanism: str, k: list[int] | None = None, b: list[int] | None = None
+) -> PricingResult:
+    """The mechanism's terms at K* (no ``k``) or at the realised state (K, B): a library call
+    (:mod:`mots.platform.quotes`), not a service's; a scenario it cannot price fails the round."""
+    document = scenario.model_dump(mode="json")
+    request = PricingRequest(scenario=document, mechanism=mechanism, participants=k, buyers=b)
+    return quotes.price(scenario, mechanism, request)
+
+
 def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     """Price the round's population at K* and publish the quote to the market. The market owns
     the membership: it snapshots the population it reports here as the round's members and
@@ -109,11 +120,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             "eps_req": ports.settings.eps_req,
         }
     )
-    quote = ports.services.quote(
-        PricingRequest(
-            scenario=scenario.model_dump(mode="json"), mechanism=ports.settings.mechanism
-        )
-    )
+    quote = _price(scenario, ports.settings.default_mechanism)
     names = quote.type_names
     window = rnd.collect_seconds or ports.settings.collect_timeout_s
     deadline = ports.clock() + window
@@ -158,13 +165,9 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         rule = "no participant joined: no model is trained; buyers are refunded"
         update = RoundUpdate(rule=rule, decisions=final, terms=RoundTerms.no_model(names, k, b))
         return Move(S.FAILED, rule, update)
-    document = scenario.model_dump(mode="json")
-    check = ports.services.equilibrium(
-        EquilibriumRequest(scenario=document, mechanism=rnd.mechanism, participants=k, buyers=b)
-    )
-    priced = ports.services.quote(
-        PricingRequest(scenario=document, mechanism=rnd.mechanism, participants=k, buyers=b)
-    )
+    mechanism = rnd.mechanism or ports.settings.default_mechanism
+    check = EquilibriumResult.model_validate(quotes.equilibrium(scenario, mechanism, k, b))
+    priced = _price(scenario, mechanism, k, b)
     update = RoundUpdate(decisions=final, terms=RoundTerms.at_state(priced, check))
     return Move(S.TRAINING, f"K={k} B={b}", update)
 
@@ -177,7 +180,7 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     decisions = _product(rnd.decisions, "decisions", rnd)
     k = terms.participants
     node_types = [i for i, t in enumerate(scenario.types) for _ in range(t.count)]
-    coalition = _coalition(rnd, ports, [t.name for t in scenario.types], terms.epsilon)
+    coalition = _coalition(rnd, [t.name for t in scenario.types], terms.epsilon)
 
     def progress(p: RoundProgress) -> None:  # best effort: a failed write must not stop training
         try:
@@ -211,20 +214,16 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     return Move(S.EVALUATING, note, RoundUpdate(training=training))
 
 
-def _coalition(
-    rnd: RoundRecord, ports: RoundPorts, names: list[str], quoted: float | None
-) -> Coalition:
-    """The participants per type (by client id), every member of the round (the market's, asked
-    for now: the round keeps no member list), their SuperNode keys."""
+def _coalition(rnd: RoundRecord, names: list[str], quoted: float | None) -> Coalition:
+    """The participants per type (by client id), every member of the round and their SuperNode
+    keys, as the market's ``close_round`` answered them (the round asks for nothing more)."""
     decisions = _product(rnd.decisions, "decisions", rnd)
     clients = [sorted(decisions.participants.get(n, [])) for n in names]
-    joined = sorted({c for ids in clients for c in ids})
-    found = ports.services.node_keys(rnd.id, joined)
-    enrolled = [sorted(found.members.get(n, [])) for n in names]
+    enrolled = [sorted(decisions.members.get(n, [])) for n in names]
     return Coalition(
         clients=clients,
         enrolled=enrolled,
-        node_keys=found.keys,
+        node_keys=decisions.node_keys,
         quoted_epsilon=quoted,
         type_names=list(names),
     )
@@ -266,22 +265,21 @@ def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 
 
 def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
-    """Book the money at the realised state (dropouts forfeit) and publish the model; the market
-    captures the realised terms within the quote and the round's subsidy budget."""
+    """Book the money at the realised state (dropouts forfeit) and publish the model, one call to
+    the market (it knows who joined: only the dropouts are named); the market captures the
+    realised terms within the quote and the round's subsidy budget. The evaluation service hears
+    of the publication as an event (no reply)."""
     terms = _product(rnd.terms, "terms", rnd)
     training = _product(rnd.training, "training", rnd)
-    decisions = _product(rnd.decisions, "decisions", rnd)
     payload = SettlePayload(
         round_id=rnd.id,
         rewards={n: _money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
         price=None if terms.price is None else _money(terms.price),
-        participants=sorted(c for ids in decisions.participants.values() for c in ids),
         dropped=sorted({*training.dropped, *training.failed_verification}),
         artifact_path=training.artifact_path,
         artifact_sha256=training.artifact_sha256,
     )
     settlement = ports.services.settle(payload)
-    ports.services.publish(rnd.id)
     try:  # the published round's measurement now shapes the error model (best effort)
         ports.services.measurement_published(rnd.id)
     except Exception:
@@ -297,7 +295,7 @@ def settle_by_rule(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     settlement = None
     if rnd.quote is not None:  # the market opened the round: refund its buyers
         settlement = ports.services.settle(
-            SettlePayload(round_id=rnd.id, rewards={}, participants=[], refund_buyers=True)
+            SettlePayload(round_id=rnd.id, rewards={}, refund_buyers=True)
         )
     summary = round_summary(
         rnd, rnd.terms, None, settlement, False, ports.store.phase_seconds(rnd.id), _now(ports)

@@ -358,3 +358,7 @@ class RoundDetail(RoundOut):
     model_config = example(ROUND_EXAMPLE | {"transitions": [TRANSITION_EXAMPLE]})
 
     transitions: list[TransitionOut]
+    calls: list[str] = Field(
+        default_factory=list,
+        description="the tasks the round's steps sent to other services, in order (its call log)",
+    )

@@ -12,10 +12,7 @@ from pathlib import Path
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import (
-    EquilibriumRequest,
-    EquilibriumResult,
     PricingRequest,
-    PricingResult,
 )
 from mots.platform.api.rounds import ErrorFit, SettleResult, TrainingProgress
 from mots.platform.contracts import (
@@ -25,7 +22,6 @@ from mots.platform.contracts import (
     ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
-    NodeKeys,
     OpenRoundPayload,
     Population,
     PopulationType,
@@ -117,45 +113,13 @@ class FakeServices:
             ]
         )
 
-    def quote(self, request: PricingRequest) -> PricingResult:
-        self._enter("quote")
-        self.quoted.append(request)
-        names = [t["name"] for t in request.scenario["types"]]
-        k = request.participants if request.participants is not None else [0, 2][: len(names)]
-        b = request.buyers if request.buyers is not None else [4, 0][: len(names)]
-        return PricingResult(
-            mechanism=request.mechanism or "swan_robust",
-            regime="low",
-            type_names=names,
-            participants=k,
-            buyers=b,
-            price=1.0,
-            rewards=[-0.5, 2.0][: len(names)],
-            welfare=81.2,
-            epsilon=0.7,
-            incentive_cost=0.0,
-            optimal=request.participants is None,
-        )
-
-    def equilibrium(self, request: EquilibriumRequest) -> EquilibriumResult:
-        self._enter("equilibrium")
-        return EquilibriumResult(equilibrium=True, reason="equilibrium")
-
     def open(self, quote: OpenRoundPayload) -> None:
         self._enter("open")
         self.opened.append(quote)
 
-    def node_keys(self, round_id: int, client_ids: list[int]) -> NodeKeys:
-        """The round's members (the fake market's clients) and their keys."""
-        self._enter("node_keys")
-        members = {n: sorted(ids) for n, ids in self.clients.items() if ids}
-        everyone = {*client_ids, *(c for ids in members.values() for c in ids)}
-        return NodeKeys(keys={c: self.keys[c] for c in everyone if c in self.keys}, members=members)
-
-    def measurement_published(self, round_id: int) -> bool:
+    def measurement_published(self, round_id: int) -> None:
         self._enter("measurement_published")
         self.counted.append(round_id)
-        return True
 
     def _decisions(self, round_id: int) -> RoundDecisions:
         registered = sum(len(v) for v in self.clients.values())
@@ -167,6 +131,14 @@ class FakeServices:
             buyers=self.bought,
             paid_buyers=self.paid,
         )
+
+    def _members(self, decisions: RoundDecisions) -> RoundDecisions:
+        """The round's members (the fake market's clients) and their keys, as close answers."""
+        members = {n: sorted(ids) for n, ids in self.clients.items() if ids}
+        joined = (c for ids in decisions.participants.values() for c in ids)
+        everyone = {*joined, *(c for ids in members.values() for c in ids)}
+        keys = {c: self.keys[c] for c in everyone if c in self.keys}
+        return decisions.model_copy(update={"members": members, "node_keys": keys})
 
     def progress(self, round_id: int) -> DeclarationProgress:
         self._enter("progress")
@@ -180,7 +152,7 @@ class FakeServices:
 
     def close(self, round_id: int) -> RoundDecisions:
         self._enter("close")
-        return self._decisions(round_id)
+        return self._members(self._decisions(round_id))
 
     def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
         self._enter("evaluate")
@@ -194,7 +166,7 @@ class FakeServices:
         paid = Decimal(sum(len(v) for v in self.paid.values()))
         rewards = sum(
             (payload.rewards.get(n, Decimal(0)) for n, ids in self.joined.items() for c in ids
-             if c in payload.participants and c not in payload.dropped),
+             if not payload.refund_buyers and c not in payload.dropped),
             Decimal(0),
         )  # fmt: skip
         zero = Decimal(0)
@@ -209,9 +181,6 @@ class FakeServices:
             captured_price=None if payload.refund_buyers else payload.price,
             captured_rewards={} if payload.refund_buyers else dict(payload.rewards),
         )
-
-    def publish(self, round_id: int) -> None:
-        self._enter("publish")
 
 
 class MemoryStore:
