@@ -32,7 +32,6 @@ from mots.platform.contracts import (
     MARKET_POPULATION,
     MARKET_SETTLE_ROUND,
     TRAINING_TRAIN,
-    Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     EvaluationRequest,
@@ -47,7 +46,6 @@ from mots.platform.contracts import (
     TrainRequest,
     TrainResult,
 )
-from mots.training.progress import RoundProgress
 from services.orchestration.rounds.ports import (
     CURRENT_STEP,
     CallEntry,
@@ -163,29 +161,13 @@ class CeleryRoundServices:
 
 class CeleryRoundTrainer:
     """Training as a call on the training worker's queue (``training.train``): the training
-    worker records the progress of each FedAvg round itself, so ``progress`` is not used here."""
+    worker records the progress of each FedAvg round itself."""
 
     def __init__(self, port: CallPort, timeout_s: float) -> None:
         self._call = port.call
         self.timeout_s = timeout_s
 
-    def train(
-        self,
-        participants: list[int],
-        sizes: list[float],
-        node_types: list[int],
-        round_id: int,
-        progress: Callable[[RoundProgress], None] | None = None,
-        *,
-        coalition: Coalition | None = None,
-    ) -> TrainResult:
+    def train(self, request: TrainRequest) -> TrainResult:
         """The :data:`~mots.platform.contracts.TRAINING_TRAIN` task (its timeout: the training
         state's budget, so a lost training is seen by its deadline)."""
-        request = TrainRequest(
-            round_id=round_id,
-            participants=participants,
-            sizes=sizes,
-            node_types=node_types,
-            **(coalition or Coalition()).model_dump(include=set(Coalition.model_fields)),
-        )
         return self._call(TRAINING_TRAIN, request, self.timeout_s)

@@ -23,7 +23,6 @@ from mots.platform.api.pricing import (
 )
 from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
 from mots.platform.contracts import (
-    Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     EvaluationRequest,
@@ -32,9 +31,9 @@ from mots.platform.contracts import (
     Population,
     RoundDecisions,
     SettlePayload,
+    TrainRequest,
     TrainResult,
 )
-from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
 
@@ -254,20 +253,11 @@ class RoundStore(Protocol):
 
 
 class RoundTrainer(Protocol):
-    """Trains a coalition (see :class:`services.orchestration.trainer.Trainer`)."""
+    """Trains a coalition on the training worker (:class:`.celery_services.CeleryRoundTrainer`);
+    the request travels whole, and the worker records each FedAvg round's progress itself."""
 
-    def train(
-        self,
-        participants: list[int],
-        sizes: list[float],
-        node_types: list[int],
-        round_id: int,
-        progress: Callable[[RoundProgress], None] | None = None,
-        *,
-        coalition: Coalition | None = None,
-    ) -> TrainResult:
-        """Train K per type; ``progress`` hears of every FedAvg round; ``coalition`` names the
-        participants, their keys and the quoted ε."""
+    def train(self, request: TrainRequest) -> TrainResult:
+        """Train K per type on the coalition the request names."""
 
 
 Schedule = Callable[[int, RoundState, float], None]

@@ -9,6 +9,8 @@ exports it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 
@@ -17,8 +19,11 @@ from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
 from mots.platform.contracts import EvaluationResult
-from services.orchestration.products import RoundTerms, TrainingRecord
-from services.orchestration.rounds.ports import RoundRecord
+from mots.training.progress import RoundProgress
+from services.orchestration.products import RoundTerms, TrainingRecord, progress_of
+from services.orchestration.rounds.ports import RoundRecord, RoundStore
+
+log = logging.getLogger(__name__)
 
 WORK_STATES = (RoundState.TRAINING.value, RoundState.EVALUATING.value)
 """The states whose time is the learning's, not the platform's."""
@@ -116,6 +121,20 @@ def training_progress(progress: TrainingProgress) -> None:
     metrics.TRAINING_FEDAVG_ROUNDS.set(progress.fedavg_rounds)
     if progress.epsilon is not None:
         metrics.GENERALIZATION_ERROR.labels("training").set(progress.epsilon)
+
+
+def progress_recorder(store: RoundStore, round_id: int) -> Callable[[RoundProgress], None]:
+    """What the training engine calls after each FedAvg round: export it and note it on the
+    round (best effort: a failed write must not stop training)."""
+
+    def record(p: RoundProgress) -> None:
+        try:
+            training_progress(progress_of(p))
+            store.record_progress(round_id, progress_of(p))
+        except Exception:
+            log.warning("round %s: training progress not recorded", round_id, exc_info=True)
+
+    return record
 
 
 def evaluated(evaluation: EvaluationResult) -> None:

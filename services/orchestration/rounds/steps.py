@@ -32,12 +32,11 @@ from mots.platform.contracts import (
     OpenRoundPayload,
     RoundDecisions,
     SettlePayload,
+    TrainRequest,
     TrainResult,
 )
-from mots.platform.money import from_micros, to_micros
-from mots.training.progress import RoundProgress
-from services.orchestration.products import RoundTerms, TrainingRecord, progress_of
-from services.orchestration.rounds import prometheus
+from mots.platform.money import from_micros, money
+from services.orchestration.products import RoundTerms, TrainingRecord
 from services.orchestration.rounds.ports import (
     Move,
     RoundFailure,
@@ -62,9 +61,9 @@ def _product(value: T | None, name: str, rnd: RoundRecord) -> T:
     return value
 
 
-def _money(x: Decimal | float) -> Decimal:
-    """An amount the pricing service computed, in the ledger's micro-units."""
-    return from_micros(to_micros(x))
+def _money(x: Decimal) -> Decimal:
+    """An amount the mechanism quoted, rounded as the ledger books it (six places)."""
+    return money(x)
 
 
 def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
@@ -179,25 +178,16 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     scenario = _product(rnd.scenario, "scenario", rnd)
     decisions = _product(rnd.decisions, "decisions", rnd)
     k = terms.participants
-    node_types = [i for i, t in enumerate(scenario.types) for _ in range(t.count)]
-    coalition = _coalition(rnd, [t.name for t in scenario.types], terms.epsilon)
-
-    def progress(p: RoundProgress) -> None:  # best effort: a failed write must not stop training
-        try:
-            prometheus.training_progress(progress_of(p))
-            ports.store.record_progress(rnd.id, progress_of(p))
-        except Exception:
-            log.warning("round %s: training progress not recorded", rnd.id, exc_info=True)
-
-    try:
-        outcome = ports.trainer.train(
-            k,
-            [t.data_size for t in scenario.types],
-            node_types,
-            rnd.id,
-            progress=progress,
-            coalition=coalition,
-        )
+    names = [t.name for t in scenario.types]
+    request = TrainRequest(
+        round_id=rnd.id,
+        participants=k,
+        sizes=[t.data_size for t in scenario.types],
+        node_types=[i for i, t in enumerate(scenario.types) for _ in range(t.count)],
+        **_coalition(rnd, names, terms.epsilon).model_dump(),
+    )
+    try:  # the training worker records each FedAvg round's progress on the round itself
+        outcome = ports.trainer.train(request)
     except Exception as exc:
         raise RoundFailure(
             f"training failed ({type(exc).__name__}: {exc}): buyers are refunded, no reward is paid"

@@ -27,6 +27,7 @@ from mots.platform.contracts import (
     PopulationType,
     RoundDecisions,
     SettlePayload,
+    TrainRequest,
     TrainResult,
 )
 from mots.training.progress import RoundProgress
@@ -36,8 +37,10 @@ from services.orchestration.rounds.ports import (
     RoundInFlight,
     RoundPorts,
     RoundRecord,
+    RoundStore,
     RoundUpdate,
 )
+from services.orchestration.rounds.prometheus import progress_recorder
 
 SMALL, LARGE = "small", "large"
 CLIENTS = {SMALL: [1, 2, 3, 4], LARGE: [5, 6]}
@@ -274,21 +277,17 @@ class FakeTrainer:
         self.coalitions: list[Coalition | None] = []
         self.statuses: dict[int, str] | None = None
         self.artifact_root: Path | None = None  # set: write a real artifact directory there
+        self.store: RoundStore | None = (
+            None  # set: each FedAvg round noted there, as the worker does
+        )
 
-    def train(
-        self,
-        participants: list[int],
-        sizes: list[float],
-        node_types: list[int],
-        round_id: int,
-        progress: Callable[[RoundProgress], None] | None = None,
-        *,
-        coalition: Coalition | None = None,
-    ) -> TrainResult:
+    def train(self, request: TrainRequest) -> TrainResult:
+        participants, round_id, coalition = request.participants, request.round_id, request
         self.calls.append(list(participants))
         self.coalitions.append(coalition)
         if self.error is not None:
             raise self.error
+        progress = None if self.store is None else progress_recorder(self.store, round_id)
         for r in range(2):
             self.clock.now += 3.0
             report = RoundProgress(r, 2, sum(participants), sum(participants), 0.9 - 0.1 * r, 3.0)
@@ -371,6 +370,7 @@ def rig(**settings: object) -> Rig:
     """A fresh machine on fakes; ``settings`` override the orchestration settings."""
     clock = Clock()
     services, store, trainer = FakeServices(clock), MemoryStore(clock), FakeTrainer(clock)
+    trainer.store = store
     config = Settings(
         **{"collect_timeout_s": 10.0, "poll_interval_s": 0.5, **settings}  # type: ignore[arg-type]
     )

@@ -84,7 +84,7 @@ class Wire:
         return out[call.spec.name]().model_dump(mode="json")
 
     def _train(self, r: TrainRequest) -> BaseModel:
-        return self.trainer.train(r.participants, r.sizes, r.node_types, r.round_id, coalition=r)
+        return self.trainer.train(r)
 
     def deliver(
         self, lose: Callable[[Sent], bool] = lambda _: False, max_events: int = 200
