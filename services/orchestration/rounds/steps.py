@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import TypeVar
 
 from mots.economics.scenario import ErrorModel, Scenario
@@ -59,11 +58,6 @@ def _product(value: T | None, name: str, rnd: RoundRecord) -> T:
     if value is None:
         raise RoundFailure(f"round {rnd.id} has no {name} in {rnd.state.value}")
     return value
-
-
-def _money(x: Decimal) -> Decimal:
-    """An amount the mechanism quoted, rounded as the ledger books it (six places)."""
-    return money(x)
 
 
 def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
@@ -127,13 +121,13 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         OpenRoundPayload(
             round_id=rnd.id,
             mechanism=quote.mechanism,
-            price=_money(quote.price),
-            rewards={n: _money(r) for n, r in zip(names, quote.rewards, strict=True)},
+            price=money(quote.price),
+            rewards={n: money(r) for n, r in zip(names, quote.rewards, strict=True)},
             target_participants=dict(zip(names, quote.participants, strict=True)),
             target_buyers=dict(zip(names, quote.buyers, strict=True)),
             epsilon=quote.epsilon,
             welfare=quote.welfare,
-            incentive_cost=_money(quote.incentive_cost),
+            incentive_cost=money(quote.incentive_cost),
             subsidy_budget=ports.settings.round_subsidy_budget
             if rnd.subsidy_budget_micros is None
             else from_micros(rnd.subsidy_budget_micros),
@@ -263,8 +257,8 @@ def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     training = _product(rnd.training, "training", rnd)
     payload = SettlePayload(
         round_id=rnd.id,
-        rewards={n: _money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
-        price=None if terms.price is None else _money(terms.price),
+        rewards={n: money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
+        price=None if terms.price is None else money(terms.price),
         dropped=sorted({*training.dropped, *training.failed_verification}),
         artifact_path=training.artifact_path,
         artifact_sha256=training.artifact_sha256,
