@@ -39,6 +39,21 @@ from mots.local.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
 from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
 from mots.platform.api.base import Strategy
+from mots.platform.contracts import (
+    ALL_TASKS,
+    EVALUATION_PUBLISHED,
+    MARKET_DECLARATION_PROGRESS,
+    MARKET_SETTLE_ROUND,
+    round_calls,
+)
+
+OWNS = {
+    "orchestration": "the round, its terms and call log",
+    "market": "clients, members, decisions, node keys, the ledger",
+    "evaluation": "measurements, the error model",
+    "training": "the coalition's training (Flower)",
+}
+"""Who owns which data, as the sequence diagram's participants say."""
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACER = Path(__file__).resolve().parent / "trace"
@@ -139,6 +154,7 @@ def run(trainer: str, out: Path) -> dict[str, Any]:
         act(market, [a for a in agents if a is not buyer], round_id, choices)
         state = wait_round(orch, round_id, 1800)["state"]
         _window(traces, "round", "stop")
+        calls = orch.get(f"/v1/rounds/{round_id}").json()["calls"]
         time.sleep(1.0)
     finally:
         stack.stop()
@@ -153,7 +169,45 @@ def run(trainer: str, out: Path) -> dict[str, Any]:
         "round_state": state,
         "purchase": _summary(purchase),
         "round": _summary(rounds),
+        "round_calls": {
+            "count": round_calls(calls),
+            "polls": len(calls) - round_calls(calls),
+            "calls": calls,
+        },
     }
+
+
+def sequence_diagram(calls: list[str]) -> str:
+    """The round's calls as a mermaid sequence diagram, in the order its call log holds them:
+    each a request and its reply between the orchestration and the service that owns the data;
+    consecutive progress polls folded into one line."""
+    specs = {spec.name: spec for spec in ALL_TASKS}
+    lines = ["sequenceDiagram"]
+    for who, owns in OWNS.items():
+        lines.append(f"  participant {who} as {who} (owns {owns})")
+    polls = 0
+    for task in [*calls, ""]:
+        if task == MARKET_DECLARATION_PROGRESS.name:
+            polls += 1
+            continue
+        if polls:
+            spec = specs[MARKET_DECLARATION_PROGRESS.name]
+            lines.append(f"  loop {polls} polls while clients decide")
+            lines.append(f"    orchestration->>market: {spec.name} ({spec.input.__name__})")
+            lines.append(f"    market-->>orchestration: {spec.output.__name__}")
+            lines.append("  end")
+            polls = 0
+        if not task:
+            continue
+        spec = specs[task]
+        lines.append(f"  orchestration->>{spec.queue}: {spec.name} ({spec.input.__name__})")
+        lines.append(f"  {spec.queue}-->>orchestration: {spec.output.__name__}")
+        if task == MARKET_SETTLE_ROUND.name:  # an event, not a call: nothing answers it
+            event = EVALUATION_PUBLISHED
+            lines.append(
+                f"  orchestration-)evaluation: {event.name} ({event.input.__name__}), event"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def _files(by_process: dict[str, dict[str, list[str]]]) -> list[str]:
@@ -193,6 +247,10 @@ def main() -> None:
         for proc, threads in bg["by_thread"].items():
             for thread, files in threads.items():
                 print(f"    {thread} ({proc.rsplit(' ', 1)[-1]}): {', '.join(files)}")
+    calls = result["round_calls"]
+    (args.out / "round_sequence.mmd").write_text(sequence_diagram(calls["calls"]))
+    print(f"round calls: {calls['count']}")
+    print(f"  and {calls['polls']} progress polls; the sequence: {args.out / 'round_sequence.mmd'}")
     print(f"round ended {result['round_state']}; wrote {args.out / 'paths.json'}")
 
 

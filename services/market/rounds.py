@@ -387,14 +387,16 @@ def settle_round(
     surplus = ledger.ensure_account(session, ledger.SURPLUS)
     shards = [ledger.ensure_account(session, n) for n in ledger.pool_shard_names(rid)]
     held = ledger.lock_accounts(session, [pool, subsidy, surplus, *shards])
-    type_of, removed = _types_of(session, payload.participants)
+    joined = _joined(session, rid) if payload.participants is None else payload.participants
+    joined = [] if payload.refund_buyers and payload.participants is None else joined
+    type_of, removed = _types_of(session, joined)
     dropped = set(payload.dropped) | removed
     purchases = session.execute(
         select(Purchase.client_id, Purchase.price_micros)
         .where(Purchase.round_id == rid, Purchase.refunded.is_(False))
         .order_by(Purchase.id)
     ).all()
-    booked = [cid for cid in sorted(payload.participants) if cid not in dropped and cid in type_of]
+    booked = [cid for cid in sorted(joined) if cid not in dropped and cid in type_of]
     wallets = ledger.ensure_wallets(session, sorted({*booked, *(p[0] for p in purchases)}))
     terms = captured_terms(
         stored_quote(rnd),
@@ -402,7 +404,7 @@ def settle_round(
         _count_types(booked, type_of),
         0 if payload.refund_buyers else len(purchases),
         default_budget,
-        joined=_count_types([c for c in payload.participants if c in type_of], type_of),
+        joined=_count_types([c for c in joined if c in type_of], type_of),
     )
     plan = _plan_transfers(
         rid, held, (pool, subsidy, surplus, shards), booked, type_of, wallets, purchases, terms,
@@ -439,6 +441,18 @@ def settle_round(
         rnd.artifact_sha256 = payload.artifact_sha256
     session.flush()
     return result
+
+
+def _joined(session: Session, round_id: int) -> list[int]:
+    """The client ids that declared join in the round, as the market recorded them (its members
+    only, as :func:`decisions` counts them; revoked ones are found removed by the caller)."""
+    joined = select(Decision.client_id).where(
+        Decision.round_id == round_id, Decision.strategy == Strategy.JOIN.value
+    )
+    held = select(RoundMember.client_id).where(RoundMember.round_id == round_id)
+    if session.scalar(held.limit(1)) is not None:
+        joined = joined.where(Decision.client_id.in_(held))
+    return sorted(session.scalars(joined))
 
 
 def _count_types(client_ids: Sequence[int], type_of: dict[int, str]) -> dict[str, int]:

@@ -5,6 +5,8 @@ Run with ``celery -A services.market.worker worker -Q market --pool=solo``.
 
 from __future__ import annotations
 
+from sqlalchemy.orm import Session
+
 from mots.platform.api.rounds import SettleResult
 from mots.platform.contracts import (
     MARKET_CLOSE_ROUND,
@@ -73,16 +75,32 @@ def declaration_progress(ref: RoundRef) -> DeclarationProgress:
 
 @MARKET_CLOSE_ROUND.handler(app)
 def close_round(ref: RoundRef) -> RoundDecisions:
-    """Stop taking decisions and purchases; return the final decisions."""
-    return in_transaction(_sessions, lambda s: rounds.close_round(s, ref.round_id))
+    """Stop taking decisions and purchases; return the final decisions with the round's members
+    and their SuperNode keys (the market owns both: training needs them, nothing else asks)."""
+
+    def close(session: Session) -> RoundDecisions:
+        final = rounds.close_round(session, ref.round_id)
+        members = rounds.members_of(session, ref.round_id)
+        joined = (c for ids in final.participants.values() for c in ids)
+        everyone = sorted({*joined, *(c for ids in members.values() for c in ids)})
+        keys = node_keys.keys_of(session, everyone).keys
+        return final.model_copy(update={"members": members, "node_keys": keys})
+
+    return in_transaction(_sessions, close)
 
 
 @MARKET_SETTLE_ROUND.handler(app)
 def settle_round(payload: SettlePayload) -> SettleResult:
-    """Book the round's rewards, charges, refunds, subsidy and surplus (idempotent)."""
-    return in_transaction(
-        _sessions, lambda s: rounds.settle_round(s, payload, settings.round_subsidy_budget)
-    )
+    """Book the round's rewards, charges, refunds, subsidy and surplus (idempotent) and, with a
+    model artifact, publish the round in the same transaction: one call settles and publishes."""
+
+    def settle(session: Session) -> SettleResult:
+        result = rounds.settle_round(session, payload, settings.round_subsidy_budget)
+        if payload.artifact_path and not payload.refund_buyers:
+            rounds.publish(session, payload.round_id)
+        return result
+
+    return in_transaction(_sessions, settle)
 
 
 @MARKET_PUBLISH.handler(app)

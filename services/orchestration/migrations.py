@@ -10,8 +10,5 @@ from services.orchestration.models import Base
 MIGRATIONS = ServiceMigrations(
     "orchestration", Path(__file__).parent / "alembic" / "versions", Base.metadata
 )
-
-
-def upgrade(database_url: str, revision: str = "head") -> None:
-    """Bring the orchestration's database to ``revision``."""
-    MIGRATIONS.upgrade(database_url, revision)
+upgrade = MIGRATIONS.upgrade
+"""Bring the orchestration's database to a revision (``head`` unless given)."""

@@ -103,3 +103,16 @@ class RoundCall(Base):
     timeout_s: Mapped[float] = mapped_column(Float)
     reply: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class SentCall(Base):
+    """The round's call history: every call its steps sent, kept after the step decides (the
+    :class:`RoundCall` rows are forgotten then), so a round's calls can be counted."""
+
+    __tablename__ = "round_sent_calls"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    task: Mapped[str] = mapped_column(String(64))
+    sent_at: Mapped[float] = mapped_column(Float)

@@ -13,12 +13,15 @@ the quote (:class:`~mots.platform.api.pricing.PricingResult`), the decisions
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from mots.platform.api.pricing import EquilibriumResult, PricingResult
 from mots.platform.api.rounds import TrainingProgress
+from mots.platform.contracts import TrainResult
+from mots.platform.money import QuotedMoney
 from mots.training.progress import RoundProgress
 
 TypeClients = dict[str, list[int]]
@@ -28,25 +31,16 @@ Deadlines = dict[str, float]
 re-drives the round (:mod:`services.orchestration.rounds.reconciler`)."""
 
 
-class _Product(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RoundTerms(PricingResult):
+    """The mechanism's schedule at the realised state (K, B) and its equilibrium check: the
+    quote's fields (amounts stay Money end to end), of which price, ε, mechanism, regime and
+    optimality are absent when nobody joined (no model, so no price, no ε and no check)."""
 
-
-class RoundTerms(_Product):
-    """The mechanism's schedule at the realised state (K, B) and its equilibrium check; with no
-    participant there is no model, so no price, no ε and no check."""
-
-    type_names: list[str]
-    participants: list[int] = Field(..., description="K_i per type, in type_names' order")
-    buyers: list[int] = Field(..., description="B_i per type (paid buyers)")
-    price: float | None = Field(..., description="p(K); None when nobody joined")
-    rewards: list[float] = Field(..., description="r_i(K) per type")
-    welfare: float
-    epsilon: float | None = Field(..., description="predicted ε(K) (Eq. 3); None at K = 0")
-    incentive_cost: float = Field(..., description="predicted [Σ K_i r_i − Σ B_i p]⁺")
-    mechanism: str | None = None
-    regime: Literal["low", "high"] | None = None
-    optimal: bool | None = None
+    mechanism: str | None = None  # type: ignore[assignment]
+    regime: Literal["low", "high"] | None = None  # type: ignore[assignment]
+    price: QuotedMoney | None = Field(..., description="p(K); None when nobody joined")  # type: ignore[assignment]
+    epsilon: float | None = Field(..., description="predicted ε(K) (Eq. 3); None at K = 0")  # type: ignore[assignment]
+    optimal: bool | None = None  # type: ignore[assignment]
     equilibrium: EquilibriumResult | None = None
 
     @classmethod
@@ -62,32 +56,20 @@ class RoundTerms(_Product):
             participants=k,
             buyers=b,
             price=None,
-            rewards=[0.0] * len(type_names),
+            rewards=[Decimal(0)] * len(type_names),
             welfare=0.0,
             epsilon=None,
-            incentive_cost=0.0,
+            incentive_cost=Decimal(0),
         )
 
 
-class TrainingRecord(_Product):
-    """What the round's training produced, and the participants that dropped out of it."""
+class TrainingRecord(TrainResult):
+    """What the round's training produced (the training worker's result, as it came), and the
+    participants that forfeit: dropped out, or failed verification."""
 
-    epsilon: float = Field(..., description="the trained model's test loss on the engine's subset")
-    losses: list[float] = Field(..., description="test loss after each FedAvg round")
-    round_seconds: list[float] = Field(..., description="wall time of each FedAvg round")
-    artifact_path: str
-    artifact_sha256: str
-    completed: list[int] = Field(..., description="participants per type that finished")
-    seconds: float
-    metadata: dict[str, Any] = Field(default_factory=dict, description="the engine's own record")
     dropped: list[int] = Field(default_factory=list, description="client ids that dropped out")
     failed_verification: list[int] = Field(
         default_factory=list, description="client ids whose update failed verification"
-    )
-    participants: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="per participant: client_id, status (verified, dropped, failed_verification), "
-        "the round it left in and why",
     )
 
 

@@ -27,9 +27,7 @@ from mots.platform.contracts import (
 )
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.worker import service_worker
-from mots.training.progress import RoundProgress
 from services.orchestration.core.config import get_settings
-from services.orchestration.products import progress_of
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 from services.orchestration.trainer import MarketRemovals, Trainer
@@ -74,13 +72,6 @@ def train(request: TrainRequest) -> TrainResult:
     if call_id is not None and not calls.pending(call_id):
         raise StaleTraining(f"round {request.round_id}: call {call_id} is no longer awaited")
 
-    def progress(p: RoundProgress) -> None:  # a failed write must not stop training
-        try:
-            prometheus.training_progress(progress_of(p))
-            store.record_progress(request.round_id, progress_of(p))
-        except Exception:
-            log.warning("round %s: training progress not recorded", request.round_id, exc_info=True)
-
     joined = {c for ids in request.clients for c in ids}
     removed = MarketRemovals(
         {c: k for c, k in request.node_keys.items() if c in joined}, MarketKeysAsk()
@@ -90,7 +81,7 @@ def train(request: TrainRequest) -> TrainResult:
         request.sizes,
         request.node_types,
         request.round_id,
-        progress=progress,
+        progress=prometheus.progress_recorder(store, request.round_id),
         coalition=request,  # a TrainRequest is the Coalition it names
         removed=removed,
     )

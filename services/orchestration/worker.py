@@ -75,7 +75,9 @@ calls = SqlCallLog(sessions)
 port = CallPort(functools.partial(send_call, app), calls, settings.task_timeout_s)
 machine = RoundMachine(
     RoundPorts(
-        services=CeleryRoundServices(port, settings.evaluate_timeout_s),
+        services=CeleryRoundServices(
+            port, functools.partial(send, app), settings.evaluate_timeout_s
+        ),
         store=SqlRoundStore(sessions),
         trainer=CeleryRoundTrainer(port, settings.train_timeout_s),
         schedule=schedule,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from mots.platform import quotes as engine
 from mots.platform.api.pricing import (
     EquilibriumRequest,
     EquilibriumResult,
@@ -16,7 +17,6 @@ from mots.platform.api.pricing import (
 from mots.platform.contracts import PRICING_EQUILIBRIUM, PRICING_QUOTE
 from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
 from mots.platform.worker import service_worker
-from services.pricing import engine
 from services.pricing.core.config import get_settings
 
 settings = get_settings()

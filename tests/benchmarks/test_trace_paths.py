@@ -8,7 +8,20 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.trace_paths import ROOT, TRACER, project_file, read_window, split
+from benchmarks.trace_paths import (
+    ROOT,
+    TRACER,
+    project_file,
+    read_window,
+    sequence_diagram,
+    split,
+)
+from mots.platform.contracts import (
+    MARKET_CLOSE_ROUND,
+    MARKET_DECLARATION_PROGRESS,
+    MARKET_SETTLE_ROUND,
+    TRAINING_TRAIN,
+)
 
 
 def test_only_the_repositorys_sources_count() -> None:
@@ -137,3 +150,17 @@ def _wait(path: Path) -> None:
     while not path.exists():
         assert time.monotonic() < end, f"{path.name} never appeared"
         time.sleep(0.02)
+
+
+def test_the_round_sequence_has_one_request_and_reply_per_call_and_folds_the_polls() -> None:
+    """Three calls and two polls between them: three request/reply pairs, one poll loop, and
+    the publication event after the settlement."""
+    poll = MARKET_DECLARATION_PROGRESS.name
+    calls = [poll, poll, MARKET_CLOSE_ROUND.name, TRAINING_TRAIN.name, MARKET_SETTLE_ROUND.name]
+    lines = sequence_diagram(calls).splitlines()
+    assert lines[0] == "sequenceDiagram"
+    requests = [line for line in lines if "orchestration->>" in line]
+    assert len(requests) == 4  # three calls and the poll, once
+    assert "  loop 2 polls while clients decide" in lines
+    assert "orchestration->>training: training.train (TrainRequest)" in lines[-5]
+    assert lines[-1].endswith("evaluation.published (RoundRef), event")

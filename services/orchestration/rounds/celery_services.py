@@ -21,12 +21,6 @@ import redis.exceptions
 from kombu.exceptions import OperationalError
 from pydantic import BaseModel
 
-from mots.platform.api.pricing import (
-    EquilibriumRequest,
-    EquilibriumResult,
-    PricingRequest,
-    PricingResult,
-)
 from mots.platform.api.rounds import SettleResult
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
@@ -34,21 +28,14 @@ from mots.platform.contracts import (
     EVALUATION_PUBLISHED,
     MARKET_CLOSE_ROUND,
     MARKET_DECLARATION_PROGRESS,
-    MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
     MARKET_POPULATION,
-    MARKET_PUBLISH,
     MARKET_SETTLE_ROUND,
-    PRICING_EQUILIBRIUM,
-    PRICING_QUOTE,
     TRAINING_TRAIN,
-    Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     EvaluationRequest,
     EvaluationResult,
-    NodeKeys,
-    NodeKeysRequest,
     NoInput,
     OpenRoundPayload,
     Population,
@@ -59,7 +46,6 @@ from mots.platform.contracts import (
     TrainRequest,
     TrainResult,
 )
-from mots.training.progress import RoundProgress
 from services.orchestration.rounds.ports import (
     CURRENT_STEP,
     CallEntry,
@@ -83,6 +69,11 @@ Out = TypeVar("Out", bound=BaseModel)
 Sender = Callable[[TaskSpec[In, Out], In, str], None]
 """Sends a call (spec, payload, call id) and returns: :func:`mots.platform.contracts.send_call`
 on the worker's app."""
+
+
+Notifier = Callable[[TaskSpec[In, Out], In], None]
+"""Sends an event (spec, payload) that nobody answers: :func:`mots.platform.contracts.send` on
+the worker's app."""
 
 
 class ServiceError(RuntimeError):
@@ -128,8 +119,11 @@ class CallPort:
 class CeleryRoundServices:
     """The market, pricing and evaluation services through their Celery queues."""
 
-    def __init__(self, port: CallPort, evaluate_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, port: CallPort, notify: Notifier[BaseModel, BaseModel], evaluate_timeout_s: float
+    ) -> None:
         self._call = port.call
+        self._notify = notify
         self.evaluate_timeout_s = evaluate_timeout_s
 
     def error_model(self) -> CurrentErrorModel:
@@ -139,14 +133,6 @@ class CeleryRoundServices:
     def population(self, round_id: int) -> Population:
         """The :data:`~mots.platform.contracts.MARKET_POPULATION` task."""
         return self._call(MARKET_POPULATION, RoundRef(round_id=round_id))
-
-    def quote(self, request: PricingRequest) -> PricingResult:
-        """The :data:`~mots.platform.contracts.PRICING_QUOTE` task."""
-        return self._call(PRICING_QUOTE, request)
-
-    def equilibrium(self, request: EquilibriumRequest) -> EquilibriumResult:
-        """The :data:`~mots.platform.contracts.PRICING_EQUILIBRIUM` task."""
-        return self._call(PRICING_EQUILIBRIUM, request)
 
     def open(self, quote: OpenRoundPayload) -> None:
         """The :data:`~mots.platform.contracts.MARKET_OPEN_ROUND` task."""
@@ -168,46 +154,20 @@ class CeleryRoundServices:
         """The :data:`~mots.platform.contracts.MARKET_SETTLE_ROUND` task."""
         return self._call(MARKET_SETTLE_ROUND, payload)
 
-    def publish(self, round_id: int) -> None:
-        """The :data:`~mots.platform.contracts.MARKET_PUBLISH` task."""
-        self._call(MARKET_PUBLISH, RoundRef(round_id=round_id))
-
-    def node_keys(self, round_id: int, client_ids: list[int]) -> NodeKeys:
-        """The :data:`~mots.platform.contracts.MARKET_NODE_KEYS` task, for a round."""
-        return self._call(
-            MARKET_NODE_KEYS, NodeKeysRequest(client_ids=client_ids, round_id=round_id)
-        )
-
-    def measurement_published(self, round_id: int) -> bool:
-        """The :data:`~mots.platform.contracts.EVALUATION_PUBLISHED` task."""
-        return self._call(EVALUATION_PUBLISHED, RoundRef(round_id=round_id)).counted
+    def measurement_published(self, round_id: int) -> None:
+        """The :data:`~mots.platform.contracts.EVALUATION_PUBLISHED` task, as an event."""
+        self._notify(EVALUATION_PUBLISHED, RoundRef(round_id=round_id))  # type: ignore[arg-type]
 
 
 class CeleryRoundTrainer:
     """Training as a call on the training worker's queue (``training.train``): the training
-    worker records the progress of each FedAvg round itself, so ``progress`` is not used here."""
+    worker records the progress of each FedAvg round itself."""
 
     def __init__(self, port: CallPort, timeout_s: float) -> None:
         self._call = port.call
         self.timeout_s = timeout_s
 
-    def train(
-        self,
-        participants: list[int],
-        sizes: list[float],
-        node_types: list[int],
-        round_id: int,
-        progress: Callable[[RoundProgress], None] | None = None,
-        *,
-        coalition: Coalition | None = None,
-    ) -> TrainResult:
+    def train(self, request: TrainRequest) -> TrainResult:
         """The :data:`~mots.platform.contracts.TRAINING_TRAIN` task (its timeout: the training
         state's budget, so a lost training is seen by its deadline)."""
-        request = TrainRequest(
-            round_id=round_id,
-            participants=participants,
-            sizes=sizes,
-            node_types=node_types,
-            **(coalition or Coalition()).model_dump(include=set(Coalition.model_fields)),
-        )
         return self._call(TRAINING_TRAIN, request, self.timeout_s)

@@ -19,26 +19,21 @@ from typing import Protocol, TypedDict
 from mots.economics.scenario import Scenario
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import (
-    EquilibriumRequest,
-    EquilibriumResult,
-    PricingRequest,
     PricingResult,
 )
 from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
 from mots.platform.contracts import (
-    Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     EvaluationRequest,
     EvaluationResult,
-    NodeKeys,
     OpenRoundPayload,
     Population,
     RoundDecisions,
     SettlePayload,
+    TrainRequest,
     TrainResult,
 )
-from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
 
@@ -194,19 +189,13 @@ class RoundInFlight(RuntimeError):
 
 
 class RoundServices(Protocol):
-    """The other services, as the round machine calls them."""
+    """The other services, as the round machine calls them (pricing is a library call)."""
 
     def error_model(self) -> CurrentErrorModel:
         """The evaluation service's current estimate of Eq. 3: its posterior and its fit."""
 
     def population(self, round_id: int) -> Population:
         """The round's population by type, as the market snapshots it (its members)."""
-
-    def quote(self, request: PricingRequest) -> PricingResult:
-        """The pricing service's terms at K* or at a realised state."""
-
-    def equilibrium(self, request: EquilibriumRequest) -> EquilibriumResult:
-        """The pricing service's equilibrium check of a realised state."""
 
     def open(self, quote: OpenRoundPayload) -> None:
         """The market publishes the quote and collects decisions."""
@@ -215,23 +204,17 @@ class RoundServices(Protocol):
         """How many clients have declared against the population (counters, O(1))."""
 
     def close(self, round_id: int) -> RoundDecisions:
-        """The market stops taking decisions; the final ones."""
+        """The market stops taking decisions; the final ones, the members and their keys."""
 
     def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
         """The evaluation service measures the trained model."""
 
     def settle(self, payload: SettlePayload) -> SettleResult:
-        """The market books the round's money (idempotent)."""
+        """The market books the round's money (idempotent) and, with a model, publishes it."""
 
-    def publish(self, round_id: int) -> None:
-        """The market makes the model downloadable."""
-
-    def node_keys(self, round_id: int, client_ids: list[int]) -> NodeKeys:
-        """The round's members per type (the market owns them) and the SuperNode public keys
-        (PEM) they and ``client_ids`` registered at the market."""
-
-    def measurement_published(self, round_id: int) -> bool:
-        """The evaluation service counts the round's measurement in its fit (it published)."""
+    def measurement_published(self, round_id: int) -> None:
+        """Tell the evaluation service the round published, so its measurement counts in the fit
+        (an event: nothing waits for it)."""
 
 
 class RoundStore(Protocol):
@@ -270,20 +253,11 @@ class RoundStore(Protocol):
 
 
 class RoundTrainer(Protocol):
-    """Trains a coalition (see :class:`services.orchestration.trainer.Trainer`)."""
+    """Trains a coalition on the training worker (:class:`.celery_services.CeleryRoundTrainer`);
+    the request travels whole, and the worker records each FedAvg round's progress itself."""
 
-    def train(
-        self,
-        participants: list[int],
-        sizes: list[float],
-        node_types: list[int],
-        round_id: int,
-        progress: Callable[[RoundProgress], None] | None = None,
-        *,
-        coalition: Coalition | None = None,
-    ) -> TrainResult:
-        """Train K per type; ``progress`` hears of every FedAvg round; ``coalition`` names the
-        participants, their keys and the quoted ε."""
+    def train(self, request: TrainRequest) -> TrainResult:
+        """Train K per type on the coalition the request names."""
 
 
 Schedule = Callable[[int, RoundState, float], None]

@@ -9,6 +9,8 @@ exports it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 
@@ -17,8 +19,11 @@ from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
 from mots.platform.contracts import EvaluationResult
-from services.orchestration.products import RoundTerms, TrainingRecord
-from services.orchestration.rounds.ports import RoundRecord
+from mots.training.progress import RoundProgress
+from services.orchestration.products import RoundTerms, TrainingRecord, progress_of
+from services.orchestration.rounds.ports import RoundRecord, RoundStore
+
+log = logging.getLogger(__name__)
 
 WORK_STATES = (RoundState.TRAINING.value, RoundState.EVALUATING.value)
 """The states whose time is the learning's, not the platform's."""
@@ -37,7 +42,8 @@ def round_summary(
     now: datetime,
 ) -> RoundSummary:
     """The figures of a round ending now: ``phases`` holds the seconds spent in each state it has
-    left; the time in its current state runs until ``now``."""
+    left; the time in its current state runs until ``now``. Price, rewards and incentive cost are
+    the settlement's, as the ledger booked them (within the quote and budget), not the terms'."""
     phases = dict(phases)
     in_state = (now - rnd.state_entered_at).total_seconds()
     phases[rnd.state.value] = phases.get(rnd.state.value, 0.0) + in_state
@@ -56,8 +62,8 @@ def round_summary(
         mechanism=rnd.mechanism,
         participants=dict(zip(names, terms.participants, strict=True)) if terms else {},
         buyers=dict(zip(names, terms.buyers, strict=True)) if terms else {},
-        price=terms.price if terms else None,
-        rewards=dict(zip(names, terms.rewards, strict=True)) if terms else {},
+        price=settlement.captured_price if settlement else None,
+        rewards=settlement.captured_rewards if settlement else {},
         welfare=terms.welfare if terms else None,
         incentive_cost=subsidy,
         incentive_cost_predicted=terms.incentive_cost if terms else None,
@@ -115,6 +121,20 @@ def training_progress(progress: TrainingProgress) -> None:
     metrics.TRAINING_FEDAVG_ROUNDS.set(progress.fedavg_rounds)
     if progress.epsilon is not None:
         metrics.GENERALIZATION_ERROR.labels("training").set(progress.epsilon)
+
+
+def progress_recorder(store: RoundStore, round_id: int) -> Callable[[RoundProgress], None]:
+    """What the training engine calls after each FedAvg round: export it and note it on the
+    round (best effort: a failed write must not stop training)."""
+
+    def record(p: RoundProgress) -> None:
+        try:
+            training_progress(progress_of(p))
+            store.record_progress(round_id, progress_of(p))
+        except Exception:
+            log.warning("round %s: training progress not recorded", round_id, exc_info=True)
+
+    return record
 
 
 def evaluated(evaluation: EvaluationResult) -> None:

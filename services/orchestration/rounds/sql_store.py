@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.rounds import TrainingProgress
-from services.orchestration.models import Round, RoundCall, Transition
+from services.orchestration.models import Round, RoundCall, SentCall, Transition
 from services.orchestration.rounds.ports import (
     CallEntry,
     RoundInFlight,
@@ -220,9 +220,24 @@ class SqlCallLog:
                         timeout_s=entry.timeout_s,
                     )
                 )
+                session.add(
+                    SentCall(
+                        round_id=round_id, state=state.value, task=entry.task, sent_at=entry.sent_at
+                    )
+                )
         except IntegrityError:
             return False
         return True
+
+    @database
+    def sent(self, round_id: int) -> list[str]:
+        """The tasks the round's steps sent, in the order they were sent (its call history)."""
+        with self.sessions() as session:
+            return list(
+                session.scalars(
+                    select(SentCall.task).where(SentCall.round_id == round_id).order_by(SentCall.id)
+                )
+            )
 
     @database
     def answer(

@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import TypeVar
 
 from mots.economics.scenario import ErrorModel, Scenario
+from mots.platform import quotes
 from mots.platform.api.base import RoundState
-from mots.platform.api.pricing import EquilibriumRequest, PricingRequest
+from mots.platform.api.pricing import EquilibriumResult, PricingRequest, PricingResult
 from mots.platform.contracts import (
     Coalition,
     CurrentErrorModel,
@@ -31,12 +31,11 @@ from mots.platform.contracts import (
     OpenRoundPayload,
     RoundDecisions,
     SettlePayload,
+    TrainRequest,
     TrainResult,
 )
-from mots.platform.money import from_micros, to_micros
-from mots.training.progress import RoundProgress
-from services.orchestration.products import RoundTerms, TrainingRecord, progress_of
-from services.orchestration.rounds import prometheus
+from mots.platform.money import from_micros, money
+from services.orchestration.products import RoundTerms, TrainingRecord
 from services.orchestration.rounds.ports import (
     Move,
     RoundFailure,
@@ -61,11 +60,6 @@ def _product(value: T | None, name: str, rnd: RoundRecord) -> T:
     return value
 
 
-def _money(x: Decimal | float) -> Decimal:
-    """An amount the pricing service computed, in the ledger's micro-units."""
-    return from_micros(to_micros(x))
-
-
 def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
     """The evaluation service's posterior point estimate of Eq. 3 (learned from every published
     round, ``mots.economics.error_online``); from an older evaluation service its refit once it
@@ -82,6 +76,16 @@ def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
     if fit is not None and fit.points >= ports.settings.min_fit_points and fit.d_gamma2 > 0:
         return ErrorModel(eps0=fit.eps0, d_gamma2=fit.d_gamma2, sigma2=fit.sigma2), "measured"
     return ErrorModel.model_validate(ports.settings.prior_error_model), "prior"
+
+
+def _price(
+    scenario: Scenario, mechanism: str, k: list[int] | None = None, b: list[int] | None = None
+) -> PricingResult:
+    """The mechanism's terms at K* (no ``k``) or at the realised state (K, B): a library call
+    (:mod:`mots.platform.quotes`), not a service's; a scenario it cannot price fails the round."""
+    document = scenario.model_dump(mode="json")
+    request = PricingRequest(scenario=document, mechanism=mechanism, participants=k, buyers=b)
+    return quotes.price(scenario, mechanism, request)
 
 
 def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
@@ -109,11 +113,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             "eps_req": ports.settings.eps_req,
         }
     )
-    quote = ports.services.quote(
-        PricingRequest(
-            scenario=scenario.model_dump(mode="json"), mechanism=ports.settings.mechanism
-        )
-    )
+    quote = _price(scenario, ports.settings.default_mechanism)
     names = quote.type_names
     window = rnd.collect_seconds or ports.settings.collect_timeout_s
     deadline = ports.clock() + window
@@ -121,13 +121,13 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         OpenRoundPayload(
             round_id=rnd.id,
             mechanism=quote.mechanism,
-            price=_money(quote.price),
-            rewards={n: _money(r) for n, r in zip(names, quote.rewards, strict=True)},
+            price=money(quote.price),
+            rewards={n: money(r) for n, r in zip(names, quote.rewards, strict=True)},
             target_participants=dict(zip(names, quote.participants, strict=True)),
             target_buyers=dict(zip(names, quote.buyers, strict=True)),
             epsilon=quote.epsilon,
             welfare=quote.welfare,
-            incentive_cost=_money(quote.incentive_cost),
+            incentive_cost=money(quote.incentive_cost),
             subsidy_budget=ports.settings.round_subsidy_budget
             if rnd.subsidy_budget_micros is None
             else from_micros(rnd.subsidy_budget_micros),
@@ -158,13 +158,9 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         rule = "no participant joined: no model is trained; buyers are refunded"
         update = RoundUpdate(rule=rule, decisions=final, terms=RoundTerms.no_model(names, k, b))
         return Move(S.FAILED, rule, update)
-    document = scenario.model_dump(mode="json")
-    check = ports.services.equilibrium(
-        EquilibriumRequest(scenario=document, mechanism=rnd.mechanism, participants=k, buyers=b)
-    )
-    priced = ports.services.quote(
-        PricingRequest(scenario=document, mechanism=rnd.mechanism, participants=k, buyers=b)
-    )
+    mechanism = rnd.mechanism or ports.settings.default_mechanism
+    check = EquilibriumResult.model_validate(quotes.equilibrium(scenario, mechanism, k, b))
+    priced = _price(scenario, mechanism, k, b)
     update = RoundUpdate(decisions=final, terms=RoundTerms.at_state(priced, check))
     return Move(S.TRAINING, f"K={k} B={b}", update)
 
@@ -176,25 +172,16 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     scenario = _product(rnd.scenario, "scenario", rnd)
     decisions = _product(rnd.decisions, "decisions", rnd)
     k = terms.participants
-    node_types = [i for i, t in enumerate(scenario.types) for _ in range(t.count)]
-    coalition = _coalition(rnd, ports, [t.name for t in scenario.types], terms.epsilon)
-
-    def progress(p: RoundProgress) -> None:  # best effort: a failed write must not stop training
-        try:
-            prometheus.training_progress(progress_of(p))
-            ports.store.record_progress(rnd.id, progress_of(p))
-        except Exception:
-            log.warning("round %s: training progress not recorded", rnd.id, exc_info=True)
-
-    try:
-        outcome = ports.trainer.train(
-            k,
-            [t.data_size for t in scenario.types],
-            node_types,
-            rnd.id,
-            progress=progress,
-            coalition=coalition,
-        )
+    names = [t.name for t in scenario.types]
+    request = TrainRequest(
+        round_id=rnd.id,
+        participants=k,
+        sizes=[t.data_size for t in scenario.types],
+        node_types=[i for i, t in enumerate(scenario.types) for _ in range(t.count)],
+        **_coalition(rnd, names, terms.epsilon).model_dump(),
+    )
+    try:  # the training worker records each FedAvg round's progress on the round itself
+        outcome = ports.trainer.train(request)
     except Exception as exc:
         raise RoundFailure(
             f"training failed ({type(exc).__name__}: {exc}): buyers are refunded, no reward is paid"
@@ -211,20 +198,16 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     return Move(S.EVALUATING, note, RoundUpdate(training=training))
 
 
-def _coalition(
-    rnd: RoundRecord, ports: RoundPorts, names: list[str], quoted: float | None
-) -> Coalition:
-    """The participants per type (by client id), every member of the round (the market's, asked
-    for now: the round keeps no member list), their SuperNode keys."""
+def _coalition(rnd: RoundRecord, names: list[str], quoted: float | None) -> Coalition:
+    """The participants per type (by client id), every member of the round and their SuperNode
+    keys, as the market's ``close_round`` answered them (the round asks for nothing more)."""
     decisions = _product(rnd.decisions, "decisions", rnd)
     clients = [sorted(decisions.participants.get(n, [])) for n in names]
-    joined = sorted({c for ids in clients for c in ids})
-    found = ports.services.node_keys(rnd.id, joined)
-    enrolled = [sorted(found.members.get(n, [])) for n in names]
+    enrolled = [sorted(decisions.members.get(n, [])) for n in names]
     return Coalition(
         clients=clients,
         enrolled=enrolled,
-        node_keys=found.keys,
+        node_keys=decisions.node_keys,
         quoted_epsilon=quoted,
         type_names=list(names),
     )
@@ -266,22 +249,21 @@ def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 
 
 def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
-    """Book the money at the realised state (dropouts forfeit) and publish the model; the market
-    captures the realised terms within the quote and the round's subsidy budget."""
+    """Book the money at the realised state (dropouts forfeit) and publish the model, one call to
+    the market (it knows who joined: only the dropouts are named); the market captures the
+    realised terms within the quote and the round's subsidy budget. The evaluation service hears
+    of the publication as an event (no reply)."""
     terms = _product(rnd.terms, "terms", rnd)
     training = _product(rnd.training, "training", rnd)
-    decisions = _product(rnd.decisions, "decisions", rnd)
     payload = SettlePayload(
         round_id=rnd.id,
-        rewards={n: _money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
-        price=None if terms.price is None else _money(terms.price),
-        participants=sorted(c for ids in decisions.participants.values() for c in ids),
+        rewards={n: money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
+        price=None if terms.price is None else money(terms.price),
         dropped=sorted({*training.dropped, *training.failed_verification}),
         artifact_path=training.artifact_path,
         artifact_sha256=training.artifact_sha256,
     )
     settlement = ports.services.settle(payload)
-    ports.services.publish(rnd.id)
     try:  # the published round's measurement now shapes the error model (best effort)
         ports.services.measurement_published(rnd.id)
     except Exception:
@@ -297,7 +279,7 @@ def settle_by_rule(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     settlement = None
     if rnd.quote is not None:  # the market opened the round: refund its buyers
         settlement = ports.services.settle(
-            SettlePayload(round_id=rnd.id, rewards={}, participants=[], refund_buyers=True)
+            SettlePayload(round_id=rnd.id, rewards={}, refund_buyers=True)
         )
     summary = round_summary(
         rnd, rnd.terms, None, settlement, False, ports.store.phase_seconds(rnd.id), _now(ports)

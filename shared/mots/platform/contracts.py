@@ -275,6 +275,13 @@ class RoundDecisions(Schema):
     participants: dict[str, list[int]] = Field(..., description="client ids per type joining")
     buyers: dict[str, list[int]] = Field(..., description="client ids per type that declared buy")
     paid_buyers: dict[str, list[int]] = Field(..., description="buyers whose purchase is paid")
+    members: dict[str, list[int]] = Field(
+        default_factory=dict, description="the round's members per type (the market owns them)"
+    )
+    node_keys: dict[int, str] = Field(
+        default_factory=dict,
+        description="SuperNode public keys (PEM) of the members and participants, by client id",
+    )
 
 
 class DeclarationProgress(Schema):
@@ -299,7 +306,10 @@ class SettlePayload(Schema):
     price: Money | None = Field(
         None, description="p at the realised state (None: buyers pay the quoted price)"
     )
-    participants: list[int] = Field(..., description="client ids paid or charged r_i")
+    participants: list[int] | None = Field(
+        None,
+        description="client ids paid or charged r_i (None: those the market recorded as joining)",
+    )
     dropped: list[int] = Field(default_factory=list)
     refund_buyers: bool = False
     artifact_path: str | None = None
@@ -360,18 +370,28 @@ MARKET_DECLARATION_PROGRESS = TaskSpec(
 """How many clients have declared so far against the population: the collecting round's poll
 (reads counters, never the population)."""
 MARKET_CLOSE_ROUND = TaskSpec("market.close_round", "market", RoundRef, RoundDecisions)
-"""Stop taking decisions and purchases; the final decisions."""
+"""Stop taking decisions and purchases; the final decisions, with the round's members and their
+SuperNode keys (what training needs: no second call for them)."""
 MARKET_SETTLE_ROUND = TaskSpec("market.settle_round", "market", SettlePayload, SettleResult)
-"""Book rewards, charges, refunds, subsidy and surplus (idempotent)."""
+"""Book rewards, charges, refunds, subsidy and surplus (idempotent); with a model artifact, also
+publish the round in the same transaction (one call settles and publishes)."""
 MARKET_PUBLISH = TaskSpec("market.publish", "market", RoundRef, MarketRoundStatus)
 """Make a settled round's model downloadable by its buyers and participants."""
 MARKET_NODE_KEYS = TaskSpec("market.node_keys", "market", NodeKeysRequest, NodeKeys)
 """The SuperNode public keys the given clients registered (those without one are absent)."""
 
+
+def round_calls(calls: list[str]) -> int:
+    """A round's service calls counted from its call log (``RoundDetail.calls``): every task its
+    steps sent but the collection's progress polls (at most 7 per round, issue 38)."""
+    return sum(task != MARKET_DECLARATION_PROGRESS.name for task in calls)
+
+
 # ---------------------------------------------------------------- pricing
 
 PRICING_QUOTE = TaskSpec("pricing.quote", "pricing", PricingRequest, PricingResult)
-"""The mechanism's terms at K* or at a realised state."""
+"""The mechanism's terms at K* or at a realised state (a round prices in process, through
+:mod:`mots.platform.quotes`; this task serves other callers)."""
 PRICING_EQUILIBRIUM = TaskSpec(
     "pricing.equilibrium", "pricing", EquilibriumRequest, EquilibriumResult
 )

@@ -8,7 +8,6 @@ Fashion-MNIST) and reports that node as not completed, as the Flower engine woul
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,15 +20,15 @@ from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.launcher import Stack
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.celery_app import make_celery
-from mots.platform.contracts import Coalition, TaskSpec, TrainResult
+from mots.platform.contracts import TaskSpec, TrainRequest, TrainResult, send
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.settings import DEV_OPERATOR_TOKEN
-from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.migrations import upgrade
 from services.orchestration.rounds.celery_services import CallPort, CeleryRoundServices
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
+from services.orchestration.rounds.prometheus import progress_recorder
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 from services.orchestration.trainer import Trainer
 from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stack_env
@@ -37,22 +36,20 @@ from tests.services.orchestration.conftest import OPERATOR, TYPES, UTILITY, stac
 pytestmark = pytest.mark.integration
 
 
-class LeavingNodeTrainer(Trainer):
-    """Trains without the last participant of the last type, which left mid-round."""
+class LeavingNodeTrainer:
+    """Trains without the last participant of the last type, which left mid-round; each FedAvg
+    round's progress is noted on the round as the training worker notes it."""
 
-    def train(
-        self,
-        participants: list[int],
-        sizes: list[float],
-        node_types: list[int],
-        round_id: int,
-        progress: Callable[[RoundProgress], None] | None = None,
-        *,
-        coalition: Coalition | None = None,
-    ) -> TrainResult:
-        stayed = list(participants)
+    def __init__(self, settings: Settings, store: SqlRoundStore) -> None:
+        self.trainer, self.store = Trainer(settings), store
+
+    def train(self, request: TrainRequest) -> TrainResult:
+        stayed = list(request.participants)
         stayed[-1] -= 1
-        outcome = super().train(stayed, sizes, node_types, round_id, progress)
+        progress = progress_recorder(self.store, request.round_id)
+        outcome = self.trainer.train(
+            stayed, request.sizes, request.node_types, request.round_id, progress
+        )
         return outcome.model_copy(update={"completed": stayed})
 
 
@@ -83,9 +80,11 @@ def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> No
         port = CallPort(lambda *call: sent.append(call), calls, settings.task_timeout_s)
         machine = RoundMachine(
             RoundPorts(
-                services=CeleryRoundServices(port),
+                services=CeleryRoundServices(
+                    port, lambda spec, payload: send(celery, spec, payload), 120.0
+                ),
                 store=store,
-                trainer=LeavingNodeTrainer(settings),
+                trainer=LeavingNodeTrainer(settings, store),
                 schedule=lambda *_: None,  # this test runs the steps itself
                 settings=settings,
                 calls=calls,

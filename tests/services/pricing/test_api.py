@@ -9,12 +9,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mots.economics import optimum
+from mots.platform import quotes as engine
 from mots.platform.api.pricing import PricingRequest
 from mots.platform.settings import DEV_OPERATOR_TOKEN
-from services.pricing import engine
 from services.pricing.core.config import Settings
 from services.pricing.main import create_app
-from tests.services.pricing.test_engine import PAPER
+from tests.mots.platform.test_quotes import PAPER
 
 OPERATOR = {"Authorization": f"Bearer {DEV_OPERATOR_TOKEN}"}
 

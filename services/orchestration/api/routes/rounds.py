@@ -21,7 +21,7 @@ from mots.platform.money import to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from services.orchestration.models import Transition
 from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
-from services.orchestration.rounds.sql_store import SqlRoundStore, as_utc
+from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore, as_utc
 
 router = APIRouter(tags=["rounds"])
 
@@ -133,4 +133,5 @@ def get_round(
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist")
     view = _visible(rnd, who)
     transitions = [_transition(t) for t in store.transitions(round_id)]
-    return RoundDetail(**dict(view), transitions=transitions)
+    calls = SqlCallLog(request.app.state.sessions).sent(round_id) if who.client_id is None else []
+    return RoundDetail(**dict(view), transitions=transitions, calls=calls)

@@ -11,12 +11,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, status
 
+from mots.platform import quotes as engine
 from mots.platform.api.base import MechanismPage
 from mots.platform.api.pricing import PricingRequest, PricingResult, WhatIfRequest
 from mots.platform.deps import PrincipalDep, app_settings
 from mots.platform.metrics import PRICING_DURATION, PRICING_REQUESTS
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, decode_cursor, page_of
-from services.pricing import engine
 from services.pricing.core.config import Settings
 
 router = APIRouter(tags=["pricing"])

@@ -10,7 +10,7 @@ orchestration in its round table as they are shown. The SDK reads answers with
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -128,23 +128,15 @@ class RoundStart(BaseModel):
     )
 
 
-class RoundQuote(BaseModel):
-    """The terms at K* a round opened with, as the market booked them: p, r_i and the incentive
-    cost as six-place money (the pricing service's floats rounded once, half-even)."""
+class RoundQuote(PricingResult):
+    """The terms at K* a round opened with, as the market booked them: the quote's fields, with
+    p, r_i and the incentive cost as the ledger's money (rounded once, half-even)."""
 
-    model_config = example(QUOTE_EXAMPLE)
+    model_config = example(QUOTE_EXAMPLE) | {"extra": "ignore"}
 
-    mechanism: str
-    regime: Literal["low", "high"]
-    type_names: list[str]
-    participants: list[int] = Field(..., description="K*_i per type, in type_names' order")
-    buyers: list[int] = Field(..., description="B*_i per type")
     price: Money
     rewards: list[Money] = Field(..., description="r_i per type")
-    welfare: float
-    epsilon: float
     incentive_cost: Money = Field(..., description="[Σ K_i r_i − Σ B_i p]⁺ (Problem 1's Eq. 7)")
-    optimal: bool
 
     @classmethod
     def of(cls, priced: PricingResult) -> RoundQuote:
@@ -358,3 +350,7 @@ class RoundDetail(RoundOut):
     model_config = example(ROUND_EXAMPLE | {"transitions": [TRANSITION_EXAMPLE]})
 
     transitions: list[TransitionOut]
+    calls: list[str] = Field(
+        default_factory=list,
+        description="the tasks the round's steps sent to other services, in order (its call log)",
+    )

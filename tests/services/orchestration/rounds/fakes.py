@@ -12,10 +12,7 @@ from pathlib import Path
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import (
-    EquilibriumRequest,
-    EquilibriumResult,
     PricingRequest,
-    PricingResult,
 )
 from mots.platform.api.rounds import ErrorFit, SettleResult, TrainingProgress
 from mots.platform.contracts import (
@@ -25,12 +22,12 @@ from mots.platform.contracts import (
     ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
-    NodeKeys,
     OpenRoundPayload,
     Population,
     PopulationType,
     RoundDecisions,
     SettlePayload,
+    TrainRequest,
     TrainResult,
 )
 from mots.training.progress import RoundProgress
@@ -40,8 +37,10 @@ from services.orchestration.rounds.ports import (
     RoundInFlight,
     RoundPorts,
     RoundRecord,
+    RoundStore,
     RoundUpdate,
 )
+from services.orchestration.rounds.prometheus import progress_recorder
 
 SMALL, LARGE = "small", "large"
 CLIENTS = {SMALL: [1, 2, 3, 4], LARGE: [5, 6]}
@@ -117,45 +116,13 @@ class FakeServices:
             ]
         )
 
-    def quote(self, request: PricingRequest) -> PricingResult:
-        self._enter("quote")
-        self.quoted.append(request)
-        names = [t["name"] for t in request.scenario["types"]]
-        k = request.participants if request.participants is not None else [0, 2][: len(names)]
-        b = request.buyers if request.buyers is not None else [4, 0][: len(names)]
-        return PricingResult(
-            mechanism=request.mechanism or "swan_robust",
-            regime="low",
-            type_names=names,
-            participants=k,
-            buyers=b,
-            price=1.0,
-            rewards=[-0.5, 2.0][: len(names)],
-            welfare=81.2,
-            epsilon=0.7,
-            incentive_cost=0.0,
-            optimal=request.participants is None,
-        )
-
-    def equilibrium(self, request: EquilibriumRequest) -> EquilibriumResult:
-        self._enter("equilibrium")
-        return EquilibriumResult(equilibrium=True, reason="equilibrium")
-
     def open(self, quote: OpenRoundPayload) -> None:
         self._enter("open")
         self.opened.append(quote)
 
-    def node_keys(self, round_id: int, client_ids: list[int]) -> NodeKeys:
-        """The round's members (the fake market's clients) and their keys."""
-        self._enter("node_keys")
-        members = {n: sorted(ids) for n, ids in self.clients.items() if ids}
-        everyone = {*client_ids, *(c for ids in members.values() for c in ids)}
-        return NodeKeys(keys={c: self.keys[c] for c in everyone if c in self.keys}, members=members)
-
-    def measurement_published(self, round_id: int) -> bool:
+    def measurement_published(self, round_id: int) -> None:
         self._enter("measurement_published")
         self.counted.append(round_id)
-        return True
 
     def _decisions(self, round_id: int) -> RoundDecisions:
         registered = sum(len(v) for v in self.clients.values())
@@ -167,6 +134,14 @@ class FakeServices:
             buyers=self.bought,
             paid_buyers=self.paid,
         )
+
+    def _members(self, decisions: RoundDecisions) -> RoundDecisions:
+        """The round's members (the fake market's clients) and their keys, as close answers."""
+        members = {n: sorted(ids) for n, ids in self.clients.items() if ids}
+        joined = (c for ids in decisions.participants.values() for c in ids)
+        everyone = {*joined, *(c for ids in members.values() for c in ids)}
+        keys = {c: self.keys[c] for c in everyone if c in self.keys}
+        return decisions.model_copy(update={"members": members, "node_keys": keys})
 
     def progress(self, round_id: int) -> DeclarationProgress:
         self._enter("progress")
@@ -180,7 +155,7 @@ class FakeServices:
 
     def close(self, round_id: int) -> RoundDecisions:
         self._enter("close")
-        return self._decisions(round_id)
+        return self._members(self._decisions(round_id))
 
     def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
         self._enter("evaluate")
@@ -194,7 +169,7 @@ class FakeServices:
         paid = Decimal(sum(len(v) for v in self.paid.values()))
         rewards = sum(
             (payload.rewards.get(n, Decimal(0)) for n, ids in self.joined.items() for c in ids
-             if c in payload.participants and c not in payload.dropped),
+             if not payload.refund_buyers and c not in payload.dropped),
             Decimal(0),
         )  # fmt: skip
         zero = Decimal(0)
@@ -206,10 +181,9 @@ class FakeServices:
             subsidy=zero if payload.refund_buyers else max(zero, rewards - paid),
             surplus=zero if payload.refund_buyers else max(zero, paid - rewards),
             refunds=paid if payload.refund_buyers else zero,
+            captured_price=None if payload.refund_buyers else payload.price,
+            captured_rewards={} if payload.refund_buyers else dict(payload.rewards),
         )
-
-    def publish(self, round_id: int) -> None:
-        self._enter("publish")
 
 
 class MemoryStore:
@@ -303,21 +277,17 @@ class FakeTrainer:
         self.coalitions: list[Coalition | None] = []
         self.statuses: dict[int, str] | None = None
         self.artifact_root: Path | None = None  # set: write a real artifact directory there
+        self.store: RoundStore | None = (
+            None  # set: each FedAvg round noted there, as the worker does
+        )
 
-    def train(
-        self,
-        participants: list[int],
-        sizes: list[float],
-        node_types: list[int],
-        round_id: int,
-        progress: Callable[[RoundProgress], None] | None = None,
-        *,
-        coalition: Coalition | None = None,
-    ) -> TrainResult:
+    def train(self, request: TrainRequest) -> TrainResult:
+        participants, round_id, coalition = request.participants, request.round_id, request
         self.calls.append(list(participants))
         self.coalitions.append(coalition)
         if self.error is not None:
             raise self.error
+        progress = None if self.store is None else progress_recorder(self.store, round_id)
         for r in range(2):
             self.clock.now += 3.0
             report = RoundProgress(r, 2, sum(participants), sum(participants), 0.9 - 0.1 * r, 3.0)
@@ -400,6 +370,7 @@ def rig(**settings: object) -> Rig:
     """A fresh machine on fakes; ``settings`` override the orchestration settings."""
     clock = Clock()
     services, store, trainer = FakeServices(clock), MemoryStore(clock), FakeTrainer(clock)
+    trainer.store = store
     config = Settings(
         **{"collect_timeout_s": 10.0, "poll_interval_s": 0.5, **settings}  # type: ignore[arg-type]
     )

@@ -13,7 +13,7 @@ from mots.platform.contracts import ErrorPosteriorEstimate
 from services.orchestration.rounds.machine import RETRY_SETTLEMENT_S, Step
 from services.orchestration.rounds.ports import RoundInFlight
 from services.orchestration.trainer import registered_keys
-from tests.services.orchestration.rounds.fakes import LARGE, SMALL, Failing, rig
+from tests.services.orchestration.rounds.fakes import LARGE, SMALL, Failing, Rig, rig
 
 S = RoundState
 PUBLISHED_PATH = ["collecting", "training", "evaluating", "settling", "published"]
@@ -43,8 +43,9 @@ def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
     assert r.trainer.calls == [[0, 2]]
     (settled,) = r.services.settled
     assert settled.rewards == {SMALL: Decimal("-0.5"), LARGE: Decimal("2")}
-    assert settled.participants == [5, 6] and settled.dropped == [] and not settled.refund_buyers
-    assert r.services.calls[-3:] == ["settle", "publish", "measurement_published"]
+    assert settled.participants is None  # the market knows who joined: it is not told again
+    assert settled.dropped == [] and not settled.refund_buyers
+    assert r.services.calls[-2:] == ["settle", "measurement_published"]  # settle publishes too
     assert r.services.counted == [round_id]  # the published round now shapes the error model
     assert rnd.summary is not None
     s = rnd.summary.model_dump(mode="json")
@@ -52,7 +53,9 @@ def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
     assert s["state"] == "published" and s["rule"] is None
     assert s["participants"] == {SMALL: 0, LARGE: 2} and s["buyers"] == {SMALL: 4, LARGE: 0}
     assert (s["price"], s["rewards"]) == ("1.000000", {SMALL: "-0.500000", LARGE: "2.000000"})
-    assert (s["epsilon"], s["epsilon_predicted"], s["epsilon_training"]) == (0.68, 0.7, 0.8)
+    assert rnd.quote is not None and rnd.terms is not None
+    assert (s["epsilon"], s["epsilon_training"]) == (0.68, 0.8)
+    assert s["epsilon_predicted"] == rnd.terms.epsilon == rnd.quote.epsilon
     assert (
         s["equilibrium"] is True
         and s["dropped"] == []
@@ -71,6 +74,13 @@ def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:
     assert _count("published") == before + 1
 
 
+def _error_model(r: Rig, round_id: int) -> dict[str, float]:
+    """The error model the round's quote was priced on (its stored scenario's)."""
+    rnd = r.store.load(round_id)
+    assert rnd is not None and rnd.scenario is not None
+    return rnd.scenario.error_model.model_dump()
+
+
 def test_the_quote_is_priced_on_the_prior_until_the_fit_has_enough_points() -> None:
     """Evaluation down or fewer than 4 measured rounds: the prior; then the measured fit (an
     evaluation service without a posterior); with a posterior of any measured round, that."""
@@ -79,14 +89,14 @@ def test_the_quote_is_priced_on_the_prior_until_the_fit_has_enough_points() -> N
     r.start()
     r.run()
     assert r.store.transitions[0][4] == "error model: prior"
-    prior = r.services.quoted[0].scenario["error_model"]
+    prior = _error_model(r, 1)
     assert prior == {"eps0": 0.65, "d_gamma2": 39.4, "sigma2": 0.0}
     r.services.failing.clear()
     r.services.fit = ErrorFit(eps0=0.5, d_gamma2=20.0, sigma2=0.01, r2=0.9, points=4)
     r.start()
     r.run()
     assert r.store.transitions[-5][4] == "error model: measured"
-    assert r.services.quoted[-2].scenario["error_model"] == {
+    assert _error_model(r, 2) == {
         "eps0": 0.5,
         "d_gamma2": 20.0,
         "sigma2": 0.01,
@@ -99,7 +109,7 @@ def test_the_quote_is_priced_on_the_prior_until_the_fit_has_enough_points() -> N
     r.start()
     r.run()
     assert r.store.transitions[-5][4] == "error model: posterior of 1 measured rounds"
-    assert r.services.quoted[-2].scenario["error_model"] == {
+    assert _error_model(r, 3) == {
         "eps0": 0.7,
         "d_gamma2": 30.0,
         "sigma2": 0.0,
@@ -149,7 +159,7 @@ def test_no_participant_settles_by_rule_and_refunds_every_buyer() -> None:
     assert rnd.rule is not None and "no participant" in rnd.rule
     assert r.trainer.calls == [] and "publish" not in r.services.calls
     (settled,) = r.services.settled
-    assert settled.refund_buyers and settled.rewards == {} and settled.participants == []
+    assert settled.refund_buyers and settled.rewards == {} and settled.participants is None
     assert rnd.terms is not None and rnd.terms.price is None and rnd.terms.epsilon is None
     assert rnd.summary is not None and rnd.summary.state == S.SETTLED_BY_RULE
     assert rnd.summary.participants == {SMALL: 0, LARGE: 0}
@@ -180,7 +190,7 @@ def test_a_dropout_forfeits_its_reward_and_the_round_completes_with_the_others()
     assert rnd.training is not None and rnd.training.dropped == [6]
     assert r.store.transitions[2][4].endswith("dropped out: [6]")
     (settled,) = r.services.settled
-    assert settled.dropped == [6] and settled.participants == [5, 6]
+    assert settled.dropped == [6] and settled.participants is None  # the market knows who joined
     assert rnd.summary is not None and rnd.summary.dropped == [6]
 
 
@@ -190,6 +200,7 @@ def test_only_participants_verified_in_every_round_are_paid() -> None:
     the buyers keep the model, and the summary says per participant how its updates fared."""
     r = rig()
     r.services.joined = {LARGE: [5, 6], SMALL: [1]}
+    r.services.bought = r.services.paid = {SMALL: [2, 3, 4]}
     r.services.keys = {5: "PEM-5", 6: "PEM-6", 3: "PEM-3"}
     r.trainer.statuses = {5: "failed_verification", 1: "dropped"}
     round_id = r.start()
@@ -200,13 +211,14 @@ def test_only_participants_verified_in_every_round_are_paid() -> None:
     assert coalition is not None and coalition.clients == [[1], [5, 6]]
     assert coalition.enrolled == [[1, 2, 3, 4], [5, 6]]
     assert coalition.node_keys == {5: "PEM-5", 6: "PEM-6", 3: "PEM-3"}
-    assert coalition.quoted_epsilon == 0.7  # the priced ε: the quality gate's yardstick
+    assert rnd.terms is not None  # the priced ε: the quality gate's yardstick
+    assert coalition.quoted_epsilon == rnd.terms.epsilon
     # participants first in each type (the ServerApp trains indices 0..K_i-1), then the others
     assert registered_keys(coalition) == {(1, 0): b"PEM-5", (1, 1): b"PEM-6", (0, 2): b"PEM-3"}
     assert rnd.training is not None
     assert (rnd.training.dropped, rnd.training.failed_verification) == ([1], [5])
     (settled,) = r.services.settled
-    assert settled.dropped == [1, 5] and settled.participants == [1, 5, 6]
+    assert settled.dropped == [1, 5] and settled.participants is None
     assert rnd.summary is not None
     assert rnd.summary.verification == {"1": "dropped", "5": "failed_verification", "6": "verified"}
     assert r.store.transitions[2][4].endswith("failed verification: [5]")

@@ -70,6 +70,8 @@ def test_money_in_the_summary_is_a_six_place_string_and_figures_stay_floats() ->
         subsidy=zero,
         surplus=Decimal("2.7"),
         refunds=zero,
+        captured_price=Decimal("1.05"),
+        captured_rewards={"a": Decimal("-0.9"), "b": Decimal("2.25")},
     )
     rnd = RoundRecord(
         id=1,
@@ -100,3 +102,56 @@ def test_a_summary_stored_with_float_money_reads_back_rounded() -> None:
         {"a": Decimal("1.050000")},
         Decimal("0.100000"),
     )
+
+
+def test_the_summary_and_the_gauges_show_what_the_ledger_booked_not_the_terms() -> None:
+    """The capture case (tests/services/market/test_capture.py): re-priced at the realised state
+    small is charged 8.224 and large paid 9, but the market books within the quote, −1.25 and 4
+    at price 1.5; the summary, ``mots_reward`` and ``mots_model_price`` show the booked amounts."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    terms = RoundTerms(
+        type_names=["small", "large"],
+        participants=[1, 1],
+        buyers=[1, 0],
+        price=Decimal("1.8"),
+        rewards=[Decimal("-8.224"), Decimal("9")],
+        welfare=2.0,
+        epsilon=0.6,
+        incentive_cost=Decimal("0"),
+    )
+    settlement = SettleResult(
+        round_id=7,
+        payments=Decimal("2.5"),
+        rewards_paid=Decimal("4"),
+        charges=Decimal("1.25"),
+        subsidy=Decimal("1.25"),
+        surplus=Decimal(0),
+        refunds=Decimal(1),
+        captured_price=Decimal("1.5"),
+        captured_rewards={"small": Decimal("-1.25"), "large": Decimal("4")},
+        capture_rule="bounded by the quote",
+    )
+    rnd = RoundRecord(id=7, state=RoundState.SETTLING, created_at=now, state_entered_at=now)
+    summary = round_summary(rnd, terms, None, settlement, True, {}, now)
+    assert summary.price == Decimal("1.5")
+    assert summary.rewards == {"small": Decimal("-1.25"), "large": Decimal("4")}
+    assert summary.incentive_cost == Decimal("1.25")
+    prometheus.finished(summary)
+    assert REGISTRY.get_sample_value("mots_reward", {"type": "small"}) == -1.25
+    assert REGISTRY.get_sample_value("mots_reward", {"type": "large"}) == 4.0
+    assert REGISTRY.get_sample_value("mots_model_price") == 1.5
+    assert REGISTRY.get_sample_value("mots_incentive_cost") == 1.25
+
+
+def test_a_round_settled_by_rule_shows_no_booked_price_or_reward() -> None:
+    """Every buyer refunded: the ledger booked no price and no reward, whatever was quoted."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    terms = RoundTerms.no_model(["small"], [0], [2])
+    zero = Decimal(0)
+    refunded = SettleResult(
+        round_id=8, payments=Decimal(5), rewards_paid=zero, charges=zero, subsidy=zero,
+        surplus=zero, refunds=Decimal(5),
+    )  # fmt: skip
+    rnd = RoundRecord(id=8, state=RoundState.FAILED, created_at=now, state_entered_at=now)
+    summary = round_summary(rnd, terms, None, refunded, False, {}, now)
+    assert summary.price is None and summary.rewards == {}

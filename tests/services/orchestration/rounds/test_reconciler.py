@@ -135,16 +135,16 @@ def test_a_lost_evaluation_without_its_model_is_settled_by_rule() -> None:
 
 
 def test_a_lost_call_is_retried_until_the_deadline_plus_one_call() -> None:
-    """Pricing gets no answer: the open step runs again every retry interval, and fails the
-    round once its deadline plus one service call's timeout has passed."""
+    """The market's population gets no answer: the open step runs again every retry interval,
+    and fails the round once its deadline plus one service call's timeout has passed."""
     r = rig(task_timeout_s=10.0, retry_interval_s=2.0)
-    r.services.failing["quote"] = Failing(ServiceUnavailable("pricing.quote lost"))
+    r.services.failing["population"] = Failing(ServiceUnavailable("market.population lost"))
     round_id = r.start()
     r.run()
     rnd = r.store.load(round_id)
     assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
-    assert "pricing.quote lost" in (rnd.rule or "")
-    tries = r.services.calls.count("quote")
+    assert "market.population lost" in (rnd.rule or "")
+    tries = r.services.calls.count("population")
     assert 8 <= tries <= 11  # ~20 s of 2.25 s tries
 
 

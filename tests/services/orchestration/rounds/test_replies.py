@@ -19,18 +19,14 @@ from mots.platform.contracts import (
     EVALUATION_PUBLISHED,
     MARKET_CLOSE_ROUND,
     MARKET_DECLARATION_PROGRESS,
-    MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
     MARKET_POPULATION,
-    MARKET_PUBLISH,
     MARKET_SETTLE_ROUND,
-    PRICING_EQUILIBRIUM,
-    PRICING_QUOTE,
     TRAINING_TRAIN,
     MarketRoundStatus,
-    PublishedRound,
     TaskSpec,
     TrainRequest,
+    round_calls,
 )
 from mots.platform.db import make_engine, make_sessionmaker
 from services.orchestration.migrations import upgrade
@@ -75,31 +71,20 @@ class Wire:
         out: dict[str, Callable[[], BaseModel]] = {
             MARKET_POPULATION.name: lambda: s.population(p.round_id),  # type: ignore[attr-defined]
             EVALUATION_ERROR_MODEL.name: s.error_model,
-            PRICING_QUOTE.name: lambda: s.quote(p),  # type: ignore[arg-type]
-            PRICING_EQUILIBRIUM.name: lambda: s.equilibrium(p),  # type: ignore[arg-type]
             MARKET_DECLARATION_PROGRESS.name: lambda: s.progress(p.round_id),  # type: ignore[attr-defined]
             MARKET_CLOSE_ROUND.name: lambda: s.close(p.round_id),  # type: ignore[attr-defined]
             EVALUATION_EVALUATE.name: lambda: s.evaluate(p),  # type: ignore[arg-type]
             MARKET_SETTLE_ROUND.name: lambda: s.settle(p),  # type: ignore[arg-type]
-            MARKET_NODE_KEYS.name: lambda: s.node_keys(p.round_id, p.client_ids),  # type: ignore[attr-defined]
-            EVALUATION_PUBLISHED.name: lambda: PublishedRound(
-                round_id=p.round_id,  # type: ignore[attr-defined]
-                counted=s.measurement_published(p.round_id),  # type: ignore[attr-defined]
-            ),
             MARKET_OPEN_ROUND.name: lambda: (
                 s.open(p),  # type: ignore[arg-type]
                 MarketRoundStatus(round_id=p.round_id, state="collecting"),  # type: ignore[attr-defined]
-            )[1],
-            MARKET_PUBLISH.name: lambda: (
-                s.publish(p.round_id),  # type: ignore[attr-defined]
-                MarketRoundStatus(round_id=p.round_id, state="published"),  # type: ignore[attr-defined]
             )[1],
             TRAINING_TRAIN.name: lambda: self._train(p),  # type: ignore[arg-type]
         }
         return out[call.spec.name]().model_dump(mode="json")
 
     def _train(self, r: TrainRequest) -> BaseModel:
-        return self.trainer.train(r.participants, r.sizes, r.node_types, r.round_id, coalition=r)
+        return self.trainer.train(r)
 
     def deliver(
         self, lose: Callable[[Sent], bool] = lambda _: False, max_events: int = 200
@@ -145,8 +130,14 @@ def wire(database_url: str) -> Iterator[Wire]:
 
     settings = Settings(collect_timeout_s=10.0, poll_interval_s=0.5, task_timeout_s=20.0)  # type: ignore[call-arg]
     services, trainer = FakeServices(clock), FakeTrainer(clock)
+
+    def notify(spec: TaskSpec[Any, Any], payload: Any) -> None:
+        """An event reaches its service at once; nothing answers it."""
+        assert spec is EVALUATION_PUBLISHED
+        services.measurement_published(payload.round_id)
+
     ports = RoundPorts(
-        services=CeleryRoundServices(port, 40.0),
+        services=CeleryRoundServices(port, notify, 40.0),
         store=store,
         trainer=CeleryRoundTrainer(port, 300.0),
         schedule=lambda r, s, c: queue.append((r, s, c)),
@@ -179,6 +170,35 @@ def test_every_step_sends_and_returns_and_replies_move_the_round(wire: Wire) -> 
     assert opened.collect_deadline is not None
     assert opened.collect_deadline.timestamp() == pytest.approx(rnd.collect_deadline, abs=1e-3)
     assert wire.calls.overdue(wire.clock.now + 3600) == []  # every step's calls were forgotten
+
+
+MAX_ROUND_CALLS = 7
+"""Issue 38: a round makes at most this many service calls, the collection's polls apart."""
+
+
+def test_a_round_makes_at_most_seven_calls_counted_from_its_call_log(wire: Wire) -> None:
+    """The round's own call history (the SQL call log, as ``GET /v1/rounds/{id}`` shows it):
+    population, error model, open, close (members and keys included), train, evaluate and settle
+    (publication included); pricing is a library call and the evaluation hears of the
+    publication as an event. Polls while some client is silent are counted apart."""
+    wire.services.declared = 5  # one client silent: the collection polls until the deadline
+    round_id = wire.store.create()
+    wire.queue.append((round_id, S.OPEN, 0.0))
+    wire.deliver()
+    assert wire.path(round_id) == PUBLISHED_PATH
+    sent = wire.calls.sent(round_id)
+    assert sent.count(MARKET_DECLARATION_PROGRESS.name) > 1  # it did poll
+    assert round_calls(sent) <= MAX_ROUND_CALLS, sent
+    assert [t for t in sent if t != MARKET_DECLARATION_PROGRESS.name] == [
+        MARKET_POPULATION.name,
+        EVALUATION_ERROR_MODEL.name,
+        MARKET_OPEN_ROUND.name,
+        MARKET_CLOSE_ROUND.name,
+        TRAINING_TRAIN.name,
+        EVALUATION_EVALUATE.name,
+        MARKET_SETTLE_ROUND.name,
+    ]
+    assert wire.services.counted == [round_id]  # the publication event reached evaluation
 
 
 def test_a_lost_call_is_re_driven_past_its_timeout_and_sent_again(wire: Wire) -> None:

@@ -1,4 +1,6 @@
-"""The thin adapter from JSON requests to the economics core (no economics is computed here).
+"""The mechanism's terms for a scenario: the thin adapter from pricing requests to the economics core
+(no economics is computed here), called as a library by the orchestration's round and by the
+pricing service's what-if API.
 
 K* comes from :func:`mots.economics.optimum.solve_mots_optimum` (Problem 2), p and r_i from the
 mechanism's schedule (Mechanism 1 for SWAN), welfare from Eq. (5), the equilibrium check from

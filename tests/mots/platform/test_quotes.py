@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from mots.economics.equilibrium import check_equilibrium
 from mots.economics.mechanisms.registry import get_mechanism
 from mots.economics.optimum import solve_mots_optimum
+from mots.platform import quotes as engine
 from mots.platform.api.pricing import PricingRequest, WhatIfRequest
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from mots.scenario_file import parse_scenario
-from services.pricing import engine
 from services.pricing.main import create_app
 
 PAPER = yaml.safe_load(

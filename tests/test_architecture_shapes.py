@@ -1,0 +1,256 @@
+"""AST checks that keep one shape per piece of data on the round path (issue 38): no class there
+restates most of another project class's fields, no function only forwards its parameters to
+another project function, and no money field is annotated ``float``. Each checker is shown to
+fail on a planted source string before it is run on the repository."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = [ROOT / "services", ROOT / "shared" / "mots"]
+ROUND_PATH = [
+    "services/orchestration",
+    "services/pricing",
+    "services/market/rounds.py",
+    "services/market/worker.py",
+    "shared/mots/platform/contracts.py",
+    "shared/mots/platform/quotes.py",
+    "shared/mots/platform/api/rounds.py",
+    "shared/mots/platform/api/pricing.py",
+]
+"""The files a round's data passes through (the orchestration, the market's round tasks, the
+pricing, the contracts)."""
+RESTATED_SHARE = 0.8
+MIN_FIELDS = 4
+"""A class of fewer fields (a reference, a pair) may coincide with another without restating it."""
+MONEY_FIELDS = {
+    "amount", "balance", "captured_price", "captured_rewards", "charges", "incentive_cost",
+    "payments", "price", "refunds", "reward", "rewards", "rewards_paid", "subsidy",
+    "subsidy_budget", "surplus",
+}  # fmt: skip
+"""Field names that hold money (a type's cost C_i is a scenario parameter, a float by design)."""
+
+
+def _fields(cls: ast.ClassDef) -> set[str]:
+    """The names a class body declares with an annotation (pydantic, dataclass, TypedDict and
+    SQLAlchemy ``Mapped`` fields alike), ``ClassVar`` and private names left out."""
+    out = set()
+    for node in cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            name = node.target.id
+            if not name.startswith("_") and "ClassVar" not in ast.unparse(node.annotation):
+                out.add(name)
+    return out
+
+
+def _bases(cls: ast.ClassDef) -> set[str]:
+    return {ast.unparse(b).rsplit(".", 1)[-1] for b in cls.bases}
+
+
+def _classes(source: str, where: str) -> list[tuple[str, ast.ClassDef]]:
+    tree = ast.parse(source)
+    return [(where, n) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+
+
+def restated(
+    checked: list[tuple[str, ast.ClassDef]], every: list[tuple[str, ast.ClassDef]]
+) -> list[str]:
+    """``A restates B``: a checked class holding at least 80% of another class's fields (B of at
+    least four), without extending it (or being extended by it)."""
+    found = []
+    for where, a in checked:
+        fa = _fields(a)
+        for other, b in every:
+            fb = _fields(b)
+            same = (where, a.name) == (other, b.name)
+            if same or len(fb) < MIN_FIELDS or b.name in _bases(a) or a.name in _bases(b):
+                continue
+            if len(fa & fb) >= RESTATED_SHARE * len(fb):
+                found.append(
+                    f"{where}:{a.name} restates {other}:{b.name} ({len(fa & fb)}/{len(fb)})"
+                )
+    return sorted(found)
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = fn.args
+    names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def _body(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    return body
+
+
+def forwarders(source: str, where: str) -> list[str]:
+    """Functions whose whole body hands exactly their parameters, unchanged, to one other call
+    (``return f(a, b)``, ``f(a, b=b)``, ``return self._x.f(a)``): a second name for that call."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        body, params = _body(fn), _params(fn)
+        if len(body) != 1 or not params or fn.decorator_list:
+            continue
+        stmt = body[0]
+        call = stmt.value if isinstance(stmt, ast.Return | ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            continue
+        args = [*call.args, *(k.value for k in call.keywords)]
+        if all(isinstance(a, ast.Name) for a in args) and sorted(
+            a.id  # type: ignore[attr-defined]
+            for a in args
+        ) == sorted(params):
+            found.append(f"{where}:{fn.name} only forwards to {ast.unparse(call.func)}")
+    return sorted(found)
+
+
+def float_money(source: str, where: str) -> list[str]:
+    """Money fields annotated with ``float`` (alone, optional, in a list or a dict)."""
+    found = []
+    for cls in ast.walk(ast.parse(source)):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in cls.body:
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id in MONEY_FIELDS
+                and any(
+                    isinstance(n, ast.Name) and n.id == "float" for n in ast.walk(node.annotation)
+                )
+            ):
+                found.append(f"{where}:{cls.name}.{node.target.id}: {ast.unparse(node.annotation)}")
+    return found
+
+
+def _files(roots: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for root in roots:
+        out.extend([root] if root.is_file() else sorted(root.rglob("*.py")))
+    return [p for p in out if "alembic" not in p.parts]
+
+
+def _round_path() -> list[tuple[str, str]]:
+    files = _files([ROOT / p for p in ROUND_PATH])
+    return [(p.relative_to(ROOT).as_posix(), p.read_text()) for p in files]
+
+
+def _project_classes() -> list[tuple[str, ast.ClassDef]]:
+    out = []
+    for p in _files(PROJECT):
+        out.extend(_classes(p.read_text(), p.relative_to(ROOT).as_posix()))
+    return out
+
+
+PLANTED_RECORD = """
+from pydantic import BaseModel
+class Result(BaseModel):
+    epsilon: float
+    losses: list[float]
+    artifact_path: str
+    seconds: float
+class Record(BaseModel):
+    epsilon: float
+    losses: list[float]
+    artifact_path: str
+    seconds: float
+    dropped: list[int]
+class Extended(Result):
+    dropped: list[int]
+"""
+
+
+def test_the_restated_fields_check_fails_on_a_planted_copy() -> None:
+    """A record that copies all four fields of a model is caught (and the model, holding four of
+    the record's five, restates it back); one that extends the model is not."""
+    classes = _classes(PLANTED_RECORD, "planted.py")
+    assert restated(classes, classes) == [
+        "planted.py:Record restates planted.py:Result (4/4)",
+        "planted.py:Result restates planted.py:Record (4/5)",
+    ]
+
+
+def test_the_forwarding_check_fails_on_a_planted_forwarder() -> None:
+    """A method that only passes its parameters on is caught; one that builds a payload is not."""
+    source = '''
+class Services:
+    def settle(self, payload):
+        """The settle task."""
+        return self._call(payload)
+    def population(self, round_id):
+        return self._call(SPEC, RoundRef(round_id=round_id))
+def train(request, timeout):
+    run(timeout=timeout, request=request)
+'''
+    assert forwarders(source, "planted.py") == [
+        "planted.py:settle only forwards to self._call",
+        "planted.py:train only forwards to run",
+    ]
+
+
+def test_the_float_money_check_fails_on_a_planted_float_price() -> None:
+    """``price: float | None`` and ``rewards: list[float]`` are caught; a float cost is not."""
+    source = """
+class Terms:
+    price: float | None
+    rewards: list[float]
+    incentive_cost: Decimal
+    cost: float
+"""
+    assert float_money(source, "planted.py") == [
+        "planted.py:Terms.price: float | None",
+        "planted.py:Terms.rewards: list[float]",
+    ]
+
+
+def test_no_money_field_on_the_round_path_is_a_float() -> None:
+    """Money stays ``Money`` (or ``QuotedMoney``) from the quote to the summary."""
+    found = [f for where, source in _round_path() for f in float_money(source, where)]
+    assert found == []
+
+
+def test_no_function_on_the_round_path_only_forwards_its_parameters() -> None:
+    """A function that adds nothing to the call it makes is a second name for it."""
+    found = [f for where, source in _round_path() for f in forwarders(source, where)]
+    assert found == []
+
+
+KNOWN_RESTATED = {
+    "services/orchestration/models.py:Round restates services/orchestration/rounds/ports.py:RoundRecord (19/19)",
+    "services/orchestration/models.py:Round restates services/orchestration/rounds/ports.py:RoundUpdate (11/11)",
+    "services/orchestration/models.py:Round restates shared/mots/platform/api/rounds.py:RoundOut (10/12)",
+    "services/orchestration/models.py:Transition restates shared/mots/platform/api/rounds.py:TransitionOut (4/5)",
+    "services/orchestration/models.py:RoundCall restates services/orchestration/models.py:SentCall (5/5)",
+    "services/orchestration/models.py:RoundCall restates services/orchestration/rounds/ports.py:CallEntry (6/6)",
+    "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/models.py:Round (19/19)",
+    "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/rounds/ports.py:RoundUpdate (11/11)",
+    "services/orchestration/rounds/ports.py:RoundRecord restates shared/mots/platform/api/rounds.py:RoundOut (10/12)",
+    "shared/mots/platform/contracts.py:PopulationType restates shared/mots/economics/scenario.py:ClientType (4/4)",
+    "shared/mots/platform/contracts.py:ErrorPosteriorEstimate restates shared/mots/platform/api/rounds.py:ErrorFit (4/5)",
+    "shared/mots/platform/contracts.py:TrainResult restates shared/mots/training/artifacts.py:TrainingResult (6/7)",
+    "shared/mots/platform/api/rounds.py:ErrorFit restates shared/mots/economics/error_fit.py:Fit (4/5)",
+    "shared/mots/platform/api/rounds.py:ErrorFit restates shared/mots/platform/contracts.py:ErrorPosteriorEstimate (4/5)",
+    "shared/mots/platform/api/rounds.py:RoundSummary restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
+    "shared/mots/platform/api/pricing.py:PricingRequest restates shared/mots/platform/api/pricing.py:EquilibriumRequest (4/4)",
+    "shared/mots/platform/api/pricing.py:PricingResult restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
+    "shared/mots/platform/api/pricing.py:EquilibriumRequest restates shared/mots/platform/api/pricing.py:PricingRequest (4/4)",
+}
+"""The restatements left on the round path when the check was written (issue 38's third pass
+removed RoundTerms/PricingResult, TrainingRecord/TrainResult and RoundQuote/PricingResult): the
+table rows and the records the machine reads them as, the wire forms of the economics' own
+classes, and the call history beside the call log. Written down so that the check fails on any
+new one, and when one of these goes (then this set shrinks): a ratchet, not an allowance."""
+
+
+def test_no_class_on_the_round_path_restates_another_projects_class() -> None:
+    """Records extend the contract model they store (``RoundTerms`` a ``PricingResult``,
+    ``TrainingRecord`` a ``TrainResult``) instead of copying its fields."""
+    every = _project_classes()
+    checked = [c for where, source in _round_path() for c in _classes(source, where)]
+    assert set(restated(checked, every)) == KNOWN_RESTATED
