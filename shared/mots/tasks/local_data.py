@@ -151,7 +151,7 @@ def check_data(
     check = DataCheck(task, Path(folder), int(len(y)), problems=problems)
     if not problems and len(y) == 0:
         check.problems.append("it holds no samples")
-    if min_samples is not None and len(y) < min_samples:
+    if min_samples is not None and len(y) < min_samples and (len(y) or not problems):
         check.problems.append(
             f"it holds {len(y)} samples, fewer than the {min_samples} this participant attested (D)"
         )
