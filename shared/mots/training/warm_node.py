@@ -497,6 +497,27 @@ def _pop_option(argv: list[str], name: str) -> str | None:
     return None
 
 
+def with_task_data(argv: list[str]) -> list[str]:
+    """Move every ``--data TASK=PATH`` (repeatable; the device's own data folder per task) into
+    the ``--node-config`` as ``data-<task>="PATH"``, where the ClientApp reads it; a folder that
+    does not exist refuses the start."""
+    args = list(argv)
+    items = []
+    while (item := _pop_option(args, "--data")) is not None:
+        items.append(item)
+    if not items:
+        return args
+    import mots.training.flower_messages as fm
+
+    paths = fm.task_data_pairs(items)
+    missing = [f"{t}={p}" for t, p in paths.items() if not Path(p).is_dir()]
+    if missing:
+        raise ValueError(f"--data: no such folder: {', '.join(missing)}")
+    pairs = fm.task_data_node_config(paths)
+    config = _pop_option(args, "--node-config")
+    return [*args, "--node-config", f"{config} {pairs}" if config else pairs]
+
+
 def supernode_args(argv: Sequence[str], secret_file: Path) -> list[str]:
     """``flower-supernode`` arguments for the warm node: process isolation (this process is the
     SuperExec) and the SuperExec auth secret; refuses another isolation or secret."""
@@ -527,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     poll_s = task_poll_interval()
     secret_path, secret = _secret_file()
     try:
-        flower_args = supernode_args(args, secret_path)
+        flower_args = supernode_args(with_task_data(args), secret_path)
     except ValueError as err:
         secret_path.unlink(missing_ok=True)
         raise SystemExit(str(err)) from err
