@@ -51,16 +51,18 @@ def _data(items: tuple[str, ...]) -> dict[str, str]:
 def run(max_steps: int | None, data: tuple[str, ...]) -> None:
     """Register with the market and answer every round with the best response (a round this
     device's data does not fit is not joined)."""
+    folders = _data(data)
     settings = _settings()
     with MarketClient(settings.market_url) as market:
-        Agent(settings, market, data=_data(data)).run(max_steps=max_steps)
+        Agent(settings, market, data=folders).run(max_steps=max_steps)
 
 
 @main.command()
 @DATA_OPTION
 def supernode(data: tuple[str, ...]) -> None:
     """Start the Flower SuperNode with this device's node config."""
-    exec_supernode(_settings(), _data(data))
+    folders = _data(data)
+    exec_supernode(_settings(), folders)
 
 
 @main.command("node-key")

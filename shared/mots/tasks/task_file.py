@@ -289,7 +289,9 @@ class MarketTask(BaseModel):
         """The architecture accepts the data's input shape and label count."""
         try:
             self.network()
-        except (ValueError, TypeError) as err:
+        except TypeError as err:  # describe() refused an argument
+            raise ValueError(f"model.args: {str(err).replace('describe() got an ', '')}") from err
+        except ValueError as err:
             raise ValueError(f"model: {err}") from err
         return self
 
@@ -303,9 +305,9 @@ class MarketTask(BaseModel):
 def _problems(err: ValidationError) -> list[str]:
     out = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(task)"
+        loc = ".".join(str(p) for p in e["loc"])
         msg = str(e["msg"]).removeprefix("Value error, ")
-        out.append(f"  {loc}: {msg}")
+        out.append(f"  {loc}: {msg}" if loc else f"  {msg}")  # a whole-file check names its field
     return out
 
 
