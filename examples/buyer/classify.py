@@ -36,7 +36,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-LAYERS = {"Sequential", "Flatten", "Linear", "Conv2d", "ReLU", "MaxPool2d", "Tanh"}
+LAYERS = {"Sequential", "Flatten", "Linear", "Conv2d", "ReLU", "MaxPool2d"}
 DEFAULT_DATA = Path("/usr/share/datasets/fashion-mnist")
 
 

@@ -90,6 +90,7 @@ def train_task(
     must fit the task and hold at least its type's D_i. Writes the final model to ``out``."""
     import torch
 
+    from mots.client.model_file import build_network
     from mots.training.artifacts import save_artifact
     from mots.training.fedavg import RunningAverage, aggregation_weights, learning_rate
     from mots.training.local import ClientData, batch_indices, evaluate, torch_threads, train_local
@@ -103,7 +104,7 @@ def train_task(
     xt, yt = torch.from_numpy(x_eval), torch.from_numpy(y_eval)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = architectures.build(task.network())
+        model = build_network(task.network())
     if task.model.init == "zero":
         with torch.no_grad():
             for p in model.parameters():

@@ -3,7 +3,8 @@
 
 An architecture module defines ``describe(input_shape, num_classes, **args) -> dict``: the
 network as plain data (nested ``Sequential`` of ``torch.nn`` layers, the model file's ``network``,
-docs/training.md "The model file"), which PyTorch alone rebuilds (:func:`build`).
+docs/training.md "The model file"), which PyTorch alone rebuilds
+(:func:`mots.client.model_file.build_network`, as a buyer's script does).
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections import OrderedDict
 from types import ModuleType
 from typing import Any
 
-LAYERS = frozenset({"Sequential", "Flatten", "Linear", "Conv2d", "ReLU", "MaxPool2d", "Tanh"})
-"""The ``torch.nn`` layer types a network description may use (what a buyer's script builds)."""
+from mots.client.model_file import LAYERS
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$")
 
@@ -70,18 +69,6 @@ def _check_layers(spec: dict[str, Any], name: str) -> None:
         )
     for layer in spec.get("layers", []):
         _check_layers(layer, name)
-
-
-def build(spec: dict[str, Any]) -> Any:
-    """A ``torch.nn`` module from a network description (the buyer's script does the same)."""
-    from torch import nn
-
-    kind = spec["type"]
-    if kind == "Sequential":
-        return nn.Sequential(
-            OrderedDict((str(layer["name"]), build(layer)) for layer in spec["layers"])
-        )
-    return getattr(nn, kind)(**spec.get("args", {}))
 
 
 def layer(name: str, kind: str, **args: int) -> dict[str, Any]:
