@@ -88,7 +88,9 @@ def read_npy(raw: bytes) -> torch.Tensor:
     return torch.frombuffer(body, dtype=dtype).reshape(header["shape"])
 
 
-def read_task_data(directory: Path, fmt: dict, labels: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+def read_task_data(
+    directory: Path, fmt: dict, labels: list[str]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A task's data folder in its own format: the ``*.npz`` files' x and y, or the CSV's
     feature columns and label column (label names or indices)."""
     if fmt["format"] == "npz":

@@ -117,7 +117,9 @@ def _read_csv(spec: DataSpec, folder: Path, problems: list[str]) -> tuple[np.nda
                     problems.append(f"{spec.csv.file} line {line}: a feature is not a number")
                 continue
             raw = str(row[spec.csv.label]).strip()
-            labels.append(names[raw] if raw in names else int(raw) if raw.lstrip("-").isdigit() else -1)
+            labels.append(
+                names[raw] if raw in names else int(raw) if raw.lstrip("-").isdigit() else -1
+            )
     x = np.asarray(rows, dtype=spec.dtype).reshape(-1, *spec.input_shape)
     return x, np.asarray(labels, dtype=np.int64)
 
@@ -147,8 +149,8 @@ def check_data(
 ) -> DataCheck:
     """Whether ``folder`` fits the task (shape, dtype, labels) and holds at least
     ``min_samples`` samples (the participant's attested D)."""
-    x, y, problems = read_folder(spec, folder)
-    check = DataCheck(task, Path(folder), int(len(y)), problems=problems)
+    _, y, problems = read_folder(spec, folder)
+    check = DataCheck(task, Path(folder), len(y), problems=problems)
     if not problems and len(y) == 0:
         check.problems.append("it holds no samples")
     if min_samples is not None and len(y) < min_samples and (len(y) or not problems):

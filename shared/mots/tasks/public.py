@@ -37,7 +37,7 @@ def _fashion_mnist() -> PublicSet:
 
 def _cut(x: npt.NDArray[np.generic], y: npt.NDArray[np.int64]) -> PublicSet:
     order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
-    n_test = int(round(len(y) * TEST_SHARE))
+    n_test = round(len(y) * TEST_SHARE)
     test, train = order[:n_test], order[n_test:]
     return PublicSet(x[train], y[train], x[test], y[test])
 
@@ -73,7 +73,9 @@ PUBLIC_SETS: dict[str, Callable[[], PublicSet]] = {
 def load_public(name: str) -> PublicSet:
     """The public set ``name`` (one of :data:`PUBLIC_SETS`)."""
     if name not in PUBLIC_SETS:
-        raise ValueError(f"public set must be one of {', '.join(sorted(PUBLIC_SETS))}, got {name!r}")
+        raise ValueError(
+            f"public set must be one of {', '.join(sorted(PUBLIC_SETS))}, got {name!r}"
+        )
     return PUBLIC_SETS[name]()
 
 

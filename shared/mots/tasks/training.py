@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mots.tasks import architectures
 from mots.tasks.local_data import load_for_training, preprocess, read_folder
 from mots.tasks.public import load_public
 from mots.tasks.task_file import MarketTask
@@ -119,12 +118,16 @@ def train_task(
         for r in range(n_rounds):
             average = RunningAverage()
             for cd, w in zip(data, share, strict=True):
-                model.load_state_dict({n: torch.from_numpy(a) for n, a in zip(names, weights, strict=True)})
+                model.load_state_dict(
+                    {n: torch.from_numpy(a) for n, a in zip(names, weights, strict=True)}
+                )
                 idx = batch_indices(seed, r, cd.pid, cd.size, spec.local_steps, spec.batch_size)
                 train_local(model, cd, idx, learning_rate(spec.lr, r))
                 average.add([v.detach().numpy() for v in model.state_dict().values()], float(w))
             weights = average.result()
-            model.load_state_dict({n: torch.from_numpy(a) for n, a in zip(names, weights, strict=True)})
+            model.load_state_dict(
+                {n: torch.from_numpy(a) for n, a in zip(names, weights, strict=True)}
+            )
             losses.append(evaluate(model, xt, yt)[0])
     epsilon, accuracy = evaluate(model, xt, yt)
     counts = [sum(1 for i, _ in folders if i == t) for t in range(len(types))]
@@ -140,7 +143,7 @@ def train_task(
             "value": float(accuracy) if task.metric.name == "accuracy" else float(epsilon),
             "loss": float(epsilon),
             "split": "evaluation",
-            "samples": int(len(y_eval)),
+            "samples": len(y_eval),
         },
     }
     digest = save_artifact(out, names, weights, meta)

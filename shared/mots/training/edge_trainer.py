@@ -98,18 +98,22 @@ def handle_train(
     cfg = TrainConfig(**request["config"])
     i, j, r = int(request["type_index"]), int(request["client_index"]), int(request["round"])
     local = request.get("local_data")
-    data_key = _local_key(local) if local else json.dumps(
-        [
-            cfg.dataset,
-            str(cfg.data_dir),
-            cfg.partition,
-            cfg.sizes,
-            cfg.type_counts,
-            cfg.type_classes,
-            cfg.seed,
-            i,
-            j,
-        ]
+    data_key = (
+        _local_key(local)
+        if local
+        else json.dumps(
+            [
+                cfg.dataset,
+                str(cfg.data_dir),
+                cfg.partition,
+                cfg.sizes,
+                cfg.type_counts,
+                cfg.type_classes,
+                cfg.seed,
+                i,
+                j,
+            ]
+        )
     )
     data = _STATE.data.get(data_key)
     if data is None and local:
@@ -166,7 +170,11 @@ def _local_data(local: dict[str, Any], pid: int) -> tuple[Any, tuple[int, ...], 
 
     spec = DataSpec.model_validate(local["spec"])
     x, y = load_for_training(str(local["task"]), spec, local["path"], int(local["min_samples"]))
-    return ClientData(torch.from_numpy(x), torch.from_numpy(y), pid), spec.input_shape, len(spec.labels)
+    return (
+        ClientData(torch.from_numpy(x), torch.from_numpy(y), pid),
+        spec.input_shape,
+        len(spec.labels),
+    )
 
 
 def request_training(

@@ -165,7 +165,9 @@ def task_data_pairs(items: list[str] | tuple[str, ...]) -> dict[str, str]:
         if not sep or not task or not path:
             raise ValueError(f"--data: {item!r} is not TASK=PATH (e.g. fashion-mnist=/data/fm)")
         if task == "dir" or not task.replace("-", "").isalnum() or task != task.lower():
-            raise ValueError(f"--data: {task!r} is not a task name (lower-case letters, digits, '-')")
+            raise ValueError(
+                f"--data: {task!r} is not a task name (lower-case letters, digits, '-')"
+            )
         out[task] = path
     return out
 

@@ -28,7 +28,7 @@ UTILITY = '{"kind": "power", "scale": 1.0, "exponent": 8.0}'
 def settings(monkeypatch: pytest.MonkeyPatch) -> AgentSettings:
     """A type-2 device attesting D = 120."""
     monkeypatch.setenv("MOTS_UTILITY", UTILITY)
-    return AgentSettings(client_type="type-2", data_size=120, cost=1.2, client_index=0)  # type: ignore[call-arg]
+    return AgentSettings(client_type="type-2", data_size=120, cost=1.2, client_index=0)
 
 
 def test_the_supernode_command_carries_data_into_the_node_config(

@@ -45,7 +45,9 @@ def test_own_data_trains_exactly_what_the_public_slice_did(
 ) -> None:
     """The split's folder of client (3, 0) gives the update the client-index slice gave."""
     public = _weights(client_app.app(_train_msg(), _context(RUN)))
-    own = client_app.app(_train_msg(), _context(RUN, **{"data-fashion-mnist": str(folders[(2, 0)])}))
+    own = client_app.app(
+        _train_msg(), _context(RUN, **{"data-fashion-mnist": str(folders[(2, 0)])})
+    )
     for a, b in zip(public, _weights(own), strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -56,7 +58,9 @@ def test_own_data_is_what_trains(folders: dict[tuple[int, int], Path], tmp_path:
     x = np.load(folders[(2, 0)] / "data.npz")
     np.savez(tmp_path / "data.npz", x=255 - x["x"], y=x["y"])
     public = _weights(client_app.app(_train_msg(), _context(RUN)))
-    own = _weights(client_app.app(_train_msg(), _context(RUN, **{"data-fashion-mnist": str(tmp_path)})))
+    own = _weights(
+        client_app.app(_train_msg(), _context(RUN, **{"data-fashion-mnist": str(tmp_path)}))
+    )
     assert not np.array_equal(public[0], own[0])
 
 
@@ -89,4 +93,6 @@ def test_data_for_another_task_only_refuses_the_round(
     caplog.set_level(logging.ERROR, logger="mots.edge.client_app")
     with pytest.raises(ValueError, match="no data for task fashion-mnist"):
         client_app.app(_train_msg(), _context(RUN, **{"data-digits": str(folders[(2, 0)])}))
-    assert "this device holds no data for task fashion-mnist (its --data names digits)" in caplog.text
+    assert (
+        "this device holds no data for task fashion-mnist (its --data names digits)" in caplog.text
+    )

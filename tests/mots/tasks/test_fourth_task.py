@@ -94,7 +94,9 @@ def test_a_fourth_task_from_a_file_and_one_module(
     folders = []
     for i, t in enumerate(task.economics.scenario.types):
         for j in range(t.count):
-            folder = write_folder(task.data, tmp_path / f"{t.name}-{j}", *_rings(int(t.data_size), rng))
+            folder = write_folder(
+                task.data, tmp_path / f"{t.name}-{j}", *_rings(int(t.data_size), rng)
+            )
             assert check_data(task.name, task.data, folder, int(t.data_size)).ok
             folders.append((i, folder))
 

@@ -47,7 +47,7 @@ def test_a_fitting_folder_is_read_as_the_models_inputs(tmp_path: Path) -> None:
 
 def _write(folder: Path, **arrays: np.ndarray) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    np.savez(folder / "data.npz", **arrays)
+    np.savez(folder / "data.npz", **arrays)  # type: ignore[arg-type]
     return folder
 
 

@@ -27,7 +27,7 @@ def test_the_split_is_the_training_partition(tmp_path: Path, partition: str) -> 
     task = load_task("digits")
     folders = split_public(task, tmp_path, counts=(2, 1, 1), partition=partition, seed=4)  # type: ignore[arg-type]
     public = load_public("sklearn-digits")
-    config = TrainConfig(sizes=(20, 50, 100), counts=(2, 1, 1), partition=partition, seed=4)  # type: ignore[arg-type]
+    config = TrainConfig(sizes=(20, 50, 100), counts=(2, 1, 1), partition=partition, seed=4)
     clients = [(0, 0), (0, 1), (1, 0), (2, 0)]
     assert sorted(folders) == clients
     for (i, j), idx in zip(clients, shard_indices(public.y_train, config, clients), strict=True):

@@ -105,7 +105,11 @@ MISTAKES = [
     ("economics.mechanism", "vcg", "economics.mechanism: must be one of"),
     ("economics.subsidy_budget", -1, "economics.subsidy_budget: Input should be greater"),
     ("economics.scenario.types.0.cost", -0.1, "economics.scenario.types.0.cost: Input should"),
-    ("economics.scenario", "missing.yaml", "economics.scenario: /nonexistent/missing.yaml: cannot read scenario file"),
+    (
+        "economics.scenario",
+        "missing.yaml",
+        "economics.scenario: /nonexistent/missing.yaml: cannot read scenario file",
+    ),
     ("rounds.fedavg_rounds", 0, "rounds.fedavg_rounds: Input should be greater than or equal"),
     ("rounds.collection_window_s", ..., "rounds.collection_window_s: Field required"),
     ("evaluation", {}, "evaluation: give exactly one of public"),
@@ -159,7 +163,7 @@ def test_unreadable_and_unknown_files(tmp_path: Path) -> None:
     bad.write_text("- a list\n")
     with pytest.raises(TaskFileError, match="expected a mapping"):
         load_task(bad)
-    with pytest.raises(TaskFileError, match="known tasks: .*digits"):
+    with pytest.raises(TaskFileError, match=r"known tasks: .*digits"):
         load_task("no-such-task")
 
 
