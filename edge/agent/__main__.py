@@ -37,10 +37,10 @@ DATA_OPTION = click.option(
 
 
 def _data(items: tuple[str, ...]) -> dict[str, str]:
-    import mots.training.flower_messages as fm
+    from mots.training.task_data import task_data_pairs
 
     try:
-        return fm.task_data_pairs(list(items))
+        return task_data_pairs(list(items))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--data") from exc
 

@@ -14,7 +14,7 @@ The ClientApp (edge/flower_app) reads ``client-type`` and ``client-index`` (whic
 the device holds, mots.training.flower_messages.node_identity) and ``data-dir``; ``client-name``
 labels the node in logs; ``MOTS_EDGE_NODE_CONFIG`` appends further pairs. ``--data TASK=PATH``
 (the device's own data folder per task) reaches the ClientApp as ``data-<task>``, the warm node
-adding it to the node config (:func:`mots.training.warm_node.with_task_data`). None of these tell the
+adding it to the node config (:func:`mots.training.task_data.with_task_data`). None of these tell the
 platform who the node is.
 """
 

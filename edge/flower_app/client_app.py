@@ -26,6 +26,7 @@ from flwr.clientapp import ClientApp
 
 import mots.training.flower_messages as fm
 from mots.training.config import TrainConfig
+from mots.training.task_data import node_task_data
 
 
 def _num(value: Any) -> float:
@@ -46,7 +47,7 @@ def local_data_request(
     for a node of the public-set layout (no ``data-<task>`` at all). A device that holds data for
     other tasks only refuses the round."""
     task = fm.task_from_run(run_config, cfg)
-    folders = fm.node_task_data(node_config)
+    folders = node_task_data(node_config)
     if not folders:
         return None
     if task not in folders:

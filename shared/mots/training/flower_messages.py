@@ -157,36 +157,6 @@ def node_identity(node_config: Mapping[str, Any]) -> tuple[int, int]:
     return i, int(node_config[NODE_CLIENT_INDEX])
 
 
-def task_data_pairs(items: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``TASK=PATH`` items (``--data``) as task → path; a malformed item names the rule."""
-    out: dict[str, str] = {}
-    for item in items:
-        task, sep, path = item.partition("=")
-        if not sep or not task or not path:
-            raise ValueError(f"--data: {item!r} is not TASK=PATH (e.g. fashion-mnist=/data/fm)")
-        if task == "dir" or not task.replace("-", "").isalnum() or task != task.lower():
-            raise ValueError(
-                f"--data: {task!r} is not a task name (lower-case letters, digits, '-')"
-            )
-        out[task] = path
-    return out
-
-
-def task_data_node_config(paths: Mapping[str, str]) -> str:
-    """The node-config pairs that carry ``--data``: ``data-<task>="PATH"`` each."""
-    quoted = {t: p.replace("\\", "\\\\").replace('"', '\\"') for t, p in paths.items()}
-    return " ".join(f'{NODE_TASK_DATA_PREFIX}{t}="{p}"' for t, p in quoted.items())
-
-
-def node_task_data(node_config: Mapping[str, Any]) -> dict[str, str]:
-    """Task → data folder, from the node config's ``data-<task>`` keys."""
-    return {
-        str(k)[len(NODE_TASK_DATA_PREFIX) :]: str(v)
-        for k, v in node_config.items()
-        if str(k).startswith(NODE_TASK_DATA_PREFIX) and k != NODE_DATA_DIR
-    }
-
-
 def task_from_run(run_config: Mapping[str, Any], config: TrainConfig) -> str:
     """The task a run trains: its ``task``, else the TrainConfig's data set (``fashion-mnist``)."""
     return str(run_config.get(RUN_TASK, "") or config.dataset)

@@ -40,6 +40,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from mots.training.residency import release_file_pages
+from mots.training.task_data import with_task_data
 
 log = logging.getLogger(__name__)
 
@@ -495,27 +496,6 @@ def _pop_option(argv: list[str], name: str) -> str | None:
             del argv[i]
             return arg.split("=", 1)[1]
     return None
-
-
-def with_task_data(argv: list[str]) -> list[str]:
-    """Move every ``--data TASK=PATH`` (repeatable; the device's own data folder per task) into
-    the ``--node-config`` as ``data-<task>="PATH"``, where the ClientApp reads it; a folder that
-    does not exist refuses the start."""
-    args = list(argv)
-    items = []
-    while (item := _pop_option(args, "--data")) is not None:
-        items.append(item)
-    if not items:
-        return args
-    import mots.training.flower_messages as fm
-
-    paths = fm.task_data_pairs(items)
-    missing = [f"{t}={p}" for t, p in paths.items() if not Path(p).is_dir()]
-    if missing:
-        raise ValueError(f"--data: no such folder: {', '.join(missing)}")
-    pairs = fm.task_data_node_config(paths)
-    config = _pop_option(args, "--node-config")
-    return [*args, "--node-config", f"{config} {pairs}" if config else pairs]
 
 
 def supernode_args(argv: Sequence[str], secret_file: Path) -> list[str]:

@@ -18,8 +18,7 @@ from edge.agent.settings import AgentSettings
 from edge.agent.supernode import supernode_argv
 from mots.client import MarketClient
 from mots.economics.best_response import Choice, Strategy
-from mots.training.flower_messages import node_task_data, task_data_pairs
-from mots.training.warm_node import with_task_data
+from mots.training.task_data import node_task_data, task_data_pairs, with_task_data
 
 UTILITY = '{"kind": "power", "scale": 1.0, "exponent": 8.0}'
 
