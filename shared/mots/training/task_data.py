@@ -70,3 +70,12 @@ def with_task_data(argv: list[str]) -> list[str]:
     pairs = task_data_node_config(paths)
     config = _pop_option(args, "--node-config")
     return [*args, "--node-config", f"{config} {pairs}" if config else pairs]
+
+
+def node_folders(roots: Mapping[str, str], type_index: int, client_index: int) -> str:
+    """The ``data-<task>`` pairs of client (i, j) whose folders ``mots data split`` wrote under
+    each task's root (``ROOT/type-<i+1>-<j>``, :func:`mots.tasks.split.folder_name`)."""
+    from mots.tasks.split import folder_name
+
+    name = folder_name(type_index, client_index)
+    return task_data_node_config({t: str(Path(root) / name) for t, root in roots.items()})
