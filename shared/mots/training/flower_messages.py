@@ -164,11 +164,20 @@ def task_from_run(run_config: Mapping[str, Any], config: TrainConfig) -> str:
 
 def task_data_spec(run_config: Mapping[str, Any], task: str) -> dict[str, Any]:
     """What the task's data looks like (a :class:`mots.tasks.task_file.DataSpec` as JSON): the
-    run's ``task-data``, else the data section of the task file of that name."""
+    run's ``task-data``, else the data section of the task file of that name, else (an edge image
+    ships no task files) the IDX image set of that name as ``mots data split`` writes it."""
     raw = str(run_config.get(RUN_TASK_DATA, "") or "")
     if raw:
         spec: dict[str, Any] = json.loads(raw)
         return spec
-    from mots.tasks.task_file import load_task
+    from mots.tasks.task_file import TaskFileError, load_task
+    from mots.training.datasets import CLASS_NAMES
 
-    return load_task(task).data.model_dump(mode="json")
+    try:
+        return load_task(task).data.model_dump(mode="json")
+    except TaskFileError:  # a device without the task files: the platform's own image sets
+        if task not in CLASS_NAMES:
+            raise
+    shape = [1, 28, 28] if task in ("fashion-mnist", "mnist") else [3, 32, 32]
+    return {"format": "npz", "input_shape": shape, "dtype": "uint8", "labels": CLASS_NAMES[task],
+            "scale": 255.0}  # fmt: skip

@@ -96,3 +96,30 @@ def test_data_for_another_task_only_refuses_the_round(
     assert (
         "this device holds no data for task fashion-mnist (its --data names digits)" in caplog.text
     )
+
+
+def test_a_device_without_task_files_knows_fashion_mnist(
+    folders: dict[tuple[int, int], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edge image ships no examples/tasks: the image set's own spec checks the folder, and
+    the update is the one the task file's spec gives."""
+    import mots.tasks.task_file as task_file
+
+    with_files = _weights(
+        client_app.app(_train_msg(), _context(RUN, **{"data-fashion-mnist": str(folders[(2, 0)])}))
+    )
+    shipped = load_task("fashion-mnist").data
+    monkeypatch.setattr(task_file, "SHIPPED_DIR", tmp_path)
+    with pytest.raises(task_file.TaskFileError):
+        load_task("fashion-mnist")
+    spec = task_file.DataSpec.model_validate(fm.task_data_spec({}, "fashion-mnist"))
+    assert (spec.input_shape, spec.labels, spec.scale) == (
+        shipped.input_shape,
+        shipped.labels,
+        shipped.scale,
+    )
+    without = _weights(
+        client_app.app(_train_msg(), _context(RUN, **{"data-fashion-mnist": str(folders[(2, 0)])}))
+    )
+    for a, b in zip(with_files, without, strict=True):
+        np.testing.assert_array_equal(a, b)
