@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:
+    from mots.tasks.task_file import MarketTask
 
-def _task(name_or_path: str):  # type: ignore[no-untyped-def]
+
+def _task(name_or_path: str) -> MarketTask:
+    """The task by file or name; a task file's problems as the command's error."""
     from mots.tasks.task_file import TaskFileError, load_task
 
     try:
