@@ -52,11 +52,15 @@ def run_config(
     node_map: Mapping[int, tuple[int, int]] | None = None,
     policy: VerificationPolicy | None = None,
     quoted_epsilon: float | None = None,
+    task_data: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The run-config overrides that make the ServerApp train ``participants`` under ``config``,
-    telling nodes apart by ``node_map`` and verifying by ``policy``."""
+    telling nodes apart by ``node_map`` and verifying by ``policy``; ``task_data`` (a task's
+    ``data`` section as JSON) is what a node's own folder is checked against (issue 36)."""
     pol = policy or VerificationPolicy()
+    extra = {RUN_TASK_DATA: json.dumps(dict(task_data), sort_keys=True)} if task_data else {}
     return {
+        **extra,
         RUN_TRAIN_CONFIG: json.dumps(config.model_dump(mode="json"), sort_keys=True),
         RUN_PARTICIPANTS: ",".join(str(int(k)) for k in participants),
         RUN_OUT_DIR: out_dir,

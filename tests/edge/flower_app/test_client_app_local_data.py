@@ -123,3 +123,14 @@ def test_a_device_without_task_files_knows_fashion_mnist(
     )
     for a, b in zip(with_files, without, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_run_carries_the_tasks_data_spec(tmp_path: Path) -> None:
+    """run_config(task_data=…) is the spec a node checks its folder against, ahead of the task
+    file the device may hold (which is used when the run carries none)."""
+    digits = load_task("digits").data.model_dump(mode="json")
+    run = fm.run_config(CFG, [1, 0, 1], str(tmp_path), task_data=digits)
+    assert fm.task_data_spec(run, "fashion-mnist") == digits
+    assert fm.task_data_spec({}, "fashion-mnist") == load_task("fashion-mnist").data.model_dump(
+        mode="json"
+    )
