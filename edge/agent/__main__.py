@@ -27,19 +27,42 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
+DATA_OPTION = click.option(
+    "--data",
+    "data",
+    multiple=True,
+    metavar="TASK=PATH",
+    help="this device's own data folder for a task (repeatable); the device trains on it alone",
+)
+
+
+def _data(items: tuple[str, ...]) -> dict[str, str]:
+    from mots.training.task_data import task_data_pairs
+
+    try:
+        return task_data_pairs(list(items))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--data") from exc
+
+
 @main.command()
 @click.option("--max-steps", type=int, default=None, help="stop after this many polls")
-def run(max_steps: int | None) -> None:
-    """Register with the market and answer every round with the best response."""
+@DATA_OPTION
+def run(max_steps: int | None, data: tuple[str, ...]) -> None:
+    """Register with the market and answer every round with the best response (a round this
+    device's data does not fit is not joined)."""
+    folders = _data(data)
     settings = _settings()
     with MarketClient(settings.market_url) as market:
-        Agent(settings, market).run(max_steps=max_steps)
+        Agent(settings, market, data=folders).run(max_steps=max_steps)
 
 
 @main.command()
-def supernode() -> None:
+@DATA_OPTION
+def supernode(data: tuple[str, ...]) -> None:
     """Start the Flower SuperNode with this device's node config."""
-    exec_supernode(_settings())
+    folders = _data(data)
+    exec_supernode(_settings(), folders)
 
 
 @main.command("node-key")

@@ -38,8 +38,16 @@ class Registration:
 class Agent:
     """One device's market agent."""
 
-    def __init__(self, settings: AgentSettings, market: MarketClient) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        market: MarketClient,
+        data: dict[str, str] | None = None,
+        task: str = "fashion-mnist",
+    ) -> None:
         self.settings = settings
+        self.data = dict(data or {})
+        self.task = task
         self.market = market
         self.facts = ClientFacts(settings.client_type, settings.data_size, settings.cost)
         self.utility = settings.utility_model()
@@ -153,11 +161,41 @@ class Agent:
             return None
         u = float(self.utility.value(quote.epsilon))
         place = draw_place(quote, self.facts.type_name, reg.client_id)
-        choice = self._act(market, reg, quote.round_id, respond(self.facts, quote, u, place))
+        choice = self._fit(respond(self.facts, quote, u, place))
+        choice = self._act(market, reg, quote.round_id, choice)
         self._answered.add(quote.round_id)
         self._record(quote.round_id, u, choice)
         log.info("round %d: %s (%s)", quote.round_id, choice.strategy.value, choice.reason)
         return choice
+
+    def data_problem(self) -> str | None:
+        """Why this device cannot train the market's task on its own data (``--data``), in plain
+        words; None when its folder fits and holds at least its attested D, or when it names no
+        folder at all (a device of the public-set layout)."""
+        if not self.data:
+            return None
+        if self.task not in self.data:
+            return f"no data for task {self.task} (--data names {', '.join(sorted(self.data))})"
+        from mots.tasks.local_data import check_data
+        from mots.tasks.task_file import TaskFileError, load_task
+
+        try:
+            spec = load_task(self.task).data
+        except TaskFileError as err:
+            return str(err)
+        check = check_data(self.task, spec, self.data[self.task], int(self.settings.data_size))
+        return None if check.ok else check.summary()
+
+    def _fit(self, choice: Choice) -> Choice:
+        """A join becomes an abstention, with the reason logged, when the device's data does not
+        fit the task: it never trains on something else."""
+        if choice.strategy is not Strategy.JOIN:
+            return choice
+        problem = self.data_problem()
+        if problem is None:
+            return choice
+        log.error("not joining: %s", problem)
+        return Choice(Strategy.ABSTAIN, choice.payoffs, f"data does not fit: {problem}")
 
     def _act(
         self, market: MarketClient, reg: Registration, round_id: int, choice: Choice

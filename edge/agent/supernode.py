@@ -12,7 +12,9 @@ participant that key belongs to. The SuperLink's certificate is verified with th
 
 The ClientApp (edge/flower_app) reads ``client-type`` and ``client-index`` (which data partition
 the device holds, mots.training.flower_messages.node_identity) and ``data-dir``; ``client-name``
-labels the node in logs; ``MOTS_EDGE_NODE_CONFIG`` appends further pairs. None of these tell the
+labels the node in logs; ``MOTS_EDGE_NODE_CONFIG`` appends further pairs. ``--data TASK=PATH``
+(the device's own data folder per task) reaches the ClientApp as ``data-<task>``, the warm node
+adding it to the node config (:func:`mots.training.task_data.with_task_data`). None of these tell the
 platform who the node is.
 """
 
@@ -62,7 +64,7 @@ def client_index(settings: AgentSettings) -> int:
     return int(text)
 
 
-def supernode_argv(settings: AgentSettings) -> list[str]:
+def supernode_argv(settings: AgentSettings, data: dict[str, str] | None = None) -> list[str]:
     """The edge node's command line: Flower's SuperNode in the warm node (one process: the
     SuperNode and a warm executor that keeps torch and the ClientApp loaded between rounds,
     :mod:`mots.training.warm_node`), TLS verified by the CA, requests signed by the device's key."""
@@ -80,6 +82,7 @@ def supernode_argv(settings: AgentSettings) -> list[str]:
         node_config(settings),
         "--health-server-address",
         f"0.0.0.0:{settings.health_port}",
+        *(arg for task, path in (data or {}).items() for arg in ("--data", f"{task}={path}")),
     ]
 
 
@@ -90,7 +93,7 @@ def node_public_key(settings: AgentSettings) -> bytes:
     return ensure_node_key(settings.node_key_path()).public_pem
 
 
-def exec_supernode(settings: AgentSettings) -> None:
+def exec_supernode(settings: AgentSettings, data: dict[str, str] | None = None) -> None:
     """Replace this process with the SuperNode (PID 1 in its container receives the signals),
     after making the device's key pair on its first start."""
     if not settings.root_certificates.is_file():
@@ -101,7 +104,7 @@ def exec_supernode(settings: AgentSettings) -> None:
     node_public_key(settings)
     if shutil.which("flower-supernode") is None:
         raise FileNotFoundError("flower-supernode is not on PATH; install flwr==1.42.0")
-    argv = supernode_argv(settings)
+    argv = supernode_argv(settings, data)
     os.execv(argv[0], argv)
 
 

@@ -2,8 +2,13 @@
 
 The ServerApp knows which participant a node is from the key the node authenticates with, so
 nothing here reports an identity; the node config's ``type-index``/``client-index`` only say
-which data partition this device holds. ``train`` runs E SGD steps from the received global model on this node's partition (read from the
-node config's ``data-dir`` when it names one, else the run's): through the
+which data partition this device holds. ``train`` runs E SGD steps from the received global model
+on this device's own data when its node config names a folder for the run's task
+(``data-<task>``, the SuperNode's ``--data TASK=PATH``; issue 36): checked against the task's data
+(shape, dtype, labels) and the type's attested D first, the round refused with the reason in the
+SuperNode's log when it does not fit, never trained on anything else. A node with no such folder
+trains on its ``client-index`` slice of the public set (read from the node config's ``data-dir``
+when it names one, else the run's): through the
 node's resident trainer when its node config names a ``trainer-socket`` (torch stays loaded), else
 in this process. With the run's ``noop`` set it returns the weights untouched (Flower's floor).
 This module imports no torch, so a round pays no torch start-up when a trainer is resident.
@@ -11,6 +16,7 @@ This module imports no torch, so a round pays no torch start-up when a trainer i
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any
@@ -19,6 +25,8 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 import mots.training.flower_messages as fm
+from mots.training.config import TrainConfig
+from mots.training.task_data import node_task_data
 
 
 def _num(value: Any) -> float:
@@ -29,6 +37,43 @@ def _num(value: Any) -> float:
 
 
 app = ClientApp()
+log = logging.getLogger("mots.edge.client_app")
+
+
+def local_data_request(
+    run_config: Any, node_config: Any, cfg: TrainConfig, type_index: int
+) -> dict[str, Any] | None:
+    """The request's ``local_data`` when this device holds its own data for the run's task; None
+    for a node of the public-set layout (no ``data-<task>`` at all). A device that holds data for
+    other tasks only refuses the round."""
+    task = fm.task_from_run(run_config, cfg)
+    folders = node_task_data(node_config)
+    if not folders:
+        return None
+    if task not in folders:
+        message = (
+            f"this device holds no data for task {task} (its --data names "
+            f"{', '.join(sorted(folders))}); it does not train in this round"
+        )
+        log.error(message)
+        raise ValueError(message)
+    return {
+        "task": task,
+        "path": folders[task],
+        "spec": fm.task_data_spec(run_config, task),
+        "min_samples": int(cfg.sizes[type_index]),
+    }
+
+
+def _update(sock: str, request: dict[str, Any], weights: list[Any]) -> tuple[list[Any], Any]:
+    """The local update, by the node's resident trainer when it has one, else in this process."""
+    if sock:
+        from mots.training.edge_trainer import request_training
+
+        return request_training(sock, request, weights)
+    from mots.training.edge_trainer import handle_train
+
+    return handle_train(request, weights)
 
 
 @app.train()
@@ -50,16 +95,14 @@ def train(msg: Message, context: Context) -> Message:
             "type_index": i,
             "client_index": j,
             "round": round_index,
+            "local_data": local_data_request(context.run_config, context.node_config, cfg, i),
         }
         sock = str(context.node_config.get(fm.NODE_TRAINER_SOCKET, ""))
-        if sock:
-            from mots.training.edge_trainer import request_training
-
-            new, metrics = request_training(sock, request, weights)
-        else:
-            from mots.training.edge_trainer import handle_train
-
-            new, metrics = handle_train(request, weights)
+        try:
+            new, metrics = _update(sock, request, weights)
+        except Exception as err:
+            log.error("round %d refused: %s", round_index, err)  # what the operator sees
+            raise
     reply = MetricRecord(
         {
             "train_seconds": float(metrics["train_seconds"]),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Classify the Fashion-MNIST test set with a MoTS model file, using PyTorch alone.
+"""Classify a test set with a MoTS model file, using PyTorch alone.
 
 A buyer needs nothing of the MoTS project: the model file (``mots-round-N.pt``, a plain
 ``torch.save`` dict loaded with ``weights_only=True``) carries the network as plain data, its
@@ -9,19 +9,26 @@ classifies every image and prints one JSON line::
 
     {"accuracy": <measured here>, "metadata_accuracy": <the model's own record>}
 
-usage: python classify.py MODEL_FILE [--data DIR]   (DIR: the four IDX files, .gz or not;
-default: the model's data_dir, else Debian's /usr/share/datasets/fashion-mnist)
+usage: python classify.py MODEL_FILE [--data DIR]
+
+A Fashion-MNIST model (no ``data_format`` in its metadata) reads DIR's four IDX files (.gz or
+not; default: the model's data_dir, else Debian's /usr/share/datasets/fashion-mnist). A task's
+model (docs/tasks.md) reads DIR in the task's own format, as a participant holds it: every
+``*.npz`` file (arrays ``x`` and ``y``), or the CSV file with the task's feature and label columns.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import csv
 import gzip
 import hashlib
 import json
 import struct
 import sys
 import warnings
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -58,6 +65,54 @@ def read_idx(directory: Path, stem: str) -> torch.Tensor:
     raise SystemExit(f"{directory}: no {stem}(.gz)")
 
 
+NPY_DTYPES = {
+    "|u1": torch.uint8,
+    "<i8": torch.int64,
+    "<i4": torch.int32,
+    "<f4": torch.float32,
+    "<f8": torch.float64,
+}
+
+
+def read_npy(raw: bytes) -> torch.Tensor:
+    """One ``.npy`` array (format 1-3, C order, little-endian) without numpy."""
+    if raw[:6] != b"\x93NUMPY":
+        raise SystemExit("not an .npy array")
+    size, start = (2, 8) if raw[6] == 1 else (4, 8)
+    length = int.from_bytes(raw[start : start + size], "little")
+    header = ast.literal_eval(raw[start + size : start + size + length].decode("latin1"))
+    if header["fortran_order"] or header["descr"] not in NPY_DTYPES:
+        raise SystemExit(f"unsupported .npy array {header}")
+    body = bytearray(raw[start + size + length :])
+    dtype = NPY_DTYPES[header["descr"]]
+    return torch.frombuffer(body, dtype=dtype).reshape(header["shape"])
+
+
+def read_task_data(
+    directory: Path, fmt: dict, labels: list[str]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A task's data folder in its own format: the ``*.npz`` files' x and y, or the CSV's
+    feature columns and label column (label names or indices)."""
+    if fmt["format"] == "npz":
+        xs, ys = [], []
+        for path in sorted(directory.glob("*.npz")):
+            with zipfile.ZipFile(path) as z:
+                xs.append(read_npy(z.read("x.npy")))
+                ys.append(read_npy(z.read("y.npy")).long())
+        if not xs:
+            raise SystemExit(f"{directory}: no .npz file")
+        return torch.cat(xs), torch.cat(ys)
+    spec = fmt["csv"]
+    names = {name: k for k, name in enumerate(labels)}
+    rows, targets = [], []
+    with (directory / spec["file"]).open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            rows.append([float(row[c]) for c in spec["features"]])
+            raw = row[spec["label"]].strip()
+            targets.append(names[raw] if raw in names else int(raw))
+    return torch.tensor(rows, dtype=torch.float32), torch.tensor(targets, dtype=torch.int64)
+
+
 def check_digest(model_file: Path) -> None:
     """If the metadata file the market sent (``.json`` beside it) is there, the model's SHA-256
     must be the one it records."""
@@ -72,7 +127,7 @@ def check_digest(model_file: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_file", type=Path)
-    parser.add_argument("--data", type=Path, help="the test set's IDX files")
+    parser.add_argument("--data", type=Path, help="the test set (IDX files, or a task's folder)")
     args = parser.parse_args()
     check_digest(args.model_file)
     payload = torch.load(args.model_file, map_location="cpu", weights_only=True)
@@ -80,10 +135,20 @@ def main() -> None:
     model = build(meta["network"])
     model.load_state_dict(payload["state_dict"])
     model.eval()
-    data = args.data or Path(meta.get("data_dir") or DEFAULT_DATA)
-    images = read_idx(data, "t10k-images-idx3-ubyte")
-    labels = read_idx(data, "t10k-labels-idx1-ubyte").long()
-    x = images.reshape(-1, *meta["input_shape"]).float() / meta["preprocessing"]["divide_by"]
+    prep = meta["preprocessing"]
+    if "data_format" in meta:  # a task's model: the buyer's data in the task's own format
+        if args.data is None:
+            raise SystemExit(f"task {meta['dataset']}: give --data, a folder in its format")
+        inputs, labels = read_task_data(args.data, meta["data_format"], meta["class_names"])
+        x = inputs.reshape(-1, *meta["input_shape"]).float()
+        flat = x.reshape(len(x), -1)
+        flat -= torch.as_tensor(prep.get("offset", 0.0), dtype=torch.float32)
+        x = (flat / torch.as_tensor(prep["divide_by"], dtype=torch.float32)).reshape(x.shape)
+    else:
+        data = args.data or Path(meta.get("data_dir") or DEFAULT_DATA)
+        images = read_idx(data, "t10k-images-idx3-ubyte")
+        labels = read_idx(data, "t10k-labels-idx1-ubyte").long()
+        x = images.reshape(-1, *meta["input_shape"]).float() / prep["divide_by"]
     correct = 0
     with torch.no_grad():
         for start in range(0, len(labels), 4096):

@@ -48,13 +48,13 @@ def torch_only_python() -> Path:
     return python
 
 
-def run_classify(python: Path, model_file: Path) -> dict[str, float]:
-    """``examples/buyer/classify.py MODEL_FILE`` in the torch-only environment, with no
+def run_classify(python: Path, model_file: Path, *extra: str) -> dict[str, float]:
+    """``examples/buyer/classify.py MODEL_FILE [EXTRA…]`` in the torch-only environment, with no
     PYTHONPATH (nothing of this project importable); its one JSON line."""
     script = Path(__file__).resolve().parents[2] / "examples" / "buyer" / "classify.py"
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
     out = subprocess.run(
-        [str(python), "-I", str(script), str(model_file)],
+        [str(python), "-I", str(script), str(model_file), *extra],
         check=True,
         capture_output=True,
         text=True,

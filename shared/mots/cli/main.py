@@ -12,7 +12,16 @@ import click
 
 from mots import __version__
 
-AREAS = ("economics", "training", "platform", "reproduce", "market", "ledger", "rounds")
+AREAS = (
+    "economics",
+    "training",
+    "platform",
+    "reproduce",
+    "market",
+    "ledger",
+    "rounds",
+    "data",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -289,7 +289,23 @@ def federation() -> None:
     help="warm: one process per node (SuperNode + warm executor, torch loaded once); "
     "subprocess: Flower's SuperExec, a ClientApp process per message (docs/training.md)",
 )
-def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool, layout: str) -> None:
+@click.option(
+    "--data",
+    "data",
+    multiple=True,
+    metavar="TASK=DIR",
+    help="each node trains on its own folder DIR/type-<i>-<j> (`mots data split`), not a slice "
+    "of the public set (docs/tasks.md)",
+)
+def up(
+    nodes: int,
+    counts: str,
+    port: int,
+    workdir: Path,
+    trainer: bool,
+    layout: str,
+    data: tuple[str, ...],
+) -> None:
     """Start the SuperLink and the SuperNodes as background processes; `down` stops them all.
 
     \b
@@ -297,7 +313,12 @@ def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool, layout:
       mots federation up --nodes 4 --counts 2,1,1 --workdir out/fed
     """
     from mots.training.federation import FederationError, LocalFederation
+    from mots.training.task_data import task_data_pairs
 
+    try:
+        roots = {t: str(Path(d).resolve()) for t, d in task_data_pairs(list(data)).items()}
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--data") from err
     per_type = _parse_k(counts)
     if sum(per_type) != nodes:
         raise click.BadParameter(
@@ -311,6 +332,7 @@ def up(nodes: int, counts: str, port: int, workdir: Path, trainer: bool, layout:
         workdir=workdir,
         trainer=trainer,
         layout=layout,
+        task_data=roots,
     )
     try:
         fed.start()

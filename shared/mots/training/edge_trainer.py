@@ -93,24 +93,33 @@ def handle_train(
     from mots.training.fedavg import learning_rate
     from mots.training.local import batch_indices, client_data, torch_threads, train_local
     from mots.training.models import build_model, set_weights
+    from mots.training.partition import partition_id
 
     cfg = TrainConfig(**request["config"])
     i, j, r = int(request["type_index"]), int(request["client_index"]), int(request["round"])
-    data_key = json.dumps(
-        [
-            cfg.dataset,
-            str(cfg.data_dir),
-            cfg.partition,
-            cfg.sizes,
-            cfg.type_counts,
-            cfg.type_classes,
-            cfg.seed,
-            i,
-            j,
-        ]
+    local = request.get("local_data")
+    data_key = (
+        _local_key(local)
+        if local
+        else json.dumps(
+            [
+                cfg.dataset,
+                str(cfg.data_dir),
+                cfg.partition,
+                cfg.sizes,
+                cfg.type_counts,
+                cfg.type_classes,
+                cfg.seed,
+                i,
+                j,
+            ]
+        )
     )
     data = _STATE.data.get(data_key)
-    if data is None:
+    if data is None and local:
+        data = _local_data(local, partition_id(i, j, cfg.type_counts))
+        _STATE.data = {data_key: data}
+    elif data is None:
         ds = datasets.load_dataset(cfg.dataset, cfg.data_dir)
         data = (client_data(cfg, i, j, ds), ds.input_shape, ds.num_classes)
         datasets._load_cached.cache_clear()  # keep only this node's partition in memory
@@ -119,7 +128,8 @@ def handle_train(
     model_key = json.dumps([cfg.model, shape, classes])
     model = _STATE.models.get(model_key)
     if model is None:
-        model = build_model(cfg.model, shape, classes)
+        c, h, w = (int(s) for s in shape)  # the Flower path trains image models (C, H, W)
+        model = build_model(cfg.model, (c, h, w), classes)
         _STATE.models = {model_key: model}
     with torch_threads(1):
         set_weights(model, weights)
@@ -134,6 +144,37 @@ def handle_train(
         "num_examples": cd.size,
         "samples": res.samples,
     }
+
+
+def _local_key(local: dict[str, Any]) -> str:
+    """What shapes a device's own data: its folder's files (name, size, mtime) and the task's
+    data spec and D, so a changed folder is read and checked again."""
+    folder = Path(str(local["path"]))
+    files = (
+        [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.iterdir())]
+        if folder.is_dir()
+        else []
+    )
+    return json.dumps([str(folder), files, local["spec"], local["min_samples"]], sort_keys=True)
+
+
+def _local_data(local: dict[str, Any], pid: int) -> tuple[Any, tuple[int, ...], int]:
+    """The device's own data for the task as a ClientData (partition id ``pid`` draws its
+    mini-batches), its input shape and label count; refuses (LocalDataError, the check's verdict
+    in plain words) a folder that does not fit the task or holds fewer samples than D."""
+    import torch
+
+    from mots.tasks.local_data import load_for_training
+    from mots.tasks.task_file import DataSpec
+    from mots.training.local import ClientData
+
+    spec = DataSpec.model_validate(local["spec"])
+    x, y = load_for_training(str(local["task"]), spec, local["path"], int(local["min_samples"]))
+    return (
+        ClientData(torch.from_numpy(x), torch.from_numpy(y), pid),
+        spec.input_shape,
+        len(spec.labels),
+    )
 
 
 def request_training(

@@ -61,6 +61,7 @@ from mots.training.processes import (
     rss_mb,
     strays,
 )
+from mots.training.task_data import node_folders
 from mots.training.verification import VerificationPolicy
 
 __all__ = [
@@ -120,6 +121,7 @@ class LocalFederation(ProcessSupervisor):
         trainer_argv: Mapping[int, Sequence[str]] | None = None,
         layout: str = "warm",
         fork: bool = False,
+        task_data: Mapping[str, str | Path] | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
@@ -163,6 +165,7 @@ class LocalFederation(ProcessSupervisor):
         self.secure = secure
         self.policy = policy or VerificationPolicy()
         self.trainer_argv = {int(k): list(v) for k, v in (trainer_argv or {}).items()}
+        self.task_data = {t: str(p) for t, p in (task_data or {}).items()}  # task → split's folders
         counters: dict[int, int] = {}
         self.nodes: list[dict[str, Any]] = []
         for n, t in enumerate(node_types):
@@ -235,6 +238,8 @@ class LocalFederation(ProcessSupervisor):
         ]
         if self.has_trainer(n):
             pairs.append(f'trainer-socket="{self._socket_path(n)}"')
+        if self.task_data:  # each device's own folder per task (mots data split's layout)
+            pairs.append(node_folders(self.task_data, node["type_index"], node["client_index"]))
         return " ".join(pairs)
 
     def has_trainer(self, n: int) -> bool:
@@ -272,6 +277,7 @@ class LocalFederation(ProcessSupervisor):
             "type_names": self.type_names,
             "trainer": self.trainer,
             "layout": self.layout,
+            "task_data": self.task_data,
             "secure": self.secure,
             "policy": self.policy.model_dump(mode="json"),
             "nodes": self.nodes,
@@ -587,6 +593,7 @@ class LocalFederation(ProcessSupervisor):
             secure=bool(state.get("secure", True)),
             policy=VerificationPolicy(**state.get("policy", {})),
             layout=str(state.get("layout", "subprocess")),
+            task_data=state.get("task_data"),
         )
         fed.nodes = list(state["nodes"])
         fed.processes = [ProcessInfo(**p) for p in state["processes"]]

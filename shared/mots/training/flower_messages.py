@@ -28,12 +28,17 @@ RUN_ROUND_TIMEOUT = "round-timeout"
 RUN_NODE_MAP = "node-map"
 RUN_POLICY = "policy"
 RUN_QUOTED_EPSILON = "quoted-epsilon"
+RUN_TASK = "task"
+RUN_TASK_DATA = "task-data"
 
 NODE_TYPE_INDEX = "type-index"
 NODE_CLIENT_INDEX = "client-index"
 NODE_CLIENT_TYPE = "client-type"
 NODE_TRAINER_SOCKET = "trainer-socket"
 NODE_DATA_DIR = "data-dir"
+NODE_TASK_DATA_PREFIX = "data-"
+"""``data-<task>="PATH"``: the folder of this device's own data for that task (``--data TASK=PATH``
+of the edge agent and the SuperNode); ``data-dir`` (a public set's files) is not one of them."""
 
 
 def run_config(
@@ -47,11 +52,15 @@ def run_config(
     node_map: Mapping[int, tuple[int, int]] | None = None,
     policy: VerificationPolicy | None = None,
     quoted_epsilon: float | None = None,
+    task_data: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The run-config overrides that make the ServerApp train ``participants`` under ``config``,
-    telling nodes apart by ``node_map`` and verifying by ``policy``."""
+    telling nodes apart by ``node_map`` and verifying by ``policy``; ``task_data`` (a task's
+    ``data`` section as JSON) is what a node's own folder is checked against (issue 36)."""
     pol = policy or VerificationPolicy()
+    extra = {RUN_TASK_DATA: json.dumps(dict(task_data), sort_keys=True)} if task_data else {}
     return {
+        **extra,
         RUN_TRAIN_CONFIG: json.dumps(config.model_dump(mode="json"), sort_keys=True),
         RUN_PARTICIPANTS: ",".join(str(int(k)) for k in participants),
         RUN_OUT_DIR: out_dir,
@@ -150,3 +159,29 @@ def node_identity(node_config: Mapping[str, Any]) -> tuple[int, int]:
             f"node config: needs {NODE_CLIENT_INDEX}, the node's index within its type"
         )
     return i, int(node_config[NODE_CLIENT_INDEX])
+
+
+def task_from_run(run_config: Mapping[str, Any], config: TrainConfig) -> str:
+    """The task a run trains: its ``task``, else the TrainConfig's data set (``fashion-mnist``)."""
+    return str(run_config.get(RUN_TASK, "") or config.dataset)
+
+
+def task_data_spec(run_config: Mapping[str, Any], task: str) -> dict[str, Any]:
+    """What the task's data looks like (a :class:`mots.tasks.task_file.DataSpec` as JSON): the
+    run's ``task-data``, else the data section of the task file of that name, else (an edge image
+    ships no task files) the IDX image set of that name as ``mots data split`` writes it."""
+    raw = str(run_config.get(RUN_TASK_DATA, "") or "")
+    if raw:
+        spec: dict[str, Any] = json.loads(raw)
+        return spec
+    from mots.tasks.task_file import TaskFileError, load_task
+    from mots.training.datasets import CLASS_NAMES
+
+    try:
+        return load_task(task).data.model_dump(mode="json")
+    except TaskFileError:  # a device without the task files: the platform's own image sets
+        if task not in CLASS_NAMES:
+            raise
+    shape = [1, 28, 28] if task in ("fashion-mnist", "mnist") else [3, 32, 32]
+    return {"format": "npz", "input_shape": shape, "dtype": "uint8", "labels": CLASS_NAMES[task],
+            "scale": 255.0}  # fmt: skip

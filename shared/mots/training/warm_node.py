@@ -40,6 +40,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from mots.training.residency import release_file_pages
+from mots.training.task_data import with_task_data
 
 log = logging.getLogger(__name__)
 
@@ -527,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     poll_s = task_poll_interval()
     secret_path, secret = _secret_file()
     try:
-        flower_args = supernode_args(args, secret_path)
+        flower_args = supernode_args(with_task_data(args), secret_path)
     except ValueError as err:
         secret_path.unlink(missing_ok=True)
         raise SystemExit(str(err)) from err
