@@ -122,7 +122,7 @@ class VerificationPolicy(BaseModel):
     loss_tolerance_abs: float = Field(0.0, ge=0.0, description="absolute validation-loss rise")
     check_reported: bool = Field(True, description="reported num_examples/samples must match")
     copy_distance: float = Field(
-        0.25, ge=0.0, description="duplicate: ‖Δ_i − Δ_j‖ ≤ this × the larger norm, both withheld"
+        0.2, ge=0.0, description="duplicate: ‖Δ_i − Δ_j‖ ≤ this × the larger norm, both withheld"
     )
     min_share: float = Field(
         0.5, gt=0.0, le=1.0, description="share of the chosen participants that must remain"

@@ -22,21 +22,21 @@ def test_exact_copy_fails_both() -> None:
     """The twin's copy and the original are both withheld; the third update passes."""
     d = _deltas(np.random.default_rng(0), 3)
     d[7] = d[0].copy()
-    failed, stats = copied(d, 0.25)
+    failed, stats = copied(d, 0.2)
     assert set(failed) == {0, 7}
     assert {why[0] for why in failed.values()} == {"duplicate"}
     assert stats[0]["copy_distance"] == pytest.approx(0.0, abs=1e-9)
     assert stats[1]["copy_distance"] > 0.5
 
 
-@pytest.mark.parametrize("scale, noise", [(0.8, 0.0), (1.2, 0.0), (1.0, 0.1), (0.9, 0.1)])
+@pytest.mark.parametrize("scale, noise", [(0.85, 0.0), (1.15, 0.0), (1.0, 0.1), (0.95, 0.1)])
 def test_near_copies_fail(scale: float, noise: float) -> None:
-    """A copy rescaled by 0.8-1.2 or with noise of 10% of its size is still a copy."""
+    """A copy rescaled by 0.85-1.15 or with noise of 10% of its size is still a copy."""
     rng = np.random.default_rng(1)
     d = _deltas(rng, 3)
     n = rng.standard_normal(d[0].size)
     d[9] = scale * d[0] + noise * np.linalg.norm(d[0]) * n / np.linalg.norm(n)
-    failed, _ = copied(d, 0.25)
+    failed, _ = copied(d, 0.2)
     assert set(failed) == {0, 9}
 
 
@@ -44,9 +44,9 @@ def test_distinct_updates_pass_and_distance_is_relative_to_the_larger() -> None:
     """Updates with a shared direction but their own noise are far apart; the distance of
     c·Δ to Δ is |1 − c| for c ≤ 1 (relative to the larger norm)."""
     d = _deltas(np.random.default_rng(2), 6)
-    assert copied(d, 0.25)[0] == {}
+    assert copied(d, 0.2)[0] == {}
     near = nearest_copies({0: d[0], 1: 0.5 * d[0]})
-    assert near[0] == (1, pytest.approx(0.5))
+    assert near[0][0] == 1 and near[0][1] == pytest.approx(0.5)
     assert nearest_copies({0: d[0]}) == {}
 
 
