@@ -7,7 +7,8 @@ participants' updates can only coincide when their owners shared it: the server 
 original from the copy, and **every member of a group of near-duplicates is withheld** (the rule
 of docs/training.md, "Copies and shirking"). Honest participants train on disjoint partitions with
 their own mini-batch draws, so their updates of the same model differ by about their own size
-(measured in docs/training.md: never closer than ``MEASURED`` below). Pure: numpy in, verdicts out.
+(docs/training.md: in 100 rounds of 8 honest participants no two came nearer than 0.647 × the
+smaller norm; the bound ``copy_distance`` is 0.2 × the larger). Pure: numpy in, verdicts out.
 """
 
 from __future__ import annotations
