@@ -23,7 +23,8 @@ Flat = npt.NDArray[np.float64]
 
 def nearest_copies(deltas: Mapping[int, Flat]) -> dict[int, tuple[int, float]]:
     """For each update Δ_i (with at least one other), its nearest other update j and the
-    relative distance ‖Δ_i − Δ_j‖ / max(‖Δ_i‖, ‖Δ_j‖) (0 for an exact copy; 0 when both are 0).
+    relative distance ‖Δ_i − Δ_j‖ / max(‖Δ_i‖, ‖Δ_j‖) (0 for an exact copy; ∞ when both are 0:
+    two participants that return the model they were sent are free riders, not copies).
 
     Dividing by the larger norm also brings a rescaled copy c·Δ close (distance |1 − c| for
     c ≤ 1), so scaling a copy does not hide it. Computed from the Gram matrix, one product."""
@@ -36,7 +37,7 @@ def nearest_copies(deltas: Mapping[int, Flat]) -> dict[int, tuple[int, float]]:
     dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * gram, 0.0))
     scale = np.sqrt(np.maximum(sq[:, None], sq[None, :]))
     with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.where(scale > 0.0, dist / np.where(scale > 0.0, scale, 1.0), 0.0)
+        rel = np.where(scale > 0.0, dist / np.where(scale > 0.0, scale, 1.0), np.inf)
     np.fill_diagonal(rel, np.inf)
     out: dict[int, tuple[int, float]] = {}
     for n, k in enumerate(keys):
@@ -50,10 +51,13 @@ def copied(
 ) -> tuple[dict[int, tuple[str, str]], dict[int, dict[str, float]]]:
     """The ``duplicate`` check: (failures, stats). Every update within ``copy_distance`` of
     another participant's (relative to the larger norm) fails, both of a pair; every update's
-    nearest relative distance is reported as ``copy_distance`` (how close honest ones come)."""
+    finite nearest relative distance is reported as ``copy_distance`` (how close honest ones
+    come)."""
     failed: dict[int, tuple[str, str]] = {}
     stats: dict[int, dict[str, float]] = {}
     for k, (j, rel) in nearest_copies(deltas).items():
+        if not np.isfinite(rel):
+            continue  # only zero updates around it: nothing to compare (and no ∞ in the JSON)
         stats[k] = {"copy_distance": rel}
         if rel <= copy_distance:
             failed[k] = (

@@ -48,6 +48,8 @@ def test_distinct_updates_pass_and_distance_is_relative_to_the_larger() -> None:
     near = nearest_copies({0: d[0], 1: 0.5 * d[0]})
     assert near[0][0] == 1 and near[0][1] == pytest.approx(0.5)
     assert nearest_copies({0: d[0]}) == {}
+    zero = np.zeros_like(d[0])
+    assert copied({0: zero, 1: zero.copy()}, 0.2)[0] == {}  # two free riders: free_riding's
 
 
 def test_verify_round_withholds_both_copies() -> None:
