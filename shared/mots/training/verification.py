@@ -8,7 +8,8 @@ aggregates a round, each update Δ_i = w_i − w (w the global model sent) passe
 2. ``finite``: no NaN or ±∞;
 3. ``reported``: the reported ``num_examples`` equals the declared data size D_i and the reported
    ``samples`` equals E·b (the work the round asked for): a self-report, cheap to forge, but it
-   refuses a node that admits it holds or used less than it declared;
+   refuses a node that admits it holds or used less than it declared; ``duplicate``: within
+   ``copy_distance`` of another's update of the round, both withheld (:mod:`mots.training.copies`);
 4. ``free_riding``: ‖Δ_i‖ above ``min_norm_ratio`` × the scale s: the E SGD steps of b draws
    the round asked for move the model about as far as the server's own E steps (an honest
    update's norm was at least 0.57 s in the measurements of docs/training.md); below, the node
@@ -54,6 +55,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from mots.training.anchored import AnchorTolerance, References, judge
+from mots.training.copies import copied
 
 FloatArray = npt.NDArray[np.floating]
 Weights = Sequence[npt.NDArray[np.generic]]
@@ -64,6 +66,7 @@ CHECKS = (
     "shape",
     "finite",
     "reported",
+    "duplicate",
     "free_riding",
     "norm",
     "direction",
@@ -118,6 +121,9 @@ class VerificationPolicy(BaseModel):
     )
     loss_tolerance_abs: float = Field(0.0, ge=0.0, description="absolute validation-loss rise")
     check_reported: bool = Field(True, description="reported num_examples/samples must match")
+    copy_distance: float = Field(
+        0.2, ge=0.0, description="duplicate: ‖Δ_i − Δ_j‖ ≤ this × the larger norm, both withheld"
+    )
     min_share: float = Field(
         0.5, gt=0.0, le=1.0, description="share of the chosen participants that must remain"
     )
@@ -502,6 +508,9 @@ def verify_round(
     verdicts, deltas = _screen(candidates, global_weights, g, policy, expected_samples)
     reference = None if reference_update is None else flatten(reference_update)
     failed, stats, scale = _statistical(deltas, reference, policy)
+    copies, copy_stats = copied(deltas, policy.copy_distance)
+    _merge(failed, stats, {}, copy_stats)
+    failed.update(copies)  # checked before the statistics: a copy's verdict is ``duplicate``
     if anchored:
         acc = _accuracy_by_key(candidates, validation_accuracy)
         sizes = {c.key: c.declared_size for c in candidates}
