@@ -81,9 +81,8 @@ def test_every_prometheus_config_loads_the_rules() -> None:
     assert "../monitoring/prometheus/rules:/etc/prometheus/rules:ro" in mounts
     docker = yaml.safe_load((ROOT / "docker" / "prometheus" / "prometheus.yml").read_text())
     assert docker["rule_files"] == ["/etc/prometheus/rules/*.yml"]
-    k8s = list(yaml.safe_load_all((ROOT / "k8s" / "base" / "prometheus.yaml").read_text()))
-    config = next(d for d in k8s if d and d["metadata"]["name"] == "prometheus-config")
-    assert yaml.safe_load(config["data"]["prometheus.yml"])["rule_files"] == [
+    k8s = ROOT / "k8s" / "base" / "prometheus"  # the files of the generated prometheus-config
+    assert yaml.safe_load((k8s / "prometheus.yml").read_text())["rule_files"] == [
         "/etc/prometheus/mots-rules.yml"
     ]
-    assert yaml.safe_load(config["data"]["mots-rules.yml"]) == yaml.safe_load(RULES.read_text())
+    assert yaml.safe_load((k8s / "mots-rules.yml").read_text()) == yaml.safe_load(RULES.read_text())
