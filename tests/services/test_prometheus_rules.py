@@ -113,3 +113,72 @@ def test_the_k3s_prometheus_config_loads_in_promtool_but_for_kubernetes_discover
     path.write_text(yaml.safe_dump(config))
     got = subprocess.run(check, capture_output=True, text=True, timeout=60, check=False)
     assert got.returncode == 0, got.stdout + got.stderr
+
+
+OPERATIONS_TESTS = """
+rule_files: [{rules}]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'mots_ledger_balance{{account="client"}}'
+        values: '10x10'
+      - series: 'mots_ledger_balance{{account="platform"}}'
+        values: '-10 -10 -10 -9.5 -9.5 -9.5 -9.5 -10 -10 -10 -10'
+      - series: 'mots_rounds_redriven_total{{state="training"}}'
+        values: '0 0 1 1 1'
+      - series: 'mots_supernodes_connected{{type="type-1"}}'
+        values: '10x3 8x8'
+      - series: 'mots_participants{{type="type-1"}}'
+        values: '9x10'
+    alert_rule_test:
+      - {{eval_time: 4m, alertname: MotsLedgerUnbalanced, exp_alerts: []}}
+      - eval_time: 5m
+        alertname: MotsLedgerUnbalanced
+        exp_alerts:
+          - exp_labels: {{severity: critical}}
+            exp_annotations:
+              summary: "The ledger's balances sum to 0.5, not 0"
+              description: "{ledger}"
+      - {{eval_time: 9m, alertname: MotsLedgerUnbalanced, exp_alerts: []}}
+      - {{eval_time: 1m, alertname: MotsRoundStuck, exp_alerts: []}}
+      - eval_time: 3m
+        alertname: MotsRoundStuck
+        exp_alerts:
+          - exp_labels: {{severity: warning}}
+            exp_annotations:
+              summary: "1 round steps outlived their deadline in the last 30 minutes"
+              description: "{stuck}"
+      - {{eval_time: 8m, alertname: MotsFewerSuperNodesThanParticipants, exp_alerts: []}}
+      - eval_time: 9m
+        alertname: MotsFewerSuperNodesThanParticipants
+        exp_alerts:
+          - exp_labels: {{severity: warning}}
+            exp_annotations:
+              summary: "8 SuperNodes connected, fewer than the latest round's participants"
+              description: "{short}"
+"""
+
+
+def test_promtool_fires_the_operations_alerts_and_resolves_the_ledger_one(tmp_path: Path) -> None:
+    """An imbalance of 0.5 held 2 minutes fires MotsLedgerUnbalanced and it resolves once the
+    sum is 0 again; one re-driven round step fires MotsRoundStuck; 8 SuperNodes for 9
+    participants, held 5 minutes, fires MotsFewerSuperNodesThanParticipants."""
+    rules = _rules()
+
+    def described(name: str) -> str:
+        return str(rules[name]["annotations"]["description"])  # type: ignore[index]
+
+    text = OPERATIONS_TESTS.format(
+        rules=RULES,
+        ledger=described("MotsLedgerUnbalanced"),
+        stuck=described("MotsRoundStuck"),
+        short=described("MotsFewerSuperNodesThanParticipants"),
+    )
+    spec = tmp_path / "operations_test.yml"
+    spec.write_text(text)
+    run = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    spec.write_text(text.replace("sum to 0.5", "sum to 0.4"))  # the check can fail
+    run = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
+    assert run.returncode != 0
