@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import click
 
+from edge.agent.device_file import DeviceFileError, load_device_file
 from edge.agent.health import agent_alive, supernode_serving
 from edge.agent.runner import Agent
 from edge.agent.settings import AgentSettings
@@ -22,9 +24,20 @@ def _settings() -> AgentSettings:
 
 
 @click.group()
-def main() -> None:
+@click.option(
+    "--device-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="the Pi's own MOTS_EDGE_* facts (dotenv); the environment's values win",
+)
+def main(device_file: Path | None) -> None:
     """The MoTS edge agent (settings from MOTS_EDGE_* environment variables)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if device_file is not None:
+        try:
+            load_device_file(device_file)
+        except DeviceFileError as exc:
+            raise click.ClickException(str(exc)) from exc
 
 
 DATA_OPTION = click.option(

@@ -25,6 +25,8 @@ log = logging.getLogger("edge.agent")
 
 PAYMENT_REQUIRED = 402
 UNAUTHORIZED = 401
+NOT_FOUND = 404
+CONFLICT = 409
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class Agent:
             except MarketError as exc:
                 if exc.status != UNAUTHORIZED:
                     raise
+                rejoined = self.rejoin_with_node_key(reg.client_id)
+                if rejoined is not None:
+                    return self.ensure_registered()  # the renewed token, its facts checked
                 log.warning("stored credential refused by the market; registering again")
             else:
                 if (me.type_name, me.data_size, me.cost) == (
@@ -102,12 +107,41 @@ class Agent:
         """Renew the market token before it expires (``token_renew_before_s``) and store the new
         one first: the market has revoked the old one."""
         market = self.market.with_token(reg.token)
-        renewed = market.renew_token_if_expiring(self.settings.token_renew_before_s)
+        try:
+            renewed = market.renew_token_if_expiring(self.settings.token_renew_before_s)
+        except MarketError as exc:  # expired while the device could not reach the market
+            if exc.status != UNAUTHORIZED:
+                raise
+            rejoined = self.rejoin_with_node_key(reg.client_id)
+            if rejoined is None:
+                raise
+            return rejoined
         if renewed is None:
             return reg
         reg = Registration(reg.client_id, renewed.token)
         self._store(reg)
         log.info("renewed the market token (expires at %s)", renewed.expires_at)
+        self._registration = reg
+        return reg
+
+    def rejoin_with_node_key(self, client_id: int) -> Registration | None:
+        """A new token for ``client_id`` proven by this device's SuperNode key (the one it
+        registered with the market), stored first; None when that is not possible (no key on
+        the device, no key registered, a market that does not know the client): then the
+        device registers anew with its enrolment code."""
+        key = self.settings.node_key_path()
+        if not key.is_file():
+            return None
+        try:
+            renewed = self.market.with_token(None).renew_token_with_node_key(client_id, key)
+        except MarketError as exc:
+            if exc.status not in (UNAUTHORIZED, NOT_FOUND, CONFLICT):
+                raise
+            log.warning("could not renew the token with the node key: %s", exc.detail)
+            return None
+        reg = Registration(client_id, renewed.token)
+        self._store(reg)
+        log.info("renewed the expired market token with the node key (client %d)", client_id)
         self._registration = reg
         return reg
 

@@ -6,6 +6,11 @@ private key (its signature over a short-lived challenge the market issued to thi
 client can register another device's public key first; the SuperLink then admits only the device
 that holds the matching private key, and the training result names that device's participant.
 One key belongs to one client.
+
+The same key renews the client's token (:data:`RENEWAL`): a device that was away longer than its
+token lives asks for a renewal challenge for its client id and signs it with the key it
+registered; no token and no new enrolment code is needed, and nobody without that key can.
+Challenges carry their purpose, so a registration challenge never renews a token and vice versa.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ from services.market.models import Client
 _CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
 CHALLENGE_TTL_S = 300
 """Seconds a node-key challenge may be signed and used."""
+REGISTRATION = "nkc"
+"""Purpose of a challenge that registers a key (POST /v1/me/node-key/challenge)."""
+RENEWAL = "nkr"
+"""Purpose of a challenge that renews a token (POST /v1/clients/{id}/token/challenge)."""
+_ISSUED_BY = {
+    REGISTRATION: "POST /v1/me/node-key/challenge",
+    RENEWAL: "POST /v1/clients/{id}/token/challenge",
+}
 
 
 def _mac(secret: str, body: str) -> str:
@@ -38,27 +51,33 @@ def _mac(secret: str, body: str) -> str:
     return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
-def challenge_for(client_id: int, secret: str) -> tuple[str, int]:
-    """A fresh challenge bound to ``client_id`` (stateless: MAC'd under the token key, with a
-    distinct domain) and its expiry."""
+def challenge_for(client_id: int, secret: str, purpose: str = REGISTRATION) -> tuple[str, int]:
+    """A fresh challenge for ``purpose`` bound to ``client_id`` (stateless: MAC'd under the token
+    key, with a distinct domain; the purpose is the first, MAC'd, field) and its expiry."""
     expires_at = int(time.time()) + CHALLENGE_TTL_S
-    body = f"nkc.{client_id}.{expires_at}.{secrets.token_hex(16)}"
+    body = f"{purpose}.{client_id}.{expires_at}.{secrets.token_hex(16)}"
     return f"{body}.{_mac(secret, body)}", expires_at
 
 
 def proof_problem(
-    client_id: int, secret: str, pem: bytes, challenge: str, signature: str
+    client_id: int,
+    secret: str,
+    pem: bytes,
+    challenge: str,
+    signature: str,
+    purpose: str = REGISTRATION,
 ) -> str | None:
     """Why the proof of possession fails (the field and the rule), or None when ``challenge`` is
-    one the market issued ``client_id``, unexpired, and ``signature`` is the key's over it."""
+    one the market issued ``client_id`` for ``purpose``, unexpired, and ``signature`` is the
+    key's over it."""
     body, _, mac = challenge.rpartition(".")
     parts = body.split(".")
     if (
         len(parts) != 4
-        or parts[0] != "nkc"
+        or parts[0] != purpose
         or not hmac.compare_digest(mac.encode(), _mac(secret, body).encode())
     ):
-        return "challenge: not one the market issued (POST /v1/me/node-key/challenge)"
+        return f"challenge: not one the market issued ({_ISSUED_BY[purpose]})"
     if parts[1] != str(client_id):
         return "challenge: issued to another client"
     if not parts[2].isdigit() or int(parts[2]) <= time.time():

@@ -40,24 +40,22 @@ from tests.containers.kube_translate import (
     secret_for_env,
     secret_for_volume,
 )
-from tests.deploy.kustomize import Resource, containers, render
+from tests.deploy.kustomize import Resource, containers, render, unhashed
 
 ROOT = Path(__file__).resolve().parents[2]
 NETWORK = PREFIX + "net"  # PREFIX: tests/containers/run.py's PREFIXES see everything made here
 SUBNET = "10.89.201.0/24"
 DATASET = Path("/usr/share/datasets/fashion-mnist")
-EDGE_NODES = {
-    "supernode-type-1": ["pi-01"],
-    "supernode-type-2": ["pi-11"],
-    "supernode-type-3": ["pi-16"],
-}
+DEVICES = ROOT / "k8s/overlays/k3s-pi/devices"
+EDGE_NODES = {"supernode": ["pi-01", "pi-11", "pi-16"]}
+DEVICE_FILES = {"pi-01": "type-1", "pi-11": "type-2", "pi-16": "type-3"}
+"""Which shipped device file (k8s/overlays/k3s-pi/devices/) each emulated Pi is prepared with."""
 TLS_HOSTS = ["superlink-fleet", "superlink-fleet.mots.svc", "superlink-fleet.mots.svc.cluster.local",
              "superlink-control", "superlink-control.mots.svc",
              "superlink-control.mots.svc.cluster.local", "127.0.0.1", "localhost"]  # fmt: skip
 
 
-SECRETS = ("mots-secrets", "superlink-tls", "enrolment-type-1", "enrolment-type-2",
-           "enrolment-type-3")  # fmt: skip
+SECRETS = ("mots-secrets", "superlink-tls", "enrolment")
 
 
 def readme_secrets(workdir: Path) -> dict[str, tuple[Resource, str]]:
@@ -103,7 +101,8 @@ def _edge(book: Playbook, name: str) -> bool:
 
 
 def prepare_nodes(root: Path, book: Playbook) -> None:
-    """Each emulated node's disk: the server's dataset; a Pi's data, client-index, agent state."""
+    """Each emulated node's disk: the server's dataset; a Pi's data, client-index, agent state and
+    device file (the overlay's devices/<type>.env as shipped, at /etc/mots/device/device.env)."""
     server = root / "server/var/lib/mots/dataset"
     server.mkdir(parents=True)
     for f in DATASET.iterdir():
@@ -111,10 +110,14 @@ def prepare_nodes(root: Path, book: Playbook) -> None:
     for name, _, _ in book.pods:
         if not _edge(book, name):
             continue
-        node = root / book.k3s_name(name).split("-", 3)[-1]  # supernode-type-1-pi-01 -> pi-01
+        pi = book.k3s_name(name).removeprefix("supernode-")  # supernode-pi-01 -> pi-01
+        node = root / pi
         data, agent = node / "var/lib/mots/data", node / "var/lib/mots/agent"
         data.mkdir(parents=True)
         agent.mkdir(parents=True)
+        device = node / "etc/mots/device"
+        device.mkdir(parents=True)
+        shutil.copy2(DEVICES / f"{DEVICE_FILES[pi]}.env", device / "device.env")
         for f in DATASET.iterdir():
             shutil.copy2(f, data / f.name)
         (data / "client-index").write_text("0\n")
@@ -254,7 +257,7 @@ def setup(
     book.config_maps.append(ca_map)
     cms = []
     for cm in book.config_maps:
-        cm["data"].update(overrides.get(book.k3s_name(cm["metadata"]["name"]), {}))
+        cm["data"].update(overrides.get(unhashed(book.k3s_name(cm["metadata"]["name"])), {}))
         cms.append(workdir / f"configmap-{cm['metadata']['name']}.yaml")
         cms[-1].write_text(yaml.safe_dump(cm, sort_keys=False))
     prepare_nodes(workdir / "nodes", book)
@@ -305,9 +308,9 @@ def run(
         )
         market_round.wait_healthy(stack.market, 120)
         codes = market_round.enrol(stack)
-        for t, code in codes.items():
-            s = kubectl_secret(book.name(f"enrolment-{t}"), f"--from-literal=code={code}")
-            create_secret(book.name(f"enrolment-{t}"), s, "volume", workdir)
+        literals = [f"--from-literal={t}={code}" for t, code in sorted(codes.items())]
+        s = kubectl_secret(book.name("enrolment"), *literals)
+        create_secret(book.name("enrolment"), s, "volume", workdir)
         edges = [n for n, _, _ in book.pods if _edge(book, n)]
         for name, doc, addr in book.pods:
             if name in edges:

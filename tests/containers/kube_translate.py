@@ -65,8 +65,8 @@ NOT_EXPRESSIBLE: list[dict[str, str]] = [
     },
     {
         "what": "scheduling (nodeSelector, affinity, tolerations on labelled nodes)",
-        "nearest_check": "selectors checked statically (arm64 + client-type labels on edge "
-        "DaemonSets, control plane off mots.io/edge); every pod runs on this one host",
+        "nearest_check": "selectors checked statically (arm64 + mots.io/edge on the edge "
+        "DaemonSet, control plane off mots.io/edge); every pod runs on this one host",
     },
     {
         "what": "DaemonSet",
@@ -75,6 +75,11 @@ NOT_EXPRESSIBLE: list[dict[str, str]] = [
     {
         "what": "StatefulSet",
         "nearest_check": "its pod template played as Pod NAME-0 with claims TEMPLATE-NAME-0",
+    },
+    {
+        "what": "Ingress (k3s' Traefik, HTTPS only)",
+        "nearest_check": "rules, TLS hosts, websecure-only entrypoint, backend Service ports and "
+        "the NetworkPolicies admitting Traefik checked on the render (tests/k8s/test_ingress.py)",
     },
     {
         "what": "PodDisruptionBudget",

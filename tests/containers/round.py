@@ -19,7 +19,7 @@ import httpx
 from mots.client.market import MarketClient, ModelIntegrityError
 from mots.platform.api.market import ClientRegistration, EnrolmentIn
 
-# The paper testbed's types (k8s/overlays/k3s-pi/edge/type-*/facts.yaml, the README's loop).
+# The paper testbed's types (k8s/overlays/k3s-pi/devices/type-*.env, the README's loop).
 TYPES = {"type-1": (50, "0.5"), "type-2": (120, "1.2"), "type-3": (300, "3.0")}
 TERMINAL = ("published", "settled_by_rule")
 

@@ -21,14 +21,10 @@ from tests.containers.kube_translate import (
     secret_for_volume,
     service_targets,
 )
-from tests.deploy.kustomize import Resource, containers, pod_specs, render
+from tests.deploy.kustomize import Resource, config_maps, containers, pod_specs, render
 
 ROOT = Path(__file__).resolve().parents[2]
-NODES = {
-    "supernode-type-1": ["pi-01"],
-    "supernode-type-2": ["pi-11"],
-    "supernode-type-3": ["pi-16"],
-}
+NODES = {"supernode": ["pi-01", "pi-11", "pi-16"]}
 
 
 def _images(resources: list[Resource]) -> dict[str, str]:
@@ -50,9 +46,7 @@ def test_every_workload_becomes_pods_kube_play_runs(overlay, book) -> None:  # t
     names = [n.removeprefix(PREFIX) for n, _, _ in book.pods]
     assert "postgres-0" in names and "superlink-0" in names
     assert "market-pod-0" in names and "orchestration-worker-pod-0" in names
-    assert {"supernode-type-1-pi-01", "supernode-type-2-pi-11", "supernode-type-3-pi-16"} <= set(
-        names
-    )
+    assert {"supernode-pi-01", "supernode-pi-11", "supernode-pi-16"} <= set(names)
     assert {d["kind"] for _, d, _ in book.pods} == {"Pod", "Deployment"}
     assert len({ip for _, _, ip in book.pods}) == len(book.pods)
     for _, _, ip in book.pods:
@@ -107,7 +101,7 @@ def test_service_names_resolve_to_the_pod_their_selector_picks(overlay, book) ->
     assert book.hosts["market.mots.svc.cluster.local"] == ip["market-pod-0"]
     assert book.hosts["superlink-fleet.mots.svc.cluster.local"] == ip["superlink-0"]
     assert book.hosts["postgres"] == ip["postgres-0"]
-    config = next(c for c in overlay if c["metadata"]["name"] == "edge-config")["data"]
+    config = config_maps(overlay)["edge-config"]
     for url in (config["MOTS_EDGE_MARKET_URL"], config["MOTS_EDGE_SUPERLINK_ADDRESS"]):
         host = url.split("//")[-1].split(":")[0]
         assert host in book.hosts, url
@@ -236,12 +230,12 @@ def test_everything_played_is_named_with_a_cleanup_prefix(overlay, book) -> None
         "mots-secrets",
         "superlink-ca",
         "artifacts",
-        "enrolment-type-1",
+        "enrolment",
     } <= seen
     assert (
         seen
         - {"superlink-tls", "mots-secrets", "superlink-ca"}
-        - {f"enrolment-type-{i}" for i in (1, 2, 3)}
+        - {"enrolment"}
         - {"state-superlink-0", "data-postgres-0"}
         <= named
     )

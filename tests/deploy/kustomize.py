@@ -8,6 +8,7 @@ hand-written renderer was removed: the real tool covers every feature k8s/ uses.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,25 @@ def render_text(directory: Path | str) -> str:
 def render(directory: Path | str) -> list[Resource]:
     """Build the kustomization in ``directory`` into its list of resources."""
     return [r for r in yaml.safe_load_all(render_text(directory)) if r]
+
+
+_HASH_SUFFIX = re.compile(r"-[2456789bcdfghkmt]{10}$")
+"""The suffix a configMapGenerator appends: a hash of the content in kustomize's alphabet."""
+
+
+def unhashed(name: str) -> str:
+    """A generated ConfigMap's name without its content hash (``edge-config-5222ktkdtd`` ->
+    ``edge-config``); other names as they are."""
+    return _HASH_SUFFIX.sub("", name)
+
+
+def config_maps(resources: list[Resource]) -> dict[str, dict[str, str]]:
+    """Every rendered ConfigMap's data by its unhashed name."""
+    return {
+        unhashed(r["metadata"]["name"]): dict(r.get("data", {}))
+        for r in resources
+        if r["kind"] == "ConfigMap"
+    }
 
 
 def resource_id(r: Resource) -> tuple[str, str, str]:

@@ -22,6 +22,7 @@ import yaml
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
+from edge.agent.device_file import read_device_file
 from tests.deploy.kustomize import containers, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,7 +209,17 @@ def _k8s_containers(build: str) -> list[tuple[str, str, set[str]]]:
                 assert ref, "envFrom is used for ConfigMaps only (secret keys are named one by one)"
                 assert ref["name"] in config_maps, f"{ref['name']} is not rendered"
                 keys |= {source.get("prefix", "") + k for k in config_maps[ref["name"]]}
-            out.append((f"{r['metadata']['name']}/{c['name']}", c["image"], keys))
+            where = f"{r['metadata']['name']}/{c['name']}"
+            if "--device-file" not in c.get("args", []):
+                out.append((where, c["image"], keys))
+                continue
+            # The Pi's device file (edge.agent.device_file) adds its variables: checked with
+            # each one the overlay ships (devices/<type>.env, installed on the Pi as it is).
+            shipped = sorted((ROOT / build / "devices").glob("*.env"))
+            assert shipped, f"{build}: {where} reads a device file but no devices/*.env ships"
+            for path in shipped:
+                extra = set(read_device_file(path))
+                out.append((f"{where} with devices/{path.name}", c["image"], keys | extra))
     return out
 
 

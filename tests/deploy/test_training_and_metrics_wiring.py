@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from mots.training.datasets import DEFAULT_DIRS
-from tests.deploy.kustomize import containers, pod_specs, render
+from tests.deploy.kustomize import config_maps as rendered_config_maps
+from tests.deploy.kustomize import containers, pod_specs, render, unhashed
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = str(DEFAULT_DIRS["fashion-mnist"])
@@ -128,7 +129,7 @@ def test_compose_workers_serve_metrics_on_all_interfaces(compose: dict[str, Any]
 def _env(container: dict[str, Any], config_maps: dict[str, dict[str, str]]) -> dict[str, str]:
     env = {}
     for source in container.get("envFrom", []):
-        env.update(config_maps[source["configMapRef"]["name"]])
+        env.update(config_maps[unhashed(source["configMapRef"]["name"])])
     env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
     return env
 
@@ -157,9 +158,7 @@ def test_k8s_training_worker_trains_on_the_superlink_service(
     overlay: list[dict[str, Any]],
 ) -> None:
     """The address is the SuperLink Service; the StatefulSet mounts the worker's claims and data."""
-    config_maps = {
-        r["metadata"]["name"]: r.get("data", {}) for r in overlay if r["kind"] == "ConfigMap"
-    }
+    config_maps = rendered_config_maps(overlay)
     worker_r = _workload(overlay, "Deployment", "training-worker")
     (worker,) = containers(worker_r)
     assert worker["command"][worker["command"].index("-Q") + 1] == "training"
@@ -189,9 +188,7 @@ def test_k8s_edge_reaches_the_fleet_api_only(overlay: list[dict[str, Any]]) -> N
     """The Pis' address is the Fleet Service and port; the SuperLink's ingress policy admits the
     edge on the Fleet port only and the orchestration on the Control port only; the edge's egress
     allows the Fleet port only."""
-    config_maps = {
-        r["metadata"]["name"]: r.get("data", {}) for r in overlay if r["kind"] == "ConfigMap"
-    }
+    config_maps = rendered_config_maps(overlay)
     edge = config_maps["edge-config"]
     host, port = (
         edge["MOTS_EDGE_SUPERLINK_ADDRESS"].split(".")[0],
@@ -246,9 +243,7 @@ def test_k8s_prometheus_may_scrape_every_worker(overlay: list[dict[str, Any]]) -
     """Each service worker and API binds 0.0.0.0 on a port named "metrics" that a policy admits
     from Prometheus (the namespace denies ingress by default); an API's metrics are not on its
     "http" port, which its clients reach."""
-    config_maps = {
-        r["metadata"]["name"]: r.get("data", {}) for r in overlay if r["kind"] == "ConfigMap"
-    }
+    config_maps = rendered_config_maps(overlay)
     policies = [r["spec"] for r in overlay if r["kind"] == "NetworkPolicy"]
     workers = [
         r

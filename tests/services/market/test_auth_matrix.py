@@ -36,12 +36,19 @@ PUBLIC = {
     ("GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"),
     ("GET", "/openapi.json"),
+    ("POST", "/v1/clients/1/token/challenge"),
 }
 """Routes anyone may call: liveness, Prometheus' scrape (reachable only by Prometheus in k8s and
-compose) and the API's own description (no data)."""
+compose), the API's own description (no data) and a token-renewal challenge (random, bound to the
+client id, worth nothing without the client's node key)."""
+
+KEY_PROOF = {("POST", "/v1/clients/1/token/node-key")}
+"""Routes a token does not open: only the client's registered node key (its signature over a
+renewal challenge) does; without that proof every caller, whatever its token, gets 401."""
 
 BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/clients"): {"name": "x", "type_name": "t", "data_size": 1, "cost": "1"},
+    ("POST", "/v1/clients/1/token/node-key"): {"challenge": "nkr.1.1.x.y", "signature": "z"},
 }
 """Valid bodies where a route's authorisation depends on what the body says."""
 
@@ -119,6 +126,10 @@ def _check_matrix(
     for method, path, needs_operator in routes:
         if (method, path) in PUBLIC:
             assert _call(client, method, path, {}) == 200, (method, path)
+            continue
+        if (method, path) in KEY_PROOF:
+            for what, auth in {**_bad_tokens(1), "client token": client_auth()}.items():
+                assert _call(client, method, path, auth) == 401, (method, path, what)
             continue
         for what, auth in _bad_tokens(1).items():
             got = _call(client, method, path, auth)

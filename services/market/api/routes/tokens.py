@@ -4,18 +4,26 @@ A client has one current token (its SHA-256 stored); rotating or revoking replac
 previous token is refused by the market at once (by every API process within
 ``MOTS_TOKEN_CACHE_S``), and, through the revocation list the market publishes in the same step
 (:mod:`mots.platform.revocation`), by every service within seconds.
+
+A device whose token expired while it was away renews it with its SuperNode key instead of a
+token: ``POST /v1/clients/{id}/token/challenge``, then ``POST /v1/clients/{id}/token/node-key``
+with the challenge signed by the private key of the node key the client registered
+(:mod:`services.market.node_keys`). No enrolment code is spent, the client keeps its id, wallet
+and place in the population, and without that key no one can take its place.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response, status
+from fastapi import APIRouter, HTTPException, Path, Request, Response, status
 from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MAX_ID
-from mots.platform.api.market import TokenOut
+from mots.platform.api.market import NodeKeyChallenge, NodeKeyProof, TokenOut
 from mots.platform.db import in_transaction
+from mots.platform.problems import problem
+from services.market import node_keys
 from services.market.api.deps import (
     AnyClient,
     OperatorDep,
@@ -113,3 +121,54 @@ def revoke(
     _replace(factory, settings, client_id, None, reissue=False)
     forget_client(request, client_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/v1/clients/{client_id}/token/challenge", response_model=NodeKeyChallenge)
+def renewal_challenge(client_id: ClientId, settings: SettingsDep) -> NodeKeyChallenge:
+    """A challenge for a client's device to sign with its registered SuperNode key (5 minutes),
+    to renew the client's token without one (``POST /v1/clients/{id}/token/node-key``)."""
+    challenge, expires_at = node_keys.challenge_for(
+        client_id, settings.token_secret.get_secret_value(), node_keys.RENEWAL
+    )
+    return NodeKeyChallenge(challenge=challenge, expires_at=expires_at)
+
+
+@router.post(
+    "/v1/clients/{client_id}/token/node-key",
+    response_model=TokenOut,
+    responses=problem(401, "not signed by the client's registered node key")
+    | problem(409, "the client is revoked"),
+)
+def renew_with_node_key(
+    client_id: ClientId,
+    body: NodeKeyProof,
+    request: Request,
+    factory: SessionFactoryDep,
+    settings: SettingsDep,
+) -> TokenOut:
+    """A new token for a client whose device proves it holds the client's registered SuperNode
+    key (the renewal challenge signed with it); the client's previous token is revoked."""
+
+    def key_of(session: Session) -> str | None:
+        row = session.get(Client, client_id)
+        return None if row is None else row.node_public_key
+
+    pem = in_transaction(factory, key_of)
+    if pem is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "client_id: no such client with a registered node key"
+        )
+    refused = node_keys.proof_problem(
+        client_id,
+        settings.token_secret.get_secret_value(),
+        pem.encode(),
+        body.challenge,
+        body.signature,
+        node_keys.RENEWAL,
+    )
+    if refused is not None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, refused)
+    out = _replace(factory, settings, client_id, None, reissue=True)
+    forget_client(request, client_id)
+    assert out is not None
+    return out

@@ -230,7 +230,29 @@ class EnrolmentIssued(EnrolmentOut):
 MAX_PUBLIC_KEY_CHARS = 4096
 
 
-class NodeKeyIn(Schema):
+class NodeKeyProof(Schema):
+    """Proof that the caller holds a SuperNode's private key: the key's signature over a
+    challenge the market issued (to register the key, or to renew a token with it)."""
+
+    model_config = example({"challenge": "nkr.7.1767225600.9f2c….Q2x…", "signature": "MGUCMQ…"})
+
+    challenge: str = Field(
+        ...,
+        min_length=1,
+        max_length=256,
+        description="a challenge the market issued this client (POST /v1/me/node-key/challenge,"
+        " or POST /v1/clients/{id}/token/challenge to renew a token)",
+    )
+    signature: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        description="the challenge signed with the node's private key (ECDSA-SHA256, DER,"
+        " base64url): proof that the caller holds the key",
+    )
+
+
+class NodeKeyIn(NodeKeyProof):
     """The public key of the SuperNode a client trains on (EC on a NIST curve, PEM or OpenSSH):
     the SuperLink admits the node that holds its private key, as this client."""
 
@@ -243,19 +265,6 @@ class NodeKeyIn(Schema):
     )
 
     public_key: str = Field(..., min_length=1, max_length=MAX_PUBLIC_KEY_CHARS)
-    challenge: str = Field(
-        ...,
-        min_length=1,
-        max_length=256,
-        description="a challenge the market issued this client (POST /v1/me/node-key/challenge)",
-    )
-    signature: str = Field(
-        ...,
-        min_length=1,
-        max_length=512,
-        description="the challenge signed with the node's private key (ECDSA-SHA256, DER,"
-        " base64url): proof that the caller holds the key it registers",
-    )
 
 
 class NodeKeyChallenge(Schema):
