@@ -173,6 +173,13 @@ def money(value: Decimal | float | None) -> str:
     return "-" if value is None else f"{Decimal(str(value)):.6f}"
 
 
+def from_now(seconds: float) -> str:
+    """A moment relative to now in words (issue 40): ``in 42 s`` or ``163 s ago``, never a
+    negative count of seconds "from now"."""
+    whole = round(seconds)
+    return f"in {whole} s" if whole >= 0 else f"{-whole} s ago"
+
+
 def decimal_amount(
     _ctx: click.Context, _param: click.Parameter, value: str | None
 ) -> Decimal | None:

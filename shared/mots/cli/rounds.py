@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
-from mots.cli.client import Session, connection, decimal_amount, money, table
+from mots.cli.client import Session, connection, decimal_amount, from_now, money, table
 from mots.client.rounds import DEFAULT_LIST_LIMIT
+from mots.platform.api.base import RoundState
 from mots.platform.api.rounds import RoundDetail, RoundOut
 
 
@@ -174,7 +175,7 @@ def describe(v: RoundOut) -> str:
     if due is not None:
         left = due - time.time()
         at = datetime.fromtimestamp(due, UTC).strftime("%H:%M:%S")
-        lines.append(f"deadline of {v.state.value}: {at} UTC ({left:+.0f} s from now)")
+        lines.append(f"deadline of {v.state.value}: {at} UTC ({from_now(left)})")
     p = v.training_progress
     if p is not None:
         lines.append(
@@ -196,8 +197,13 @@ def describe(v: RoundOut) -> str:
             lines.append(
                 "participants: " + ", ".join(f"{c} {o}" for c, o in s.verification.items())
             )
-        if s.rewards:
+        if s.rewards and v.state is RoundState.PUBLISHED:
             lines.append("rewards " + ", ".join(f"{t} {money(r)}" for t, r in s.rewards.items()))
+        elif s.rewards:  # issue 40: a round settled by rule pays none of its quoted rewards
+            lines.append(
+                "no reward paid, no charge made, every buyer refunded (settled by rule); the"
+                " quoted rewards were " + ", ".join(f"{t} {money(r)}" for t, r in s.rewards.items())
+            )
     moves = v.transitions if isinstance(v, RoundDetail) else []
     if moves:  # each state with the time the round spent in it (issue 26)
         spent = [f"{t.from_state.value} {_float(t.seconds_in_from, 1)} s" for t in moves]

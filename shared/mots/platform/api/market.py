@@ -436,6 +436,11 @@ class DepositOut(Schema):
     client_id: int
     amount: Money
     balance: Money
+    replayed: bool = Field(
+        False,
+        description="true when this answers a repeated Idempotency-Key: the stored result of the"
+        " first call (its balance then); nothing was booked again",
+    )
 
 
 class EntryOut(Schema):
