@@ -16,7 +16,7 @@ from mots.client.config import ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.api.base import Strategy
-from mots.platform.api.market import ClientRegistration, EnrolmentIn, QuoteOut
+from mots.platform.api.market import ClientRegistration, DepositIn, EnrolmentIn, QuoteOut
 
 
 @click.group("market")
@@ -500,8 +500,10 @@ def deposit(session: Session, client_id: int, amount: Decimal, idempotency_key: 
     Example:
       mots market deposit 1 10
     """
+    DepositIn(client_id=client_id, amount=amount)  # a refused amount: no retry hint (issue 40)
     with session.market(operator=True) as m:
-        key = announce_key(idempotency_key, f"mots market deposit {client_id} {amount}")
+        typed = format(amount, "f")  # as the user types it, never 1E+30
+        key = announce_key(idempotency_key, f"mots market deposit {client_id} {typed}")
         out = m.deposit(client_id, amount, idempotency_key=key)
     text = f"deposit {money(out.amount)} to client {out.client_id}: balance {money(out.balance)}"
     if out.replayed:  # issue 40: a repeated key books nothing; say so, and whose balance it is

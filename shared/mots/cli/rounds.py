@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from mots.cli.client import Session, connection, decimal_amount, from_now, money, table
+from mots.cli.errors import report
 from mots.client.rounds import DEFAULT_LIST_LIMIT
 from mots.platform.api.base import RoundState
 from mots.platform.api.rounds import RoundDetail, RoundOut
@@ -100,9 +101,7 @@ def show(session: Session, round_id: int) -> None:
       mots rounds show 1
     """
     with session.rounds() as r:
-        view = r.round(round_id)
-    if view is None:
-        raise click.ClickException(f"404: round_id: round {round_id} does not exist")
+        view = r.require_round(round_id)
     session.emit(view, describe(view))
 
 
@@ -113,7 +112,8 @@ def show(session: Session, round_id: int) -> None:
 @connection
 def watch(session: Session, round_id: int, timeout_s: float | None, poll_s: float) -> None:
     """Follow a round until it is published or settled by rule: its state and FedAvg progress
-    (a progress bar; with --json, one JSON line per change).
+    (a progress bar; with --json, one JSON line per change). Exits 0 only when the round
+    published; 5 when it was settled by rule (code round-not-published), 4 on --timeout.
 
     \b
     Example:
@@ -124,6 +124,14 @@ def watch(session: Session, round_id: int, timeout_s: float | None, poll_s: floa
         last = _follow(updates, session.as_json)
     if not session.as_json:
         click.echo(describe(last))
+    if last.state is not RoundState.PUBLISHED:  # issue 40: a script sees the round failed
+        report(
+            session.as_json,
+            "round-not-published",
+            f"round {last.id} was {last.state.value}, not published: {last.rule or 'no rule given'}",
+            method="GET",
+            path=f"/v1/rounds/{last.id}",
+        )
 
 
 def _follow(updates: Any, as_json: bool) -> RoundDetail:
