@@ -21,6 +21,7 @@ from mots.client.model_file import (
     read_model_info,
     sha256_file,
     sidecar_path,
+    verify_origin,
 )
 
 
@@ -46,6 +47,7 @@ def describe_file(path: Path) -> dict[str, Any]:
     if sidecar_path(path).is_file():
         side = read_model_info(path)  # refuses a file that differs from its sidecar
         shown["market_round"] = side.get("round_id")
+        shown["price"] = side.get("price")
     return shown
 
 
@@ -77,6 +79,7 @@ def _lines(shown: dict[str, Any]) -> list[tuple[str, object]]:
         ("coalition K", meta.get("participants")),
         ("FedAvg round", rounds),
         ("market round", shown.get("market_round")),
+        ("price", shown.get("price")),
     ]
 
 
@@ -101,6 +104,47 @@ def info(path: Path, as_json: bool) -> None:
     for key, value in _lines(shown):
         if value is not None:
             click.echo(f"{key:<14} {value}")
+
+
+def _public_key(given: str) -> str:
+    """``--public-key``: the base64 key itself, or a file holding it or the well-known JSON."""
+    path = Path(given)
+    if not path.is_file():
+        return given
+    text = path.read_text(encoding="utf-8").strip()
+    if text.startswith("{"):
+        try:
+            return str(json.loads(text)["public_key"])
+        except (ValueError, KeyError) as exc:
+            raise click.BadParameter(f"{path}: no public_key in it ({exc})") from exc
+    return text
+
+
+@model.command("verify")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option(
+    "--public-key",
+    required=True,
+    help="the market's key (base64), or a file with it or with the JSON of its "
+    "/.well-known/mots-model-key",
+)
+def verify(path: Path, public_key: str) -> None:
+    """Check offline that the market whose key is given published this file: its SHA-256 is
+    the one its .json records, and the market signed that round, digest and price.
+
+    \b
+    Example:
+      curl -s http://127.0.0.1:8101/.well-known/mots-model-key > market-key.json
+      mots model verify mots-round-1.pt --public-key market-key.json
+    """
+    try:
+        info_ = verify_origin(path, _public_key(public_key))
+    except ModelFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"{path.name}: signed by the market (key {info_.get('key_id')}): round "
+        f"{info_.get('round_id')}, price {info_.get('price')}, SHA-256 {info_.get('sha256')}"
+    )
 
 
 commands: list[click.Command] = [model]
