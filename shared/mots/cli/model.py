@@ -132,9 +132,11 @@ def verify(path: Path, public_key: str) -> None:
     """Check offline that the market whose key is given published this file: its SHA-256 is
     the one its .json records, and the market signed that round, digest and price.
 
+    The key is the market's, saved once from its /.well-known/mots-model-key (e.g. `curl -s
+    MARKET_URL/.well-known/mots-model-key > market-key.json`); no server is asked here.
+
     \b
     Example:
-      curl -s http://127.0.0.1:8101/.well-known/mots-model-key > market-key.json
       mots model verify mots-round-1.pt --public-key market-key.json
     """
     try:

@@ -282,12 +282,11 @@ def status(workdir: Path, as_json: bool) -> None:
 def logs(workdir: Path, name: str | None, lines: int, follow: bool, request_id: str | None) -> None:
     """The end of each process's log (WORKDIR/logs), or of NAME's (market: its API and worker;
     platform: `up --detach`'s own output); with --request ID, the lines of every log that name
-    that request (the id a refusal printed; exit 1 if none does).
+    that request (the id a refusal printed, `[request ID]`; exit 1 if none does).
 
     \b
     Example:
       mots platform logs market-worker -n 50 --workdir /tmp/mots
-      mots platform logs --request 5f0c2b6e9d8a4c1f8e7d6c5b4a392817
     """
     files = platform_ops.log_files(workdir.resolve(), name)
     if request_id is not None:

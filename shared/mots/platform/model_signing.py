@@ -35,8 +35,13 @@ def public_key_text(key: Ed25519PublicKey) -> str:
 
 
 def key_id(public_key: str) -> str:
-    """A short name of a public key: the first 16 hex digits of the SHA-256 of its raw bytes."""
-    return hashlib.sha256(base64.b64decode(public_key)).hexdigest()[:16]
+    """A short name of a public key: the first 16 hex digits of the SHA-256 of its raw bytes
+    (``not-a-key`` for text that is not base64)."""
+    try:
+        raw = base64.b64decode(public_key, validate=True)
+    except ValueError:
+        return "not-a-key"
+    return hashlib.sha256(raw).hexdigest()[:16]
 
 
 def sign(key: Ed25519PrivateKey, message: bytes) -> str:
