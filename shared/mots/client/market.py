@@ -519,9 +519,7 @@ class MarketClient:
         if metadata:
             info = self.model_info(round_id)
             if info is not None and info.sha256.lower() == got:
-                sidecar = write_sidecar(
-                    path, {**info.model_dump(mode="json", exclude_unset=True), "file": path.name}
-                )
+                sidecar = write_sidecar(path, {**info.model_dump(mode="json"), "file": path.name})
         return DownloadedModel(round_id, path, got, size, sidecar)
 
     def model_info(self, round_id: int) -> ModelInfo | None:

@@ -436,11 +436,7 @@ class DepositOut(Schema):
     client_id: int
     amount: Money
     balance: Money
-    replayed: bool = Field(
-        False,
-        description="true when this answers a repeated Idempotency-Key: the stored result of the"
-        " first call (its balance then); nothing was booked again",
-    )
+    replayed: bool = Field(False, description="the stored answer to a repeated Idempotency-Key")
 
 
 class EntryOut(Schema):
