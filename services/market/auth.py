@@ -157,12 +157,33 @@ _STATUS_CODES = {
 }
 
 
+def refusal_reason(client_id: int, status: str) -> str:
+    """Why a client that is not active is refused a declaration or a purchase, in words true of
+    its status (issue 40): a client that left still reads its wallet and entries and downloads
+    what it bought or trained, so its refusal must not say it may not download; a pending
+    client may do none of these until the operator approves it."""
+    if status == "left":
+        return (
+            f"client {client_id} has left the market; it may still read its"
+            " wallet and entries and download the models it bought or trained, but may no"
+            " longer declare or buy"
+        )
+    if status == "pending":
+        return (
+            f"client {client_id} is pending (not yet approved by the operator);"
+            " it may declare, buy or download once approved"
+        )
+    return (
+        f"client {client_id} is {status}; only clients the operator attested"
+        " (or approved) may declare, buy or download"
+    )
+
+
 def _must_be_active(client: Client) -> Client:
     if client.status != "active":
         raise ProblemError(
             _STATUS_CODES.get(client.status, "forbidden"),
-            f"Authorization: client {client.id} is {client.status}; only clients the operator"
-            " attested (or approved) may declare, buy or download",
+            f"Authorization: {refusal_reason(client.id, client.status)}",
         )
     return client
 

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.api.market import DecisionIn, DecisionOut
 from mots.platform.db import BatchWrite, Tally, one_of
+from services.market.auth import refusal_reason
 from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
 from services.market.models import (
     Base,
@@ -64,11 +65,7 @@ def _unknown_token() -> Unauthorized:
 
 def inactive(client_id: int, status: str) -> Forbidden:
     """The refusal of a pending or departed client (only active clients declare or buy)."""
-    return Forbidden(
-        "Authorization",
-        f"client {client_id} is {status}; only clients the operator attested (or approved) may"
-        " declare, buy or download",
-    )
+    return Forbidden("Authorization", refusal_reason(client_id, status))
 
 
 def resolve_declarers(

@@ -29,6 +29,9 @@ from services.market.models import Base, IdempotencyKey
 KEYS = Base.metadata.tables[IdempotencyKey.__tablename__]
 _STORE = insert(KEYS)
 
+REPLAYED_HEADER = "Idempotent-Replayed"
+"""The response header (``true``) of an answer replayed from a stored key, nothing booked again."""
+
 Stored = tuple[str, int, str]
 """A stored key's (request hash, status code, response JSON)."""
 

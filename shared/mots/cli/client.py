@@ -4,7 +4,7 @@ command line, over the client SDK (:mod:`mots.client`).
 Every command takes the connection options (flags > environment > profile > the
 ``endpoints.json`` of `mots platform up`; see :mod:`mots.client.config`) and ``--json``. A refusal
 prints the service's problem detail on one line and exits 1; a usage or configuration error
-exits 2.
+exits 2, no answer 3, a timeout 4 (:mod:`mots.cli.errors`; with ``--json``, one JSON line).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from typing import Any, NoReturn, TypeVar
 import click
 from pydantic import BaseModel, ValidationError
 
+from mots.cli.errors import report, transport_code
 from mots.client.config import ClientConfig, ConfigError, resolve
 from mots.client.market import MarketClient, MarketError
 from mots.client.rounds import RoundsClient
+from mots.platform.money import plain_rule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,25 +118,15 @@ def connection(command: F) -> F:
             config = resolve(flags, profile=profile, workdir=workdir)
             return command(session=Session(config, as_json), **kw)
         except ConfigError as exc:
-            fail(as_json, 2, "configuration", str(exc), click.UsageError(str(exc)))
+            fail(as_json, "configuration", str(exc), click.UsageError(str(exc)))
         except ValidationError as exc:  # the SDK's own schemas refused an argument
-            fail(as_json, 2, "usage", invalid(exc), click.UsageError(invalid(exc)))
+            fail(as_json, "usage", invalid(exc), click.UsageError(invalid(exc)))
         except RoleError as exc:
-            fail(as_json, 2, "role", exc.message, exc)
+            fail(as_json, "role", exc.message, exc)
+        except TimeoutError as exc:  # a wait (`rounds watch --timeout`) ran out
+            report(as_json, "timeout", f"timeout: {exc}", kind="timeout")
         except MarketError as exc:
-            status = "unreachable" if exc.status is None else str(exc.status)
-            where = f" ({exc.method} {exc.path})" if exc.method else ""
-            message = f"{status}: {exc.detail}{where}"
-            if exc.request_id:
-                message += f" [request {exc.request_id}]"
-            extra = {
-                "status": exc.status,
-                "method": exc.method,
-                "path": exc.path,
-                "code": exc.code,
-                "request_id": exc.request_id,
-            }
-            fail(as_json, 1, "refused", message, click.ClickException(message), extra)
+            refused(as_json, exc)
 
     wrapped: Any = run
     for option in reversed(options):
@@ -142,21 +134,35 @@ def connection(command: F) -> F:
     return wrapped  # type: ignore[no-any-return]
 
 
-def fail(
-    as_json: bool,
-    code: int,
-    kind: str,
-    message: str,
-    exc: click.ClickException,
-    extra: dict[str, Any] | None = None,
-) -> NoReturn:
-    """Raise ``exc``; under ``--json`` print the error as one JSON line on stderr instead
-    (``{"error": {"kind", "message", "exit_code", …}}``) and exit with the same status."""
+def refused(as_json: bool, exc: MarketError) -> NoReturn:
+    """A service's refusal (its problem code, exit 1), or no usable answer (``unreachable``,
+    ``timeout``, ``bad-answer``; :mod:`mots.cli.errors`), as one line naming the call."""
+    code = exc.code or (transport_code(exc) if exc.status is None else f"http-{exc.status}")
+    status = {"unreachable": "unreachable", "timeout": "timeout"}.get(code, str(exc.status))
+    if exc.status is None and code == "bad-answer":
+        status = "unreadable answer"
+    where = f" ({exc.method} {exc.path})" if exc.method else ""
+    message = f"{status}: {exc.detail}{where}"
+    if exc.request_id:
+        message += f" [request {exc.request_id}]"
+    report(
+        as_json,
+        code,
+        message,
+        kind="refused" if exc.status is not None else code,
+        status=exc.status,
+        method=exc.method,
+        path=exc.path,
+        request_id=exc.request_id,
+    )
+
+
+def fail(as_json: bool, code: str, message: str, exc: click.ClickException) -> NoReturn:
+    """Raise ``exc`` (click prints it, exit 2); under ``--json`` report it as one JSON line with
+    ``code`` instead (:func:`mots.cli.errors.report`, the same exit status)."""
     if not as_json:
         raise exc
-    body = {"kind": kind, "message": message, "exit_code": code, **(extra or {})}
-    click.echo(json.dumps({"error": body}), err=True)
-    raise click.exceptions.Exit(code)
+    report(True, code, message, kind=code)
 
 
 def table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
@@ -171,6 +177,13 @@ def table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
 def money(value: Decimal | float | None) -> str:
     """An amount with six places, as the ledger books it."""
     return "-" if value is None else f"{Decimal(str(value)):.6f}"
+
+
+def from_now(seconds: float) -> str:
+    """A moment relative to now in words (issue 40): ``in 42 s`` or ``163 s ago``, never a
+    negative count of seconds "from now"."""
+    whole = round(seconds)
+    return f"in {whole} s" if whole >= 0 else f"{-whole} s ago"
 
 
 def decimal_amount(
@@ -191,5 +204,6 @@ def decimal_amount(
 def invalid(exc: ValidationError) -> str:
     """A schema's refusal in one line: ``field: rule; field: rule``."""
     return "; ".join(
-        f"{'.'.join(str(x) for x in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+        f"{'.'.join(str(x) for x in e['loc']) or 'input'}: {plain_rule(e['msg'])}"
+        for e in exc.errors()
     )

@@ -4,13 +4,14 @@ the `mots market` group."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import click
 
 from mots.cli.client import Session, connection, money, table
 from mots.cli.market import market
-from mots.platform.api.market import ClientStatus
+from mots.platform.api.market import AccountOut, ClientStatus
 
 STATUSES = click.Choice([s.value for s in ClientStatus])
 
@@ -91,19 +92,33 @@ def transactions(
     "--category",
     help="wallets, round_pools, platform_subsidy, platform_surplus, external_deposits",
 )
+@click.option(
+    "--all", "show_all", is_flag=True, help="also the empty payment shards of each round's pool"
+)
 @connection
-def accounts(session: Session, category: str | None) -> None:
+def accounts(session: Session, category: str | None, show_all: bool) -> None:
     """(operator) Every ledger account and its balance: wallets, round pools, the platform's
-    subsidy and surplus, external deposits.
+    subsidy and surplus, external deposits. A round's pool takes payments in 16 shard accounts
+    (round:N:pool:K) that settlement empties; empty ones are left out unless --all.
 
     \b
     Example:
       mots market accounts --category platform_subsidy
+      mots market accounts --all --json
     """
     with session.market(operator=True) as m:
-        out = m.accounts(category=category)
+        every = m.accounts(category=category)
+    out = every if show_all else [a for a in every if not _empty_shard(a)]
     rows = [(a.name, a.category, money(a.balance)) for a in out]
-    session.emit(out, table(rows, ("account", "category", "balance")))
+    hidden = len(every) - len(out)
+    note = f"\n({hidden} empty pool shard accounts left out; --all shows them)" if hidden else ""
+    session.emit(out, table(rows, ("account", "category", "balance")) + note)
+
+
+def _empty_shard(account: AccountOut) -> bool:
+    """A round pool's payment shard (``round:N:pool:K``) with nothing in it: bookkeeping that
+    settlement consolidates, not an account an operator reads (issue 40: 16 per round)."""
+    return re.fullmatch(r"round:\d+:pool:\d+", account.name) is not None and not account.balance
 
 
 commands: list[click.Command] = []

@@ -11,6 +11,7 @@ import importlib.util
 import click
 
 from mots import __version__
+from mots.cli.errors import JsonErrorsGroup
 
 AREAS = (
     "economics",
@@ -21,10 +22,14 @@ AREAS = (
     "ledger",
     "rounds",
     "data",
+    "model",
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=JsonErrorsGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="mots")
 def cli() -> None:
     """MoTS: a market for federated-learning models, priced by the SWAN mechanism.

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import click
 
-from mots.cli.client import Session, connection, decimal_amount, money, table
+from mots.cli.client import Session, connection, decimal_amount, from_now, money, table
 from mots.client.config import ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.api.base import Strategy
-from mots.platform.api.market import ClientRegistration, EnrolmentIn, QuoteOut
+from mots.platform.api.market import ClientRegistration, DepositIn, EnrolmentIn, QuoteOut
 
 
 @click.group("market")
@@ -90,7 +90,7 @@ def enrol(
     session.emit(
         out,
         f"enrolment {out.id}: type {out.type_name} (D {out.data_size}, C {money(out.cost)}), "
-        f"{out.uses_left} uses, expires {expires:%Y-%m-%d %H:%M} UTC\ncode {out.code}",
+        f"{out.uses_left} {'use' if out.uses_left == 1 else 'uses'}, expires {expires:%Y-%m-%d %H:%M} UTC\ncode {out.code}",
     )
 
 
@@ -271,7 +271,7 @@ def quote(session: Session, round_id: int | None, wait_s: float) -> None:
     human = (
         f"round {q.round_id} ({q.state.value}, {q.mechanism}): price {money(q.price)}, "
         f"ε {q.epsilon:.4f}, welfare {q.welfare:.4f}, incentive cost {money(q.incentive_cost)}"
-        + (f"\ncollection closes {_when(deadline)}" if deadline else "")
+        + (f"\n{_when(deadline)}" if deadline else "")
         + "\n"
         + table(rows, ("type", "reward", "join (K*)", "buy (B*)"))
     )
@@ -279,11 +279,12 @@ def quote(session: Session, round_id: int | None, wait_s: float) -> None:
 
 
 def _when(at: object) -> str:
-    """A deadline as UTC time and seconds from now."""
+    """The collection deadline in words: when it closes (``in N s``) or that it has closed."""
     if not isinstance(at, datetime):
-        return str(at)
+        return f"collection closes {at}"
     left = (at - datetime.now(UTC)).total_seconds()
-    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({left:+.0f} s from now)"
+    stamp = f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({from_now(left)})"
+    return f"collection closes {stamp}" if left >= 0 else f"collection closed {stamp}"
 
 
 def _wait_latest(m: MarketClient, wait_s: float) -> QuoteOut | None:
@@ -499,12 +500,19 @@ def deposit(session: Session, client_id: int, amount: Decimal, idempotency_key: 
     Example:
       mots market deposit 1 10
     """
+    DepositIn(client_id=client_id, amount=amount)  # a refused amount: no retry hint (issue 40)
     with session.market(operator=True) as m:
-        key = announce_key(idempotency_key, f"mots market deposit {client_id} {amount}")
+        typed = format(amount, "f")  # as the user types it, never 1E+30
+        key = announce_key(idempotency_key, f"mots market deposit {client_id} {typed}")
         out = m.deposit(client_id, amount, idempotency_key=key)
-    session.emit(
-        out, f"deposit {money(out.amount)} to client {out.client_id}: balance {money(out.balance)}"
-    )
+    text = f"deposit {money(out.amount)} to client {out.client_id}: balance {money(out.balance)}"
+    if out.replayed:  # issue 40: a repeated key books nothing; say so, and whose balance it is
+        text = (
+            f"replay of key {key}: deposit {money(out.amount)} to client {out.client_id} was"
+            f" booked before (transaction {out.transaction_id}); nothing booked now; balance"
+            f" {money(out.balance)} as of then"
+        )
+    session.emit(out, text)
 
 
 @market.command("enrolments")

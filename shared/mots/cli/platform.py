@@ -278,15 +278,25 @@ def status(workdir: Path, as_json: bool) -> None:
     help="lines from the end of each log",
 )  # fmt: skip
 @click.option("-f", "--follow", is_flag=True, help="then print what the logs gain (Ctrl-C ends)")
-def logs(workdir: Path, name: str | None, lines: int, follow: bool) -> None:
+@click.option("--request", "request_id", help="only the lines naming this request id")
+def logs(workdir: Path, name: str | None, lines: int, follow: bool, request_id: str | None) -> None:
     """The end of each process's log (WORKDIR/logs), or of NAME's (market: its API and worker;
-    platform: `up --detach`'s own output).
+    platform: `up --detach`'s own output); with --request ID, the lines of every log that name
+    that request (the id a refusal printed, `[request ID]`; exit 1 if none does).
 
     \b
     Example:
       mots platform logs market-worker -n 50 --workdir /tmp/mots
     """
     files = platform_ops.log_files(workdir.resolve(), name)
+    if request_id is not None:
+        found = platform_ops.request_lines(files, request_id)
+        if not found:
+            raise click.ClickException(
+                f"request_id: no log line names request {request_id} in {workdir.resolve() / 'logs'}"
+            )
+        click.echo("\n".join(found))
+        return
     if not files:
         click.echo(f"no logs in {workdir.resolve() / 'logs'}")
         return

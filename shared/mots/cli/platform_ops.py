@@ -152,6 +152,19 @@ def log_files(workdir: Path, name: str | None) -> list[Path]:
     return chosen
 
 
+def request_lines(files: list[Path], rid: str) -> list[str]:
+    """Every line of ``files`` that names request ``rid`` (``request_id=RID``, as the services
+    log each refused or failed request), as ``file: line`` (issue 40: a refusal a client
+    reports, with the id the CLI printed, is found in the services' logs)."""
+    needle = f"request_id={rid}"
+    found = []
+    for path in files:
+        for line in path.read_text(errors="replace").splitlines():
+            if needle in line:
+                found.append(f"{path.stem}: {line}")
+    return found
+
+
 def show_logs(files: list[Path], lines: int, follow: bool) -> None:
     """The last ``lines`` lines of each file; with ``follow``, then what they gain (Ctrl-C)."""
     offsets = {}

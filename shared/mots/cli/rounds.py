@@ -10,8 +10,10 @@ from typing import Any
 
 import click
 
-from mots.cli.client import Session, connection, decimal_amount, money, table
+from mots.cli.client import Session, connection, decimal_amount, from_now, money, table
+from mots.cli.errors import report
 from mots.client.rounds import DEFAULT_LIST_LIMIT
+from mots.platform.api.base import RoundState
 from mots.platform.api.rounds import RoundDetail, RoundOut
 
 
@@ -99,9 +101,7 @@ def show(session: Session, round_id: int) -> None:
       mots rounds show 1
     """
     with session.rounds() as r:
-        view = r.round(round_id)
-    if view is None:
-        raise click.ClickException(f"404: round_id: round {round_id} does not exist")
+        view = r.require_round(round_id)
     session.emit(view, describe(view))
 
 
@@ -112,7 +112,8 @@ def show(session: Session, round_id: int) -> None:
 @connection
 def watch(session: Session, round_id: int, timeout_s: float | None, poll_s: float) -> None:
     """Follow a round until it is published or settled by rule: its state and FedAvg progress
-    (a progress bar; with --json, one JSON line per change).
+    (a progress bar; with --json, one JSON line per change). Exits 0 only when the round
+    published; 5 when it was settled by rule (code round-not-published), 4 on --timeout.
 
     \b
     Example:
@@ -123,6 +124,14 @@ def watch(session: Session, round_id: int, timeout_s: float | None, poll_s: floa
         last = _follow(updates, session.as_json)
     if not session.as_json:
         click.echo(describe(last))
+    if last.state is not RoundState.PUBLISHED:  # issue 40: a script sees the round failed
+        report(
+            session.as_json,
+            "round-not-published",
+            f"round {last.id} was {last.state.value}, not published: {last.rule or 'no rule given'}",
+            method="GET",
+            path=f"/v1/rounds/{last.id}",
+        )
 
 
 def _follow(updates: Any, as_json: bool) -> RoundDetail:
@@ -174,7 +183,7 @@ def describe(v: RoundOut) -> str:
     if due is not None:
         left = due - time.time()
         at = datetime.fromtimestamp(due, UTC).strftime("%H:%M:%S")
-        lines.append(f"deadline of {v.state.value}: {at} UTC ({left:+.0f} s from now)")
+        lines.append(f"deadline of {v.state.value}: {at} UTC ({from_now(left)})")
     p = v.training_progress
     if p is not None:
         lines.append(
@@ -196,8 +205,13 @@ def describe(v: RoundOut) -> str:
             lines.append(
                 "participants: " + ", ".join(f"{c} {o}" for c, o in s.verification.items())
             )
-        if s.rewards:
+        if s.rewards and v.state is RoundState.PUBLISHED:
             lines.append("rewards " + ", ".join(f"{t} {money(r)}" for t, r in s.rewards.items()))
+        elif s.rewards:  # issue 40: a round settled by rule pays none of its quoted rewards
+            lines.append(
+                "no reward paid, no charge made, every buyer refunded (settled by rule); the"
+                " quoted rewards were " + ", ".join(f"{t} {money(r)}" for t, r in s.rewards.items())
+            )
     moves = v.transitions if isinstance(v, RoundDetail) else []
     if moves:  # each state with the time the round spent in it (issue 26)
         spent = [f"{t.from_state.value} {_float(t.seconds_in_from, 1)} s" for t in moves]

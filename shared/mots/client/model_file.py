@@ -124,3 +124,26 @@ def load_model(path: str | Path, sha256: str | None = None) -> Any:
     model.load_state_dict(payload["state_dict"])
     model.eval()
     return model
+
+
+def verify_origin(path: str | Path, public_key: str) -> dict[str, Any]:
+    """Check offline that the market holding ``public_key`` (base64 ed25519, from its
+    ``/.well-known/mots-model-key``) published the model file at ``path``: the file's SHA-256
+    must be its sidecar's, and the sidecar's signature the key's on (round, SHA-256, price).
+    Returns the sidecar's metadata; raises :class:`ModelFileError` naming what failed."""
+    from mots.platform import model_signing
+
+    info = read_model_info(path)  # the file matches its sidecar
+    signature, price = info.get("signature"), info.get("price")
+    if not isinstance(signature, str):
+        raise ModelFileError(f"{sidecar_path(path)}: no signature (a market before issue 40)")
+    round_id = info.get("round_id")
+    if not isinstance(round_id, int):
+        raise ModelFileError(f"{sidecar_path(path)}: no round_id recorded")
+    message = model_signing.statement(round_id, str(info["sha256"]), price)
+    if not model_signing.verify(public_key, message, signature):
+        raise ModelFileError(
+            f"signature: not made by key {model_signing.key_id(public_key)} on round {round_id},"
+            f" SHA-256 {info['sha256']}, price {price}: the file's origin is not that market"
+        )
+    return info

@@ -104,6 +104,12 @@ class RoundsClient:
         content = self._get("GET", path, ok_missing=True)
         return None if content is None else self._parse(RoundDetail, content, "GET", path)
 
+    def require_round(self, round_id: int) -> RoundDetail:
+        """``GET /v1/rounds/{id}``: the round with its transitions; a missing one is the
+        service's own 404 (:class:`OrchestrationError` with its code and request id)."""
+        path = f"/v1/rounds/{round_id}"
+        return self._parse(RoundDetail, self._get("GET", path), "GET", path)
+
     def rounds(self, limit: int = DEFAULT_LIST_LIMIT) -> list[RoundOut]:
         """``GET /v1/rounds``: up to ``limit`` rounds, newest first (following ``next`` pages
         where the service pages its answer)."""
@@ -128,9 +134,7 @@ class RoundsClient:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         last: tuple[Any, ...] | None = None
         while True:
-            view = self.round(round_id)
-            if view is None:
-                raise OrchestrationError(404, f"round_id: round {round_id} does not exist")
+            view = self.require_round(round_id)
             p = view.training_progress
             seen = (
                 view.state,

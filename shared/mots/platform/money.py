@@ -105,3 +105,19 @@ QuotedMoney = Annotated[
 service's terms of a large market can exceed :data:`Money`'s 18 digits (the paper's SWAN quoted
 4.6·10¹⁰⁷ for 1.2·10⁹ clients). Same wire
 form (a six-place string), same refusal of JSON numbers."""
+
+
+_DECIMAL_REPR = re.compile(r"Decimal\('([^']*)'\)")
+
+
+def plain_rule(msg: str) -> str:
+    """A validation message with every ``Decimal('1000000000')`` written as the amount a user
+    types (``1000000000``; issue 40: limits stated in the user's units, not Python's repr)."""
+
+    def plain(m: re.Match[str]) -> str:
+        try:
+            return format(Decimal(m.group(1)).normalize(), "f")
+        except InvalidOperation:
+            return m.group(1)
+
+    return _DECIMAL_REPR.sub(plain, msg)

@@ -47,6 +47,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from mots.platform import request_id
+from mots.platform.money import plain_rule
 from mots.platform.problem_types import TYPE_PREFIX, code_for
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ def field_problems(errors: Sequence[Any]) -> list[FieldProblem]:
     out = []
     for err in errors:
         loc = [x if isinstance(x, int) else str(x) for x in err.get("loc", ())]
-        msg = str(err.get("msg", "invalid"))
+        msg = plain_rule(str(err.get("msg", "invalid")))
         ctx = err.get("ctx") or {}
         if err.get("type") == "json_invalid" and isinstance(ctx.get("error"), str):
             msg = f"{msg}: {ctx['error']}"

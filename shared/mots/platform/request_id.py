@@ -4,7 +4,9 @@ every problem body, so that a refusal a client reports can be found in the servi
 A caller may send its own ``X-Request-ID`` (1-64 of ``A-Z a-z 0-9 . _ -``); otherwise the service
 makes one (32 hex digits). :class:`RequestIdMiddleware` sets it for the request's task
 (:func:`current`), adds the header to the answer and logs one line per refused or failed request
-(logger ``mots.requests``: 5xx at ERROR, 4xx at INFO) with the method, path, status and id.
+(logger ``mots.requests``: 5xx at ERROR, 4xx at WARNING, so that a refusal is in the log at the
+services' default level; issue 40) with the method, path, status and id, which
+`mots platform logs --request ID` finds.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, tagged)
         finally:
             if status >= 400:
-                level = logging.ERROR if status >= 500 else logging.INFO
+                level = logging.ERROR if status >= 500 else logging.WARNING
                 log.log(
                     level,
                     "%s %s -> %d request_id=%s",

@@ -363,6 +363,7 @@ NOT_RUN_HERE = {
     "mots federation": "starts a SuperLink and SuperNodes (test_help_long_examples)",
     "mots platform up": "starts a platform: this module's fixture, test_help_long_examples",
     "mots platform down": "stops the platform: this module's fixture does, twice",
+    "mots model verify": "needs the market's key saved first (test_help_long_examples says why)",
     "mots COMMAND": "a placeholder for any command",
     "export ": "a shell line: its setting applies to the lines after it",
 }

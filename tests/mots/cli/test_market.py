@@ -1,5 +1,5 @@
 """`mots market` without services: settings, usage errors (exit 2) and an unreachable market
-(exit 1, one line). The commands against real services: tests/mots/cli/test_journeys.py."""
+(exit 3, one line; issue 40). The commands against real services: tests/mots/cli/test_journeys.py."""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def test_config_shows_each_setting_and_its_source_with_tokens_masked(tmp_path: P
     assert shown["sources"] == {"market_url": "flag", "token": "env MOTS_TOKEN"}
 
 
-def test_usage_errors_exit_2_and_an_unreachable_market_exits_1(tmp_path: Path) -> None:
+def test_usage_errors_exit_2_and_an_unreachable_market_exits_3(tmp_path: Path) -> None:
     """A missing setting, a bad amount or a bad strategy exit 2; no market answering is one
-    line naming the call (exit 1)."""
+    line naming the call (exit 3)."""
     code, out = _run(tmp_path, "market", "balance")
     assert code == 2 and "market_url: not configured" in out
     code, out = _run(tmp_path, "market", "deposit", "1", "ten", "--market-url", "http://m")
@@ -68,7 +68,7 @@ def test_usage_errors_exit_2_and_an_unreachable_market_exits_1(tmp_path: Path) -
     code, out = _run(
         tmp_path, "market", "balance", "--market-url", "http://127.0.0.1:9", MOTS_TOKEN="t"
     )
-    assert code == 1 and out.startswith("Error: unreachable: ") and "GET /v1/me/balance" in out
+    assert code == 3 and out.startswith("Error: unreachable: ") and "GET /v1/me/balance" in out
     assert len(out.strip().splitlines()) == 1
 
 
@@ -84,7 +84,7 @@ def test_json_errors_are_json_on_stderr(tmp_path: Path) -> None:
     base = {**NO_ENV, "MOTS_WORKDIR": str(tmp_path), "MOTS_PROFILES": str(tmp_path / "p.toml")}
     runner = CliRunner()
     for args, code, kind in (
-        (["--market-url", "http://127.0.0.1:1", "--token", "t"], 1, "refused"),
+        (["--market-url", "http://127.0.0.1:1", "--token", "t"], 3, "unreachable"),
         (["--market-url", "127.0.0.1:1", "--token", "t"], 2, "configuration"),
         ([], 2, "configuration"),
     ):

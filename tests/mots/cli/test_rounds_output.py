@@ -69,3 +69,26 @@ def test_the_watch_bar_counts_finished_fedavg_rounds(capsys: pytest.CaptureFixtu
     }
     _follow(iter([_view(state="training", training_progress=progress)]), as_json=False)
     assert "1/5 FedAvg rounds" in capsys.readouterr().out
+
+
+def test_a_round_settled_by_rule_shows_no_rewards_as_paid() -> None:
+    """Issue 40: a failed round's quoted rewards are not printed as if paid; the output says
+    nothing was paid or charged and every buyer was refunded."""
+    from mots.platform.api.rounds import SUMMARY_EXAMPLE
+
+    failed = {**SUMMARY_EXAMPLE, "state": "settled_by_rule", "rule": "training failed"}
+    text = describe(_view(state="settled_by_rule", rule="training failed", summary=failed))
+    assert not any(line.startswith("rewards ") for line in text.splitlines()), text
+    assert "no reward paid, no charge made, every buyer refunded (settled by rule)" in text
+    published = describe(_view(summary=SUMMARY_EXAMPLE))
+    assert "rewards type-1 -0.250000, type-2 0.450000, type-3 2.250000" in published
+
+
+def test_a_passed_deadline_is_said_to_have_passed() -> None:
+    """Issue 40: a deadline in the past reads `163 s ago`, never `-163 s from now`."""
+    from mots.cli.client import from_now
+
+    assert from_now(-163.2) == "163 s ago" and from_now(58.4) == "in 58 s"
+    v = _view(state="collecting", deadlines={"collecting": "2026-11-26T16:00:00Z"})
+    text = describe(v)
+    assert "from now" not in text and " s ago)" in text, text

@@ -229,7 +229,8 @@ def test_download_checks_the_published_digest(tmp_path: Path) -> None:
     assert (got.sha256, got.size) == (digest, len(blob))
     assert (tmp_path / "m.pt").read_bytes() == blob
     assert got.metadata_path == tmp_path / "m.json"
-    assert read_model_info(tmp_path / "m.pt") == {**info, "file": "m.pt"}
+    unsigned = {"price": None, "signature": None, "key_id": None}  # a market before issue 40
+    assert read_model_info(tmp_path / "m.pt") == {**info, **unsigned, "file": "m.pt"}
     published["sha"] = "0" * 64
     with pytest.raises(ModelIntegrityError, match="SHA-256"):
         client(handler).download_model(4, tmp_path / "bad.pt")

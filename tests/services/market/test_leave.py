@@ -43,3 +43,19 @@ def test_a_client_that_leaves_is_out_of_the_next_round_and_reads_its_wallet(
     assert market.get("/v1/me/entries", headers=go["auth"]).status_code == 200
     assert market.get("/v1/me", headers=go["auth"]).json()["status"] == "left"
     assert in_transaction(market.app.state.sessions, lambda s: rounds.population(s, 99)).types
+
+
+def test_a_departed_clients_refusal_says_what_it_may_still_do(
+    market: TestClient, register, open_round
+) -> None:
+    """Issue 40: the refusal of a client that left says it has left (not "is left") and that it
+    may still download, which it may; it never says the client may not download."""
+    go = register(name="go")
+    assert market.delete("/v1/me", headers=go["auth"]).status_code == 200
+    open_round()
+    refused = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=go["auth"])
+    assert refused.status_code == 403, refused.text
+    detail = refused.json()["detail"]
+    assert f"client {go['id']} has left the market" in detail, detail
+    assert "is left" not in detail and "declare, buy or download" not in detail
+    assert "download the models it bought or trained" in detail

@@ -67,3 +67,18 @@ def test_ids_are_json_integers_only(
     )
     assert _field(r) == ["body.client_id"]
     assert Decimal(market.get("/v1/me/balance", headers=c["auth"]).json()["balance"]) == 10
+
+
+def test_money_limits_are_stated_in_the_users_units(market: TestClient, register) -> None:
+    """Issue 40: an amount beyond the limit is refused with the limit as a user writes it
+    (``1000000000``), never Python's ``Decimal('1000000000')``."""
+    c = register(name="limit")
+    r = market.post(
+        "/v1/deposits",
+        json={"client_id": c["id"], "amount": "1000000000000"},
+        headers={**OPERATOR, "Idempotency-Key": "limit-words-1"},
+    )
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert "Decimal(" not in r.text, detail
+    assert "body.amount: Input should be less than or equal to 1000000000" in detail

@@ -20,7 +20,7 @@ from services.market.api.deps import (
     ReadingClient,
     SessionFactoryDep,
 )
-from services.market.idempotency import request_hash, run_once
+from services.market.idempotency import REPLAYED_HEADER, request_hash, run_once
 from services.market.models import Account, Client, Entry, LedgerTransaction
 
 router = APIRouter(tags=["ledger"])
@@ -130,10 +130,22 @@ def deposit(
             balance=from_micros(balances[wallet] + amount),
         ).model_dump(mode="json")
 
-    code, result = in_transaction(
-        factory, lambda s: run_once(s, "operator", idempotency_key, fingerprint, book)
-    )
+    booked: list[bool] = []
+
+    def once(session: Session) -> tuple[int, dict[str, Any]]:
+        booked.clear()  # a retried transaction starts over
+        return run_once(session, "operator", idempotency_key, fingerprint, book_and_note)
+
+    def book_and_note(session: Session) -> dict[str, Any]:
+        result = book(session)
+        booked.append(True)
+        return result
+
+    code, result = in_transaction(factory, once)
     response.status_code = code
+    if not booked:  # the key's stored answer: say so (issue 40), in the body and a header
+        response.headers[REPLAYED_HEADER] = "true"
+        return {**result, "replayed": True}
     return result
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -10,18 +11,21 @@ from fastapi import APIRouter, HTTPException, status
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
+from mots.platform import model_signing
 from mots.platform.api.base import MarketRoundState
 from mots.platform.api.market import ModelInfo
+from mots.platform.money import from_micros, money_str
 from services.market.api.deps import ReadingClient, RoundId, SessionFactoryDep, SettingsDep
 from services.market.models import Decision, MarketRound, Purchase
+from services.market.signing import signing_key
 
 router = APIRouter(tags=["models"])
 
 
 def _entitled_artifact(
     round_id: int, client_id: int, factory: SessionFactoryDep, settings: SettingsDep
-) -> tuple[Path, str]:
-    """The published artifact's path and SHA-256, if ``client_id`` trained it (and did not drop
+) -> tuple[Path, str, Decimal]:
+    """The published artifact's path, SHA-256 and the round's price, if ``client_id`` trained it (and did not drop
     out) or bought it; else the refusal (404, 409, 403, 410)."""
     with factory() as session:
         rnd = session.get(MarketRound, round_id)
@@ -58,7 +62,7 @@ def _entitled_artifact(
         root = Path(settings.artifact_dir).resolve()
         if not path.is_file() or not path.is_relative_to(root):
             raise HTTPException(status.HTTP_410_GONE, "the model artifact is no longer available")
-        return path, rnd.artifact_sha256 or ""
+        return path, rnd.artifact_sha256 or "", from_micros(rnd.price_micros)
 
 
 ENTITLEMENT_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -86,7 +90,7 @@ def download(
     round_id: RoundId, client: ReadingClient, factory: SessionFactoryDep, settings: SettingsDep
 ) -> FileResponse:
     """The round's model artifact, if the caller trained it (and did not drop out) or bought it."""
-    path, digest = _entitled_artifact(round_id, client.id, factory, settings)
+    path, digest, _ = _entitled_artifact(round_id, client.id, factory, settings)
     return FileResponse(
         path,
         media_type="application/octet-stream",
@@ -101,7 +105,7 @@ def model_info(
 ) -> ModelInfo:
     """The round's model file: SHA-256, size, coalition, ε and the trainer's metadata (the JSON
     written beside the artifact), for those who may download it; readable without torch."""
-    path, digest = _entitled_artifact(round_id, client.id, factory, settings)
+    path, digest, price = _entitled_artifact(round_id, client.id, factory, settings)
     try:
         meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -120,4 +124,26 @@ def model_info(
         participants=[int(k) for k in participants] if isinstance(participants, list) else None,
         epsilon=float(epsilon) if isinstance(epsilon, int | float) else None,
         metadata=meta,
+        price=price,
+        **signed(round_id, digest, price, settings.artifact_dir),
     )
+
+
+def signed(round_id: int, digest: str, price: Decimal, artifact_dir: str) -> dict[str, str]:
+    """The deployment's signature on (round, SHA-256, price) and its key's id (issue 40)."""
+    key = signing_key(artifact_dir)
+    text = model_signing.statement(round_id, digest, money_str(price))
+    public = model_signing.public_key_text(key.public_key())
+    return {"signature": model_signing.sign(key, text), "key_id": model_signing.key_id(public)}
+
+
+@router.get(model_signing.WELL_KNOWN_PATH)
+def model_key(settings: SettingsDep) -> dict[str, str]:
+    """The public half of the key the market signs its models with (no token needed): a buyer
+    saves it once and checks every model file offline (`mots model verify`)."""
+    public = model_signing.public_key_text(signing_key(settings.artifact_dir).public_key())
+    return {
+        "algorithm": model_signing.ALGORITHM,
+        "public_key": public,
+        "key_id": model_signing.key_id(public),
+    }

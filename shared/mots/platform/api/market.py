@@ -436,6 +436,7 @@ class DepositOut(Schema):
     client_id: int
     amount: Money
     balance: Money
+    replayed: bool = Field(False, description="the stored answer to a repeated Idempotency-Key")
 
 
 class EntryOut(Schema):
@@ -565,6 +566,9 @@ class ModelInfo(Schema):
         ...,
         description="everything the trainer recorded (data set, model, FedAvg rounds, …)",
     )
+    price: Money | None = Field(None, description="the price the round sold at (p)")
+    signature: str | None = Field(None, description="the market's ed25519 signature (base64)")
+    key_id: str | None = Field(None, description="its key: /.well-known/mots-model-key")
 
 
 class LedgerCheck(Schema):
