@@ -23,6 +23,7 @@ from mots.platform.api.base import MarketRoundState, Strategy
 from mots.platform.api.market import DecisionIn, DecisionOut
 from mots.platform.db import BatchWrite, Tally, one_of
 from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
+from services.market.join_fees import hold_join_fees
 from services.market.models import (
     Base,
     Client,
@@ -163,16 +164,18 @@ def book_declarations(
     conn = session.connection()
     resolved = resolve_declarers(conn, requests)
     valid = [r for r in resolved if isinstance(r, Declaration)]
-    decided = iter(_book_resolved(conn, valid, shard))
+    decided = iter(_book_resolved(session, valid, shard))
     return [next(decided) if isinstance(r, Declaration) else r for r in resolved]
 
 
 def _book_resolved(
-    conn: Connection, requests: Sequence[Declaration], shard: int
+    session: Session, requests: Sequence[Declaration], shard: int
 ) -> list[DecisionOut | Refusal]:
-    """:func:`book_declarations` of requests whose callers are known."""
+    """:func:`book_declarations` of requests whose callers are known; a join where the type pays a
+    fee holds it first (:mod:`services.market.join_fees`: 402 on a short wallet)."""
     if not requests:
         return []
+    conn = session.connection()
     rounds_q, paid_q, members_q = _queries(conn.dialect.name)
     round_ids = sorted({r.round_id for r in requests})
     client_ids = sorted({r.client_id for r in requests})
@@ -188,6 +191,14 @@ def _book_resolved(
             (r.round_id, r.client_id) in members,
         )
         for r in requests
+    ]
+    final: dict[tuple[int, int], Strategy] = {}  # the last of a client's in a round wins
+    for r, out in zip(requests, outcomes, strict=True):
+        if isinstance(out, DecisionOut):
+            final[(r.round_id, r.client_id)] = r.strategy
+    fees = hold_join_fees(session, [(*k, s == Strategy.JOIN) for k, s in sorted(final.items())])
+    outcomes = [
+        fees.get((r.round_id, r.client_id), out) for r, out in zip(requests, outcomes, strict=True)
     ]
     last: dict[tuple[int, int], Strategy] = {}  # the last of a client's in a round wins
     for r, out in zip(requests, outcomes, strict=True):
