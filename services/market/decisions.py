@@ -157,7 +157,9 @@ def book_declarations(
     At most five statements whatever the batch's size: the callers not known yet (by token),
     the rounds, the paid purchases, the callers' memberships of the rounds' populations, and one
     write of the accepted decisions (the last of a client's in a round wins) with the count of
-    new ones added to tally shard ``shard``. The caller commits.
+    new ones added to tally shard ``shard``; plus, where a joiner's type is quoted a fee, the
+    holds' reads and one booking per fee held (:mod:`services.market.join_fees`). The caller
+    commits.
     """
     if not requests:
         return []
