@@ -411,10 +411,7 @@ def settle_round(
         .order_by(Purchase.id)
     ).all()
     booked = [cid for cid in sorted(joined) if cid not in dropped and cid in type_of]
-    fees = join_fees.held_in_round(session, rid)
-    if payload.refund_buyers:  # settled by rule: no charge, every hold back
-        booked = [c for c in booked if c not in fees]
-    revoked = _revoked(session, [p[0] for p in purchases])
+    fees, revoked = _holds(session, payload, booked, purchases)
     wallets = ledger.ensure_wallets(session, sorted({*booked, *fees, *(p[0] for p in purchases)}))
     terms = captured_terms(
         stored_quote(rnd),
@@ -491,6 +488,17 @@ def _types_of(session: Session, client_ids: Sequence[int]) -> tuple[dict[int, st
     ids = sorted(set(client_ids))
     rows = [r for part in ledger.chunks(conn, ids) for r in conn.execute(stmt, {"ids": part})]
     return {r[0]: r[1] for r in rows}, {r[0] for r in rows if r[2] != "active"}
+
+
+def _holds(
+    session: Session, payload: SettlePayload, booked: list[int], purchases: Sequence[Any]
+) -> tuple[dict[int, int], frozenset[int]]:
+    """The round's join fees held (client → micro-units) and its revoked buyers; a round settled
+    by rule drops every joiner holding a fee from ``booked`` in place (no charge, the hold back)."""
+    fees = join_fees.held_in_round(session, payload.round_id)
+    if payload.refund_buyers:
+        booked[:] = [c for c in booked if c not in fees]
+    return fees, _revoked(session, [p[0] for p in purchases])
 
 
 def _revoked(session: Session, buyers: Sequence[int]) -> frozenset[int]:
