@@ -194,14 +194,11 @@ def _book_resolved(
         )
         for r in requests
     ]
-    final: dict[tuple[int, int], Strategy] = {}  # the last of a client's in a round wins
-    for r, out in zip(requests, outcomes, strict=True):
-        if isinstance(out, DecisionOut):
-            final[(r.round_id, r.client_id)] = r.strategy
-    fees = hold_join_fees(session, [(*k, s == Strategy.JOIN) for k, s in sorted(final.items())])
-    outcomes = [
-        fees.get((r.round_id, r.client_id), out) for r, out in zip(requests, outcomes, strict=True)
-    ]
+    accepted = [i for i, out in enumerate(outcomes) if isinstance(out, DecisionOut)]
+    wanted = [(r.round_id, r.client_id, r.strategy == Strategy.JOIN) for r in requests]
+    fees = hold_join_fees(session, [wanted[i] for i in accepted])
+    for i, refusal in zip(accepted, fees, strict=True):
+        outcomes[i] = refusal or outcomes[i]
     last: dict[tuple[int, int], Strategy] = {}  # the last of a client's in a round wins
     for r, out in zip(requests, outcomes, strict=True):
         if isinstance(out, DecisionOut):

@@ -80,30 +80,45 @@ def _fees(conn: Connection, joins: Sequence[tuple[int, int]]) -> dict[tuple[int,
 
 def hold_join_fees(
     session: Session, wanted: Sequence[tuple[int, int, bool]]
-) -> dict[tuple[int, int], Refusal]:
-    """Hold the fee of each (round, client, joins) that joins where its type pays a fee, and
-    refuse (Conflict) a switch away from ``join`` once a fee is held; the refusals by (round,
-    client): 402 where the wallet holds less than the fee (nothing booked for it)."""
+) -> list[Refusal | None]:
+    """Each accepted declaration (round, client, joins) in order, as if one after another: a
+    join where the type pays a fee holds it (402 when the wallet holds less, nothing booked);
+    a switch away from ``join`` once the fee is held is refused (409). The refusal of each, or
+    None."""
     conn = session.connection()
-    already = held(conn, sorted({r for r, _, _ in wanted}))
-    refusals: dict[tuple[int, int], Refusal] = {}
+    holding = set(held(conn, sorted({r for r, _, _ in wanted})))
+    fees = _fees(conn, sorted({(r, c) for r, c, j in wanted if j and (r, c) not in holding}))
+    out: list[Refusal | None] = []
     for rid, cid, joins in wanted:
-        if not joins and (rid, cid) in already:
-            refusals[(rid, cid)] = Conflict(
-                "strategy",
-                f"client {cid} paid its fee to join round {rid}; joining is final, as a purchase is",
-            )
-    fees = _fees(conn, [(r, c) for r, c, j in wanted if j and (r, c) not in already])
-    for (rid, cid), fee in sorted(fees.items()):
-        wallet = ledger.ensure_account(session, ledger.wallet_name(cid), cid)
-        balance = ledger.lock_accounts(session, [wallet])[wallet]
-        if balance < fee:
-            refusals[(rid, cid)] = PaymentRequired(
-                "strategy",
-                f"joining round {rid} costs a fee of {from_micros(fee):f} (the type's quoted "
-                f"reward is negative), held at join; the wallet holds {from_micros(balance):f}",
-            )
-            continue
-        shard = ledger.ensure_account(session, ledger.pool_shard_name(rid, cid))
-        ledger.transfer(session, JOIN_FEE, wallet, shard, fee, rid, cid)
-    return refusals
+        if not joins:
+            final = (rid, cid) in holding
+            out.append(_final(rid, cid) if final else None)
+        elif (rid, cid) in holding or (rid, cid) not in fees:
+            out.append(None)
+        else:
+            out.append(_hold(session, rid, cid, fees[(rid, cid)]))
+            if out[-1] is None:
+                holding.add((rid, cid))
+    return out
+
+
+def _final(rid: int, cid: int) -> Refusal:
+    return Conflict(
+        "strategy",
+        f"client {cid} paid its fee to join round {rid}; joining is final, as a purchase is",
+    )
+
+
+def _hold(session: Session, rid: int, cid: int, fee: int) -> Refusal | None:
+    """Move ``fee`` from the client's wallet into the round's pool, or the 402 of a short wallet."""
+    wallet = ledger.ensure_account(session, ledger.wallet_name(cid), cid)
+    balance = ledger.lock_accounts(session, [wallet])[wallet]
+    if balance < fee:
+        return PaymentRequired(
+            "strategy",
+            f"joining round {rid} costs a fee of {from_micros(fee):f} (the type's quoted "
+            f"reward is negative), held at join; the wallet holds {from_micros(balance):f}",
+        )
+    shard = ledger.ensure_account(session, ledger.pool_shard_name(rid, cid))
+    ledger.transfer(session, JOIN_FEE, wallet, shard, fee, rid, cid)
+    return None
