@@ -405,11 +405,7 @@ def settle_round(
     joined = [] if payload.refund_buyers and payload.participants is None else joined
     type_of, removed = _types_of(session, joined)
     dropped = set(payload.dropped) | removed
-    purchases = session.execute(
-        select(Purchase.client_id, Purchase.price_micros)
-        .where(Purchase.round_id == rid, Purchase.refunded.is_(False))
-        .order_by(Purchase.id)
-    ).all()
+    purchases = _purchases(session, rid)
     booked = [cid for cid in sorted(joined) if cid not in dropped and cid in type_of]
     fees, revoked = _holds(session, payload, booked, purchases)
     wallets = ledger.ensure_wallets(session, sorted({*booked, *fees, *(p[0] for p in purchases)}))
@@ -488,6 +484,15 @@ def _types_of(session: Session, client_ids: Sequence[int]) -> tuple[dict[int, st
     ids = sorted(set(client_ids))
     rows = [r for part in ledger.chunks(conn, ids) for r in conn.execute(stmt, {"ids": part})]
     return {r[0]: r[1] for r in rows}, {r[0] for r in rows if r[2] != "active"}
+
+
+def _purchases(session: Session, round_id: int) -> Sequence[Any]:
+    """(client, price in micro-units) of the round's purchases not refunded, in booking order."""
+    return session.execute(
+        select(Purchase.client_id, Purchase.price_micros)
+        .where(Purchase.round_id == round_id, Purchase.refunded.is_(False))
+        .order_by(Purchase.id)
+    ).all()
 
 
 def _holds(
