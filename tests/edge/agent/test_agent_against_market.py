@@ -427,6 +427,11 @@ def test_a_device_away_longer_than_its_token_rejoins_with_its_node_key(
     assert err.value.status == 401 and "signature" in err.value.detail
 
     back = Agent(agent.settings, agent.market)  # the device, restarted after its time away
+    r = market.operator(
+        "POST", "/v1/deposits", json={"client_id": first.client_id, "amount": "1.25"},
+        headers={"Idempotency-Key": "fund-away-0001"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text  # the fee, held when it joins (issue 37)
     market.open_round(1, price="2.5", rewards={"small": "-1.25"}, k=5, b=5)
     choice = back.step()
     assert choice is not None and choice.strategy is Strategy.JOIN
