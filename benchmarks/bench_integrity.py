@@ -19,7 +19,9 @@ honest participant-rounds exceed 100; the market's attacks are the money suite
 ``departed_participant_flower`` repeat its removal rows on a platform training on Flower
 (:mod:`benchmarks.integrity.flower_removals`); issue 37's ``sybil_twin`` and
 ``shirk_after_round0`` run in process with the ServerApp's verification
-(:mod:`benchmarks.integrity.copy_shirk`). The same is
+(:mod:`benchmarks.integrity.copy_shirk`); its ``type_added_between_rounds``, ``money_overflow``,
+``id_overflow`` and ``debt_model`` run in process on SQLite and PostgreSQL
+(:mod:`benchmarks.integrity.market_limits`). The same is
 printed as a table; the exit status is 1 when an attack target is missed (every attack caught
 in every try except ``label_flip``, caught in ≥ 90% of the tries whose update raised the
 validation loss beyond the verification's tolerance; honest participant-rounds flagged ≤ 1%).
@@ -42,6 +44,7 @@ SUITES = (
     "benchmarks.integrity.money",
     "benchmarks.integrity.flower_removals",
     "benchmarks.integrity.copy_shirk",
+    "benchmarks.integrity.market_limits",
 )
 """Modules whose ``run(workdir, options)`` returns a :class:`SuiteResult`."""
 LABEL_FLIP_TARGET = 0.9

@@ -242,7 +242,13 @@ class Agent:
                 if exc.status != PAYMENT_REQUIRED:
                     raise
                 choice = Choice(Strategy.ABSTAIN, choice.payoffs, f"cannot pay: {exc.detail}")
-        market.declare(round_id, choice.strategy)
+        try:
+            market.declare(round_id, choice.strategy)
+        except MarketError as exc:  # a join whose fee the wallet cannot hold (issue 37)
+            if exc.status != PAYMENT_REQUIRED or choice.strategy is not Strategy.JOIN:
+                raise
+            choice = Choice(Strategy.ABSTAIN, choice.payoffs, f"cannot pay the fee: {exc.detail}")
+            market.declare(round_id, choice.strategy)
         return choice
 
     def _record(self, round_id: int, utility: float, choice: Choice) -> None:

@@ -5,7 +5,11 @@ refit once enough coalitions are measured), and hand out the current estimate fo
 Measuring verifies the artifact's SHA-256 against the digest the round published, then takes its
 loss on the held-out test set (:func:`mots.training.artifacts.evaluate`). The refit:
 ε(K) = ε0 + dγ²·S/K² + σ²·(K−1)/K with S = Σ_i K_i/D_i is linear in (ε0, dγ², σ²) once K is
-known; the fit itself is the economics core's :func:`mots.economics.error_fit.fit_error_model`.
+known; the fit itself is the economics core's :func:`mots.economics.error_fit.fit_error_history`.
+Each measurement keeps its own round's types and sizes, so types added, retired or resized
+between rounds refit as any other history; a stored measurement Eq. 3 cannot use (K = 0, a
+non-finite loss, counts and sizes of different lengths) is left out of both estimates and
+logged, so that one odd round never fails the evaluation of the rounds after it.
 
 Run with ``celery -A services.evaluation.worker worker -Q evaluation --pool=solo``.
 """
@@ -13,13 +17,14 @@ Run with ``celery -A services.evaluation.worker worker -Q evaluation --pool=solo
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from mots.economics.error_fit import fit_error_model
+from mots.economics.error_fit import fit_error_history
 from mots.economics.error_online import PARAMETERS, ErrorPosterior
 from mots.economics.scenario import ErrorModel
 from mots.platform.api.rounds import ErrorFit
@@ -47,8 +52,35 @@ app = service_worker("evaluation", settings, migrate=lambda: upgrade(settings.da
 sessions = make_sessionmaker(make_engine(settings.database_url))
 EVALUATIONS.inc(0)  # exported at 0 before the first evaluation
 
+log = logging.getLogger(__name__)
+
 Point = tuple[list[int], list[float], float]
 """(K per type, D per type, measured test loss)."""
+
+
+def unusable(k: list[int], sizes: list[float], loss: float) -> str | None:
+    """Why Eq. 3 cannot use the measurement (K, D, ε), or None when it can."""
+    if len(k) != len(sizes):
+        return f"{len(k)} participant counts but {len(sizes)} data sizes"
+    if any(x < 0 for x in k) or sum(k) <= 0:
+        return f"participants {k}: a coalition needs K > 0 and no negative count"
+    if any(not (math.isfinite(d) and d > 0) for d in sizes):
+        return f"sizes {sizes}: every data size must be positive and finite"
+    if not math.isfinite(loss):
+        return f"the test loss is {loss}, not finite"
+    return None
+
+
+def usable(points: list[Point]) -> list[Point]:
+    """The measurements Eq. 3 can use, in order; each one left out is logged."""
+    kept = []
+    for k, sizes, loss in points:
+        why = unusable(k, sizes, loss)
+        if why is None:
+            kept.append((k, sizes, loss))
+        else:
+            log.warning("a measurement is left out of the error model: %s", why)
+    return kept
 
 
 def measure(
@@ -64,13 +96,13 @@ def measure(
 
 
 def refit(points: list[Point], min_points: int) -> ErrorFit | None:
-    """The least-squares fit of ε0, dγ² and σ² over all points, or None while fewer than
-    ``min_points`` distinct coalitions."""
-    distinct = {tuple(k) for k, _, _ in points}
+    """The least-squares fit of ε0, dγ² and σ² over all usable points (each with its own round's
+    types and sizes), or None while fewer than ``min_points`` distinct coalitions."""
+    points = usable(points)
+    distinct = {(tuple(k), tuple(sizes)) for k, sizes, _ in points}
     if len(distinct) < min_points:
         return None
-    sizes = points[-1][1]
-    fit = fit_error_model([(k, loss) for k, _, loss in points], sizes)
+    fit = fit_error_history(points)
     return ErrorFit(
         eps0=float(fit.eps0),
         d_gamma2=float(fit.d_gamma2),
@@ -110,7 +142,7 @@ def posterior(session: Session) -> ErrorPosterior:
     """The prior updated with every published measurement in the rounds' order, each with its own
     types' data sizes (the round-by-round update); exported as gauges."""
     post = prior()
-    for k, sizes, loss in _published_points(session):
+    for k, sizes, loss in usable(_published_points(session)):
         post = post.update(k, sizes, loss)
     estimate = post.point_estimate()
     for name in PARAMETERS:
@@ -132,7 +164,11 @@ def _estimate(post: ErrorPosterior) -> ErrorPosteriorEstimate:
 @EVALUATION_EVALUATE.handler(app)
 def evaluate(request: EvaluationRequest) -> EvaluationResult:
     """Measure a round's model on the held-out test set; the measurement counts in the error
-    model's fit once the round publishes (:func:`published`). A non-finite loss is refused."""
+    model's fit once the round publishes (:func:`published`). A coalition Eq. 3 cannot use and a
+    non-finite loss are refused (the round settles by rule; the rounds after it are unaffected)."""
+    why = unusable(request.participants, request.sizes, 0.0)
+    if why is not None:
+        raise ValueError(f"round {request.round_id}: {why}")
     start = time.perf_counter()
     loss, accuracy = measure(
         request.artifact_path, request.artifact_sha256, settings.data_dir, settings.eval_test_subset

@@ -24,6 +24,7 @@ from mots.platform.api.market import DecisionIn, DecisionOut
 from mots.platform.db import BatchWrite, Tally, one_of
 from services.market.auth import refusal_reason
 from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
+from services.market.join_fees import hold_join_fees
 from services.market.models import (
     Base,
     Client,
@@ -153,23 +154,27 @@ def book_declarations(
     At most five statements whatever the batch's size: the callers not known yet (by token),
     the rounds, the paid purchases, the callers' memberships of the rounds' populations, and one
     write of the accepted decisions (the last of a client's in a round wins) with the count of
-    new ones added to tally shard ``shard``. The caller commits.
+    new ones added to tally shard ``shard``; plus, where a joiner's type is quoted a fee, the
+    holds' reads and one booking per fee held (:mod:`services.market.join_fees`). The caller
+    commits.
     """
     if not requests:
         return []
     conn = session.connection()
     resolved = resolve_declarers(conn, requests)
     valid = [r for r in resolved if isinstance(r, Declaration)]
-    decided = iter(_book_resolved(conn, valid, shard))
+    decided = iter(_book_resolved(session, valid, shard))
     return [next(decided) if isinstance(r, Declaration) else r for r in resolved]
 
 
 def _book_resolved(
-    conn: Connection, requests: Sequence[Declaration], shard: int
+    session: Session, requests: Sequence[Declaration], shard: int
 ) -> list[DecisionOut | Refusal]:
-    """:func:`book_declarations` of requests whose callers are known."""
+    """:func:`book_declarations` of requests whose callers are known; a join where the type pays a
+    fee holds it first (:mod:`services.market.join_fees`: 402 on a short wallet)."""
     if not requests:
         return []
+    conn = session.connection()
     rounds_q, paid_q, members_q = _queries(conn.dialect.name)
     round_ids = sorted({r.round_id for r in requests})
     client_ids = sorted({r.client_id for r in requests})
@@ -186,6 +191,11 @@ def _book_resolved(
         )
         for r in requests
     ]
+    accepted = [i for i, out in enumerate(outcomes) if isinstance(out, DecisionOut)]
+    wanted = [(r.round_id, r.client_id, r.strategy == Strategy.JOIN) for r in requests]
+    fees = hold_join_fees(session, [wanted[i] for i in accepted])
+    for i, refusal in zip(accepted, fees, strict=True):
+        outcomes[i] = refusal or outcomes[i]
     last: dict[tuple[int, int], Strategy] = {}  # the last of a client's in a round wins
     for r, out in zip(requests, outcomes, strict=True):
         if isinstance(out, DecisionOut):

@@ -1,7 +1,7 @@
 """The market's refusals as domain errors: which field, and the rule the request broke.
 
 Domain code (purchases, decisions, idempotency) raises or returns these; only the API turns them
-into HTTP answers (:mod:`services.market.api.errors`: a 404, 409, 402, 401 or 503 whose body is
+into HTTP answers (:mod:`services.market.api.errors`: a 404, 409, 422, 402, 401 or 503 whose body is
 ``{"detail": "<field>: <message>"}``). Tests of the domain code need no web framework.
 """
 
@@ -32,6 +32,11 @@ class NotFound(Refusal):
 class Conflict(Refusal):
     """The request contradicts the market's state (round not collecting, already bought, a key
     reused with another body, a paid buyer switching)."""
+
+
+class OutOfRange(Refusal):
+    """A number past its stated limit: a booking that would take an account's balance past
+    :data:`~mots.platform.money.MAX_BALANCE_MICROS` (422, the account and the limit named)."""
 
 
 class PaymentRequired(Refusal):

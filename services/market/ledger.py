@@ -2,11 +2,15 @@
 
 Accounts are locked in ascending id order (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's
 ``BEGIN IMMEDIATE`` serialises writers), so two postings never deadlock on each other.
+
+Every booking is checked before it is written (:func:`guard_balances`): no account's balance may
+pass :data:`~mots.platform.money.MAX_BALANCE_MICROS` either way, so no sum overflows BIGINT on
+PostgreSQL or turns into a float on SQLite, and every balance reads back as Money.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -17,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from mots.platform.api.market import LedgerCheck
 from mots.platform.db import BatchWrite, insert_rows, one_of, reserve_ids
-from mots.platform.money import from_micros
+from mots.platform.money import MAX_BALANCE_MICROS, from_micros
+from services.market.errors import OutOfRange
 from services.market.models import Account, Base, Entry, LedgerTransaction
 
 T = TypeVar("T")
@@ -82,6 +87,28 @@ def ensure_account(session: Session, name: str, client_id: int | None = None) ->
     return account_id
 
 
+def guard_balances(conn: Connection, delta: Mapping[int, int]) -> None:
+    """Refuse (:class:`OutOfRange`, before anything is written) a change ``delta`` (account id →
+    micro-units) that would take any account's balance past ``MAX_BALANCE_MICROS`` either way."""
+    moved = sorted(a for a, d in delta.items() if d)
+    stmt = select(_ACCOUNTS.c.id, _ACCOUNTS.c.name, _ACCOUNTS.c.balance_micros).where(
+        one_of(_ACCOUNTS.c.id, "ids", conn.dialect.name)
+    )
+    past = [
+        f"{name} to {from_micros(int(balance) + delta[account_id]):f}"
+        for part in chunks(conn, moved)
+        for account_id, name, balance in conn.execute(stmt, {"ids": list(part)})
+        if abs(int(balance) + delta[account_id]) > MAX_BALANCE_MICROS
+    ]
+    if past:
+        raise OutOfRange(
+            "amount",
+            f"this booking would take {', '.join(sorted(past))}: past the limit of "
+            f"±{from_micros(MAX_BALANCE_MICROS):f} an account may hold (MAX_BALANCE_MICROS); "
+            "nothing was booked",
+        )
+
+
 def lock_accounts(session: Session, account_ids: Sequence[int]) -> dict[int, int]:
     """Lock accounts (ascending id) and return their balances in micro-units."""
     rows = session.execute(
@@ -132,6 +159,7 @@ def post(
     if any(amount == 0 for _, amount in legs):
         raise LedgerError("legs: zero-amount entries are not booked")
     conn = session.connection()
+    guard_balances(conn, {acc: amount for acc, amount in legs})
     txn_id: int = conn.execute(
         _INSERT_TRANSACTION, {"kind": kind, "round_id": round_id, "client_id": client_id}
     ).scalar_one()
@@ -245,6 +273,11 @@ def book_transfers(session: Session, transfers: Sequence[Transfer]) -> int:
     if not moves:
         return 0
     conn = session.connection()
+    delta: dict[int, int] = {}
+    for _, src, dst, micros, _, _ in moves:
+        delta[src] = delta.get(src, 0) - micros
+        delta[dst] = delta.get(dst, 0) + micros
+    guard_balances(conn, delta)
     txn_ids = reserve_ids(conn, _TRANSACTIONS, len(moves))
     writes = BatchWrite()
     _queue_moves(writes, moves, txn_ids, datetime.now(UTC))

@@ -154,6 +154,7 @@ def register_clients(
     if deposit_micros:  # before the ids are reserved; no lock on it when nothing is paid in
         external = ledger.ensure_account(session, ledger.EXTERNAL)
         ledger.lock_accounts(session, [external])
+        ledger.guard_balances(conn, {external: -deposit_micros * len(clients)})
     n = len(clients)
     client_ids = reserve_ids(conn, _CLIENTS, n)
     wallet_ids = reserve_ids(conn, _ACCOUNTS, n)

@@ -4,12 +4,14 @@ open → collecting (decisions and purchases taken) → closed (declared buyers 
 count as abstaining) → settled (rewards booked, pool emptied) → published (model downloadable).
 
 Settlement rule (also the drop-out rule): each participant that completed training receives
-r_i of its type (a negative r_i is charged to its wallet, which may then go below zero as a debt
-to the platform); a participant that dropped out mid-round forfeits its reward and is not
+r_i of its type (a negative r_i, a fee, was held from its wallet when it joined,
+:mod:`services.market.join_fees`: the captured fee is kept and the rest of the hold refunded, so
+no wallet goes into debt); a participant that dropped out mid-round forfeits its reward and is not
 charged, and gets no model. A participant revoked by the operator or departed (``DELETE /v1/me``)
 while its round collects or trains is removed by the same rule: left out of K at the close (and
 its SuperNode key out of the keys handed to the SuperLink, :func:`node_keys.keys_of`), and at
-settlement treated as a drop-out whatever the trainer reported. A failed round refunds every buyer. Whatever remains in the round's
+settlement treated as a drop-out whatever the trainer reported. A failed round refunds every buyer and every held join fee; a buyer the operator revoked
+before the round settled is refunded what it paid (it can no longer download). Whatever remains in the round's
 pool afterwards goes to ``platform:surplus``; a shortfall is drawn from ``platform:subsidy``
 (the platform's incentive cost, Problem 1's [Σ K_i r_i − Σ B_i p]⁺).
 
@@ -50,7 +52,7 @@ from mots.platform.contracts import (
 from mots.platform.db import one_of
 from mots.platform.money import from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
-from services.market import ledger
+from services.market import join_fees, ledger
 from services.market.decisions import declared
 from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
 
@@ -333,23 +335,35 @@ def _plan_transfers(
     terms: CapturedTerms,
     *,
     refund_buyers: bool,
+    fees: dict[int, int] | None = None,
+    revoked: frozenset[int] = frozenset(),
 ) -> SettlementPlan:
     """The round's transfers: the buyers' payments consolidated into the pool, each booked
-    participant's reward (or charge, a negative reward), each buyer's refund (all of it for a
-    failed round, else what it paid above the realised price), then the subsidy that covers a
-    deficit or the surplus that takes what is left, so the pool ends at zero."""
+    participant's reward (or charge, a negative reward: out of its held join fee ``fees``, the
+    rest of the hold refunded; never charged without a hold), each hold of a joiner not booked refunded whole, each buyer's
+    refund (all of it for a failed round or a buyer the operator ``revoked``, else what it paid
+    above the realised price), then the subsidy that covers a deficit or the surplus that takes
+    what is left, so the pool ends at zero."""
     pool, subsidy, surplus, shards = accounts
+    fees = fees or {}
     moves: list[ledger.Transfer] = [("consolidate", s, pool, held[s], rid, None) for s in shards]
     balance = held[pool] + sum(held[s] for s in shards)
     paid = charged = refunds = 0
     for cid in booked:
         reward = terms.rewards[type_of[cid]]
-        moves.append(("reward" if reward > 0 else "charge", pool, wallets[cid], reward, rid, cid))
+        if reward < 0 and cid not in fees:
+            continue  # a fee is only ever taken out of its hold: no wallet goes into debt
+        hold = fees[cid] if reward < 0 else 0
+        kind = "fee_refund" if hold else "reward"
+        moves.append((kind, pool, wallets[cid], reward + hold, rid, cid))
         paid += max(0, reward)
         charged += max(0, -reward)
-        balance -= reward
+        balance -= reward + hold
+    for cid in sorted(set(fees) - {c for c in booked if terms.rewards[type_of[c]] < 0}):
+        moves.append(("fee_refund", pool, wallets[cid], fees[cid], rid, cid))
+        balance -= fees[cid]
     for cid, price in purchases:
-        back = price if refund_buyers else max(0, price - terms.price)
+        back = price if refund_buyers or cid in revoked else max(0, price - terms.price)
         moves.append(("refund", pool, wallets[cid], back, rid, cid))
         refunds += back
         balance -= back
@@ -391,13 +405,10 @@ def settle_round(
     joined = [] if payload.refund_buyers and payload.participants is None else joined
     type_of, removed = _types_of(session, joined)
     dropped = set(payload.dropped) | removed
-    purchases = session.execute(
-        select(Purchase.client_id, Purchase.price_micros)
-        .where(Purchase.round_id == rid, Purchase.refunded.is_(False))
-        .order_by(Purchase.id)
-    ).all()
+    purchases = _purchases(session, rid)
     booked = [cid for cid in sorted(joined) if cid not in dropped and cid in type_of]
-    wallets = ledger.ensure_wallets(session, sorted({*booked, *(p[0] for p in purchases)}))
+    fees, revoked = _holds(session, payload, booked, purchases)
+    wallets = ledger.ensure_wallets(session, sorted({*booked, *fees, *(p[0] for p in purchases)}))
     terms = captured_terms(
         stored_quote(rnd),
         payload,
@@ -408,7 +419,7 @@ def settle_round(
     )
     plan = _plan_transfers(
         rid, held, (pool, subsidy, surplus, shards), booked, type_of, wallets, purchases, terms,
-        refund_buyers=payload.refund_buyers,
+        refund_buyers=payload.refund_buyers, fees=fees, revoked=revoked,
     )  # fmt: skip
     moves = plan.moves
     if bulk:
@@ -416,7 +427,7 @@ def settle_round(
     else:
         for move in moves:
             ledger.transfer(session, *move)
-    _mark(session, payload.round_id, sorted(dropped), payload.refund_buyers)
+    _mark(session, payload.round_id, sorted(dropped), payload.refund_buyers, revoked)
     session.execute(delete(RoundMember).where(RoundMember.round_id == rid))  # trained: done
     if removed:
         log.warning("round %s: removed participants %s are not paid", rid, sorted(removed))
@@ -475,8 +486,45 @@ def _types_of(session: Session, client_ids: Sequence[int]) -> tuple[dict[int, st
     return {r[0]: r[1] for r in rows}, {r[0] for r in rows if r[2] != "active"}
 
 
-def _mark(session: Session, round_id: int, dropped: list[int], refunded: bool) -> None:
-    """The dropped participants' decisions, and on a refund every purchase, marked set-based."""
+def _purchases(session: Session, round_id: int) -> Sequence[Any]:
+    """(client, price in micro-units) of the round's purchases not refunded, in booking order."""
+    return session.execute(
+        select(Purchase.client_id, Purchase.price_micros)
+        .where(Purchase.round_id == round_id, Purchase.refunded.is_(False))
+        .order_by(Purchase.id)
+    ).all()
+
+
+def _holds(
+    session: Session, payload: SettlePayload, booked: list[int], purchases: Sequence[Any]
+) -> tuple[dict[int, int], frozenset[int]]:
+    """The round's join fees held (client → micro-units) and its revoked buyers; a round settled
+    by rule drops every joiner holding a fee from ``booked`` in place (no charge, the hold back)."""
+    fees = join_fees.held_in_round(session, payload.round_id)
+    if payload.refund_buyers:
+        booked[:] = [c for c in booked if c not in fees]
+    return fees, _revoked(session, [p[0] for p in purchases])
+
+
+def _revoked(session: Session, buyers: Sequence[int]) -> frozenset[int]:
+    """The buyers among ``buyers`` the operator revoked: refunded at settlement (no model)."""
+    if not buyers:
+        return frozenset()
+    rows = session.scalars(
+        select(Client.id).where(Client.id.in_(sorted(set(buyers))), Client.status == "revoked")
+    )
+    return frozenset(rows)
+
+
+def _mark(
+    session: Session,
+    round_id: int,
+    dropped: list[int],
+    refunded: bool,
+    revoked: frozenset[int] = frozenset(),
+) -> None:
+    """The dropped participants' decisions, and on a refund every purchase (else the revoked
+    buyers' purchases), marked set-based."""
     conn = session.connection()
     mark = (
         update(Decision)
@@ -492,6 +540,12 @@ def _mark(session: Session, round_id: int, dropped: list[int], refunded: bool) -
         conn.execute(
             update(Purchase)
             .where(Purchase.round_id == round_id, Purchase.refunded.is_(False))
+            .values(refunded=True)
+        )
+    elif revoked:
+        conn.execute(
+            update(Purchase)
+            .where(Purchase.round_id == round_id, Purchase.client_id.in_(sorted(revoked)))
             .values(refunded=True)
         )
 

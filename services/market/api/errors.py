@@ -16,6 +16,7 @@ from services.market.errors import (
     Conflict,
     Forbidden,
     NotFound,
+    OutOfRange,
     PaymentRequired,
     Refusal,
     Unauthorized,
@@ -25,6 +26,7 @@ from services.market.errors import (
 STATUS: dict[type[Refusal], int] = {
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
+    OutOfRange: status.HTTP_422_UNPROCESSABLE_CONTENT,
     PaymentRequired: status.HTTP_402_PAYMENT_REQUIRED,
     Unauthorized: status.HTTP_401_UNAUTHORIZED,
     Forbidden: status.HTTP_403_FORBIDDEN,

@@ -3,8 +3,10 @@
 With S = Σ_i K_i/D_i and K = Σ_i K_i, ε(K) = ε0 + dγ²·S/K² + σ²·(K−1)/K
 (:func:`mots.economics.error.error_from_totals`) is linear in (ε0, dγ², σ²) once the coalition is
 known; :func:`fit_error_model` solves that least-squares problem with all three ≥ 0 and reports
-R². The coalition sweeps (:mod:`mots.training.sweep`), the paper reproduction and the evaluation
-service's refit after every round all fit through it.
+R². The coalition sweeps (:mod:`mots.training.sweep`) and the paper reproduction fit through it.
+The market's types change between rounds (a type added or retired, its D changed), so the
+evaluation service's refit after every round uses :func:`fit_error_history`: each measurement
+carries its own round's sizes and enters the fit only through its (S, K), which every history has.
 """
 
 from __future__ import annotations
@@ -59,16 +61,43 @@ class Fit:
         return {"eps0": self.eps0, "d_gamma2": self.d_gamma2, "sigma2": self.sigma2, "r2": self.r2}
 
 
+def totals_design(s: FloatArray, total: FloatArray) -> FloatArray:
+    """Rows (1, S/K², (K−1)/K) of Eq. (3)'s terms from each coalition's S = Σ_i K_i/D_i and
+    K = Σ_i K_i (the only way a coalition enters Eq. 3)."""
+    if np.any(total <= 0):
+        raise ValueError("points: a coalition with K = 0 has no model and no loss")
+    return np.column_stack([np.ones_like(total), s / total**2, (total - 1.0) / total])
+
+
 def design_matrix(participants: FloatArray, sizes: Sequence[float]) -> FloatArray:
     """Rows (1, S/K², (K−1)/K) of Eq. (3)'s terms, one per coalition (rows of ``participants``)."""
     d = np.asarray(sizes, dtype=np.float64)
     if participants.shape[1] != d.size:
         raise ValueError(f"participants have {participants.shape[1]} types but sizes has {d.size}")
-    total = participants.sum(axis=1)
-    if np.any(total <= 0):
-        raise ValueError("points: a coalition with K = 0 has no model and no loss")
-    s = participants @ (1.0 / d)
-    return np.column_stack([np.ones_like(total), s / total**2, (total - 1.0) / total])
+    return totals_design(participants @ (1.0 / d), participants.sum(axis=1))
+
+
+def history_totals(
+    history: Iterable[tuple[Sequence[float], Sequence[float], float]],
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(S, K, ε) per measurement ``(K per type, D per type, ε)``, each with its own round's types:
+    their number and sizes may differ from one measurement to the next."""
+    rows = list(history)
+    if not rows:
+        raise ValueError("points: need at least one measured coalition")
+    for i, (k, d, _) in enumerate(rows):
+        if len(k) != len(d):
+            raise ValueError(f"points[{i}]: {len(k)} participant counts but {len(d)} data sizes")
+    lengths = np.fromiter((len(k) for k, _, _ in rows), dtype=np.intp, count=len(rows))
+    k_flat = np.fromiter((x for k, _, _ in rows for x in k), dtype=np.float64)
+    d_flat = np.fromiter((x for _, d, _ in rows for x in d), dtype=np.float64)
+    if np.any(d_flat <= 0) or not np.all(np.isfinite(d_flat)):
+        raise ValueError("points: every data size D_i must be positive and finite")
+    which = np.repeat(np.arange(len(rows)), lengths)
+    s = np.bincount(which, weights=k_flat / d_flat, minlength=len(rows)).astype(np.float64)
+    total = np.bincount(which, weights=k_flat, minlength=len(rows)).astype(np.float64)
+    eps = np.fromiter((float(e) for _, _, e in rows), dtype=np.float64, count=len(rows))
+    return s, total, eps
 
 
 def _read_point(point: ErrorPoint) -> tuple[list[float], float]:
@@ -85,20 +114,31 @@ def _as_arrays(points: Iterable[ErrorPoint]) -> tuple[FloatArray, FloatArray]:
     pairs = [_read_point(p) for p in points]
     if not pairs:
         raise ValueError("points: need at least one measured coalition")
+    if len({len(k) for k, _ in pairs}) > 1:
+        raise ValueError("points: coalitions over different types; use fit_error_history")
     ks = np.asarray([k for k, _ in pairs], dtype=np.float64)
     ys = np.asarray([y for _, y in pairs], dtype=np.float64)
     return ks, ys
 
 
 def fit_error_model(points: Iterable[ErrorPoint], sizes: Sequence[float]) -> Fit:
-    """Non-negative least squares of ε on (1, S/K², (K−1)/K) (Eq. 3 plus ε0).
-
-    Every subset of the three coefficients is fitted by ordinary least squares; the feasible
-    (all ≥ 0) fit with the least squared error wins, which is the non-negative optimum of this
-    three-column problem.
-    """
+    """Non-negative least squares of ε on (1, S/K², (K−1)/K) (Eq. 3 plus ε0), every coalition
+    over the same types ``sizes`` (:func:`fit_error_history` when the types differ)."""
     k, y = _as_arrays(points)
-    a = design_matrix(k, sizes)
+    return _nonnegative_fit(design_matrix(k, sizes), y)
+
+
+def fit_error_history(history: Iterable[tuple[Sequence[float], Sequence[float], float]]) -> Fit:
+    """:func:`fit_error_model` over measurements ``(K per type, D per type, ε)`` each with its
+    own round's types (added, retired or resized between rounds): Eq. (3) through (S, K)."""
+    s, total, y = history_totals(history)
+    return _nonnegative_fit(totals_design(s, total), y)
+
+
+def _nonnegative_fit(a: FloatArray, y: FloatArray) -> Fit:
+    """Every subset of the three coefficients is fitted by ordinary least squares; the feasible
+    (all ≥ 0) fit with the least squared error wins, which is the non-negative optimum of this
+    three-column problem."""
     if not np.all(np.isfinite(y)):
         raise ValueError("points: every epsilon must be finite")
     best: tuple[float, FloatArray] | None = None

@@ -16,6 +16,12 @@ from pydantic_core import PydanticCustomError
 
 MICROS_PER_UNIT = 1_000_000
 QUANTUM = Decimal("0.000001")
+MAX_BALANCE_MICROS = 10**18 - 1
+"""The largest balance, either sign, any ledger account may hold: 999,999,999,999.999999, the
+eighteen digits of :data:`Money` (every balance is shown as Money). Far inside BIGINT (2^63 − 1 ≈
+9.22·10^18 micro-units on SQLite and PostgreSQL), so a balance plus one booking's change never
+overflows before it is checked; a booking that would pass it is refused (422 naming the account
+and this limit), ``external:deposits`` included, so the money deposited in all is bounded too."""
 _WIDE = Context(prec=400, rounding=ROUND_HALF_EVEN)
 """Enough digits for any finite float to six places (10³⁰⁸ has 309): the arithmetic here is exact
 where the default context's 28 digits would round or fail (a computed quote of a huge market)."""

@@ -182,6 +182,12 @@ def test_agents_register_and_declare_their_best_responses(
         headers={"Idempotency-Key": "fund-buyer-0001"},
     )  # fmt: skip
     assert r.status_code == 201, r.text
+    r = market.operator(
+        "POST", "/v1/deposits",
+        json={"client_id": joiner.ensure_registered().client_id, "amount": "1.25"},
+        headers={"Idempotency-Key": "fund-joiner-0001"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text  # the small type's fee, held when it joins (issue 37)
     market.open_round(1, price="2.5", rewards={"small": "-1.25", "large": "4.0"}, k=5, b=5)
 
     assert joiner.step().strategy is Strategy.JOIN
@@ -200,6 +206,17 @@ def test_agents_register_and_declare_their_best_responses(
     recorded = json.loads((joiner.state_dir / "decision.json").read_text())
     assert recorded["round_id"] == 1 and recorded["strategy"] == "join"
     assert recorded["payoffs"]["join"] == pytest.approx(recorded["utility"] - 0.5 - 1.25)
+
+
+def test_unfunded_joiner_abstains(market: Market, make_agent: Callable[..., Agent]) -> None:
+    """A client whose best response is to join for a fee its wallet cannot hold (402) declares
+    abstain (issue 37: no model on credit)."""
+    agent = make_agent("pi-05", "small", 50, "0.5")
+    agent.ensure_registered()
+    market.open_round(1, price="2.5", rewards={"small": "-1.25"}, k=1, b=0)
+    choice = agent.step()
+    assert choice is not None and choice.strategy is Strategy.ABSTAIN
+    assert "cannot pay the fee" in choice.reason
 
 
 def test_unfunded_buyer_abstains(market: Market, make_agent: Callable[..., Agent]) -> None:
@@ -301,7 +318,12 @@ def test_cli_run_answers_a_round(market: Market, tmp_path: Path) -> None:
         state_dir=tmp_path / "cli-agent", poll_interval_s=0.05,
     )  # fmt: skip
     with MarketClient(market.url) as client:
-        Agent(settings, client).ensure_registered()
+        device = Agent(settings, client).ensure_registered()
+    r = market.operator(
+        "POST", "/v1/deposits", json={"client_id": device.client_id, "amount": "1.25"},
+        headers={"Idempotency-Key": "fund-cli-0001"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text  # the fee, held when it joins
     market.open_round(1, price="2.5", rewards={"small": "-1.25"}, k=1, b=0)
     env = {
         **os.environ,
@@ -405,6 +427,11 @@ def test_a_device_away_longer_than_its_token_rejoins_with_its_node_key(
     assert err.value.status == 401 and "signature" in err.value.detail
 
     back = Agent(agent.settings, agent.market)  # the device, restarted after its time away
+    r = market.operator(
+        "POST", "/v1/deposits", json={"client_id": first.client_id, "amount": "1.25"},
+        headers={"Idempotency-Key": "fund-away-0001"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text  # the fee, held when it joins (issue 37)
     market.open_round(1, price="2.5", rewards={"small": "-1.25"}, k=5, b=5)
     choice = back.step()
     assert choice is not None and choice.strategy is Strategy.JOIN

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.optimize import nnls
 
 from mots.economics import ErrorModel, generalization_error
-from mots.economics.error_fit import design_matrix, fit_error_model
+from mots.economics.error_fit import design_matrix, fit_error_history, fit_error_model
 
 SIZES = [50, 120, 300]
 GRID = [[k1, k2, k3] for k1 in range(0, 11, 2) for k2, k3 in ((5, 0), (0, 5)) if k1 + k2 + k3]
@@ -87,3 +87,27 @@ def test_fit_is_the_non_negative_least_squares_optimum(
     _, optimum = nnls(a, y)
     sse = float(np.sum((a @ coef - y) ** 2))
     assert sse <= optimum**2 + 1e-9 * max(1.0, float(np.sum(y**2)))
+
+
+def test_history_fit_takes_each_round_with_its_own_types() -> None:
+    """Rounds over 1 to 6 types with their own sizes (types added, retired, resized): the history
+    fit recovers Eq. 3 exactly, equals the one-type-set fit where the types agree, and refuses
+    counts and sizes of different lengths with the point named."""
+    truth = ErrorModel(d_gamma2=40.0, sigma2=0.05, eps0=0.6)
+    history = []
+    for n in range(1, 7):
+        k, d = list(range(1, n + 1)), [30.0 + 50 * i for i in range(n)]
+        history.append((k, d, float(generalization_error(np.array(k), d, truth))))
+    fit = fit_error_history(history)
+    assert fit.eps0 == pytest.approx(0.6) and fit.d_gamma2 == pytest.approx(40.0)
+    assert fit.sigma2 == pytest.approx(0.05) and fit.n_points == 6
+    same = [
+        (k, SIZES, float(e))
+        for k, e in zip(GRID, generalization_error(np.array(GRID), SIZES, truth), strict=True)
+    ]
+    a, b = fit_error_history(same), fit_error_model([(k, e) for k, _, e in same], SIZES)
+    assert (a.eps0, a.d_gamma2, a.sigma2) == pytest.approx((b.eps0, b.d_gamma2, b.sigma2))
+    with pytest.raises(ValueError, match=r"points\[1\]: 2 participant counts but 3 data sizes"):
+        fit_error_history([([1], [10.0], 0.5), ([1, 2], [10.0, 20.0, 30.0], 0.5)])
+    with pytest.raises(ValueError, match="different types"):
+        fit_error_model([([1], 0.5), ([1, 2], 0.5)], [10.0])

@@ -121,12 +121,14 @@ def test_purchase_needs_funds_and_an_open_round(
 def test_settlement_books_rewards_charges_and_balances(
     market: TestClient, register, fund, open_round
 ) -> None:
-    """Buyers' payments fund rewards; a negative reward is charged; the pool ends at zero."""
+    """Buyers' payments fund rewards; a negative reward is charged out of the fee held at join
+    (issue 37: no debt); the pool ends at zero."""
     small = register(name="s", type_name="small", data_size=50, cost="0.5")
     large = register(name="l", type_name="large", data_size=300, cost="3")
     buyer = register(name="b", type_name="small", data_size=50, cost="0.5")
     dropped = register(name="d", type_name="large", data_size=300, cost="3")
     fund(buyer["id"], "10")
+    fund(small["id"], "2")
     open_round(price="2.5", rewards={"small": "-1.25", "large": "4.0"})
     for c in (small, large, dropped):
         r = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=c["auth"])
@@ -153,7 +155,7 @@ def test_settlement_books_rewards_charges_and_balances(
     assert Decimal(check["accounts"]["round_pools"]) == 0
     assert Decimal(
         market.get("/v1/me/balance", headers=small["auth"]).json()["balance"]
-    ) == Decimal("-1.25")
+    ) == Decimal("0.75")
     assert Decimal(market.get("/v1/me/balance", headers=dropped["auth"]).json()["balance"]) == 0
 
 

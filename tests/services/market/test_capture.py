@@ -34,6 +34,7 @@ def _round(market: TestClient, register, fund, open_round, **quote: Any) -> tupl
     large = register(name="l", type_name="large", data_size=300, cost="3")
     buyer = register(name="b", type_name="small", data_size=50, cost="0.5")
     fund(buyer["id"], "10")
+    fund(small["id"], "1.25")  # the small type's quoted fee, held at join (issue 37)
     open_round(price="2.5", rewards={"small": "-1.25", "large": "4.0"}, **quote)
     for c in (small, large):
         r = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=c["auth"])
@@ -67,7 +68,7 @@ def test_realised_terms_beyond_the_quote_are_bounded_by_it(
     assert result.charges == Decimal("1.25") and result.rewards_paid == Decimal(4)
     assert result.subsidy == Decimal("1.25") <= result.subsidy_budget == Decimal(100)
     assert result.capture_rule is not None and "bounded by the quote" in result.capture_rule
-    assert _balance(market, small) == Decimal("-1.25") and _balance(market, large) == 4
+    assert _balance(market, small) == 0 and _balance(market, large) == 4
     assert _balance(market, buyer) == Decimal("8.5")
     _balanced(market)
 

@@ -15,6 +15,9 @@ from services.market import rounds
 from services.market.models import MarketRound
 from tests.services.market.conftest import OPERATOR, open_round_payload
 
+PAYOUT = {"small": "1.0", "large": "4.0"}
+"""A quote that pays both types: joining needs no wallet (a fee is held at join, issue 37)."""
+
 
 def _progress(market: TestClient, round_id: int = 1) -> tuple[int, int]:
     with market.app.state.sessions() as session:
@@ -43,7 +46,7 @@ def test_a_client_registered_after_the_round_opened_neither_declares_nor_counts(
     buy: each refused with 403 naming the rule, the tally untouched, its wallet untouched; the
     priced clients still declare; the next round takes the late client."""
     a, b = register(name="a"), register(name="b")
-    open_round()
+    open_round(rewards=PAYOUT)
     late = register(name="late")
     fund(late["id"], "10")
     assert _progress(market) == (2, 0)
@@ -66,7 +69,7 @@ def test_a_client_registered_after_the_round_opened_neither_declares_nor_counts(
     with market.app.state.sessions() as session:  # closed at once: SQLite's write lock is freed
         closed = session.get(MarketRound, 1)
         assert closed is not None and closed.state == "closed"
-    open_round(round_id=2)
+    open_round(round_id=2, rewards=PAYOUT)
     assert _progress(market, 2) == (3, 0)
     assert _declare(market, late, "join", round_id=2).status_code == 200
     assert _progress(market, 2) == (3, 1)
@@ -90,7 +93,7 @@ def test_a_pending_client_approved_after_the_round_opened_waits_for_the_next(
         assert r.status_code == 201 and r.json()["status"] == "pending", r.text
         pending = r.json()
         pending["auth"] = {"Authorization": f"Bearer {pending['token']}"}
-        payload = open_round_payload()
+        payload = open_round_payload(rewards=PAYOUT)
         in_transaction(market.app.state.sessions, lambda s: rounds.open_round(s, payload))
         ok = market.post(f"/v1/clients/{pending['id']}/approve", headers=OPERATOR)
         assert ok.status_code == 200, ok.text

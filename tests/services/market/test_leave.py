@@ -27,7 +27,7 @@ def test_a_client_that_leaves_is_out_of_the_next_round_and_reads_its_wallet(
     assert r.status_code == 200 and r.json()["status"] == "left"
     assert market.delete("/v1/me", headers=go["auth"]).json()["status"] == "left"
     assert _population(market) == {"small": [stay["id"]]}
-    open_round()
+    open_round(rewards={"small": "1.0", "large": "4.0"})  # a payout: joining needs no wallet
     with market.app.state.sessions() as session:
         assert session.get(MarketRound, 1).population == 1  # the round waits for one client
     refused = market.put("/v1/rounds/1/decision", json={"strategy": "join"}, headers=go["auth"])

@@ -76,7 +76,7 @@ def test_no_client_acts_as_another(market: TestClient, register, fund, open_roun
     balance are A's own, and A cannot rotate or revoke B's token."""
     a, b = register(name="a"), register(name="b")
     fund(b["id"], "5")
-    open_round()
+    open_round(rewards={"small": "1.0"})  # a payout: A joins with an empty wallet
     attempts: list[tuple[str, str, dict[str, Any]]] = [
         ("POST", f"/v1/clients/{b['id']}/token", {}),
         ("DELETE", f"/v1/clients/{b['id']}/token", {}),

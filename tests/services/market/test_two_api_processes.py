@@ -46,7 +46,8 @@ def test_two_api_processes_book_every_move_once(pg_url: str, tmp_path: Path) -> 
         with httpx.Client(base_url=stack.url("market"), timeout=120) as market:
             clients = register(market, 300)
             sessions = make_sessionmaker(engine)
-            in_transaction(sessions, lambda s: rounds.open_round(s, open_round_payload(1)))
+            quote = open_round_payload(1, rewards={"small": "1.0", "large": "4.0"})  # joins: no fee
+            in_transaction(sessions, lambda s: rounds.open_round(s, quote))
             moves = [
                 ("buy" if i % 2 else ("join" if i % 4 == 0 else "abstain"), token, cid)
                 for i, (cid, _, token) in enumerate(clients)

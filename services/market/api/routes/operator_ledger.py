@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
+from mots.platform.api.base import MAX_ID
 from mots.platform.api.market import AccountOut, TransactionEntry, TransactionOut
 from mots.platform.money import from_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
@@ -33,7 +34,9 @@ def transactions(
     _: OperatorDep,
     factory: SessionFactoryDep,
     account: AccountFilter = None,
-    round_id: Annotated[int | None, Query(ge=1, description="only this round's")] = None,
+    round_id: Annotated[
+        int | None, Query(ge=1, le=MAX_ID, description="only this round's (1 to 2,147,483,647)")
+    ] = None,
     kind: Annotated[
         str | None, Query(max_length=16, description="deposit, purchase, reward, …")
     ] = None,

@@ -24,6 +24,7 @@ from mots.platform.api.base import (
     example,
 )
 from mots.platform.money import Money as Money
+from mots.platform.money import QuotedMoney
 from mots.platform.timestamps import Timestamp
 
 
@@ -589,8 +590,11 @@ class LedgerCheck(Schema):
     entries: int
     unbalanced_transactions: int
     mismatched_accounts: int
-    total: Money
-    accounts: dict[str, Money]
+    total: QuotedMoney = Field(description="Σ of every balance (0 when the ledger balances)")
+    accounts: dict[str, QuotedMoney] = Field(
+        description="Σ balance per category: each account is within ±MAX_BALANCE_MICROS, a "
+        "category's sum may hold more digits than one account's Money"
+    )
 
     @property
     def balanced(self) -> bool:
