@@ -117,7 +117,12 @@ def service_app(
         responses=PROBLEM_RESPONSES,
     )
     app.state.settings = settings
-    app.state.revocations = RevocationList(settings.redis_url, settings.redis_key_prefix)
+    app.state.revocations = RevocationList(
+        settings.redis_url,
+        settings.redis_key_prefix,
+        settings.revocation_refresh_s,
+        settings.revocation_max_stale_s,
+    )
     for name, value in (state or {}).items():
         setattr(app.state, name, value)
     for router in routers:
