@@ -244,7 +244,7 @@ class Stack:
                         self.python, "-m", "uvicorn", "--factory",
                         f"services.{service}.main:create_app",
                         "--host", "127.0.0.1", "--port", str(port),
-                        "--no-access-log", "--log-level", "warning",
+                        "--no-access-log", "--no-proxy-headers", "--log-level", "warning",
                     ]  # fmt: skip
                     workers = self.api_workers.get(service, 1)
                     if workers > 1:  # a socket each (SO_REUSEPORT): the kernel spreads connections
