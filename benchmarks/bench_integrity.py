@@ -42,6 +42,7 @@ SUITES = (
     "benchmarks.integrity.money",
     "benchmarks.integrity.flower_removals",
     "benchmarks.integrity.copy_shirk",
+    "benchmarks.integrity.durability",
 )
 """Modules whose ``run(workdir, options)`` returns a :class:`SuiteResult`."""
 LABEL_FLIP_TARGET = 0.9
