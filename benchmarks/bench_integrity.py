@@ -19,7 +19,9 @@ honest participant-rounds exceed 100; the market's attacks are the money suite
 ``departed_participant_flower`` repeat its removal rows on a platform training on Flower
 (:mod:`benchmarks.integrity.flower_removals`); issue 37's ``sybil_twin`` and
 ``shirk_after_round0`` run in process with the ServerApp's verification
-(:mod:`benchmarks.integrity.copy_shirk`). The same is
+(:mod:`benchmarks.integrity.copy_shirk`), and its ``restart_revocation``, ``idle_burst``,
+``xff_spoof`` and ``db_connection_killed`` on SQLite and PostgreSQL
+(:mod:`benchmarks.integrity.durability`). The same is
 printed as a table; the exit status is 1 when an attack target is missed (every attack caught
 in every try except ``label_flip``, caught in ≥ 90% of the tries whose update raised the
 validation loss beyond the verification's tolerance; honest participant-rounds flagged ≤ 1%).
