@@ -10,8 +10,9 @@
 - ``xff_spoof``: 15 enrolment-code guesses from one peer under a rotating ``X-Forwarded-For``
   (caught when the limit answers 429 after 10), and guesses claiming a victim's address followed
   by the victim's own registration from that address (caught when it is 201). Twice each.
-- ``db_connection_killed``: an honest round while every connection of the market's PostgreSQL
-  database is terminated every half second (``pg_terminate_backend``); caught when the round
+- ``db_connection_killed``: an honest round whose declarations, purchases and settlement meet
+  every connection of the market's PostgreSQL database terminated every half second
+  (``pg_terminate_backend``, from the quote to the round's end); caught when the round
   ends published or settled by rule and no participant is booked other than quoted. Twice, on
   PostgreSQL only (an embedded SQLite database has no connection to drop).
 
@@ -199,9 +200,16 @@ def db_connection_killed(p: MoneyPlatform, database_url: str, out: Attack) -> tu
 
     utility = PowerUtility.model_validate(money.UTILITY)
     before = _balances(p, p.honest)
-    with connections_killed(database_url) as killed:
+    from mots.local.agents import act, wait_for_quote
+
+    r = p.orchestration.post("/v1/rounds", headers=OPERATOR).raise_for_status()
+    round_id = int(r.json()["round_id"])
+    quote = wait_for_quote(p.market, p.honest[0], round_id)
+    choices = choose(p.honest, quote, utility)
+    with connections_killed(database_url) as killed:  # during declarations and purchases
         try:
-            quote, body, choices = money.play_round(p, lambda q: choose(p.honest, q, utility))
+            act(p.market, p.honest, round_id, choices)
+            body = money.wait_terminal(p, round_id)
         except (httpx.HTTPError, TimeoutError) as exc:
             out.record(False, f"the round did not end: {exc}")
             return 0, 0
