@@ -21,7 +21,9 @@ honest participant-rounds exceed 100; the market's attacks are the money suite
 ``shirk_after_round0`` run in process with the ServerApp's verification
 (:mod:`benchmarks.integrity.copy_shirk`); its ``type_added_between_rounds``, ``money_overflow``,
 ``id_overflow`` and ``debt_model`` run in process on SQLite and PostgreSQL
-(:mod:`benchmarks.integrity.market_limits`). The same is
+(:mod:`benchmarks.integrity.market_limits`), and its ``restart_revocation``, ``idle_burst``,
+``xff_spoof`` and ``db_connection_killed`` on SQLite and PostgreSQL
+(:mod:`benchmarks.integrity.durability`). The same is
 printed as a table; the exit status is 1 when an attack target is missed (every attack caught
 in every try except ``label_flip``, caught in ≥ 90% of the tries whose update raised the
 validation loss beyond the verification's tolerance; honest participant-rounds flagged ≤ 1%).
@@ -45,6 +47,7 @@ SUITES = (
     "benchmarks.integrity.flower_removals",
     "benchmarks.integrity.copy_shirk",
     "benchmarks.integrity.market_limits",
+    "benchmarks.integrity.durability",
 )
 """Modules whose ``run(workdir, options)`` returns a :class:`SuiteResult`."""
 LABEL_FLIP_TARGET = 0.9

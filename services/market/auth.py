@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -34,7 +34,7 @@ from mots.platform.deps import Credentials, bearer
 from mots.platform.problem_types import ProblemError
 from mots.platform.revocation import RevocationList, dead_token, live_claim, unauthorized
 from mots.platform.settings import PlatformSettings
-from services.market.models import Client
+from services.market.models import Client, RevokedToken
 
 TOKEN_PREFIX = "mots_"
 
@@ -50,12 +50,33 @@ def issue_token(client_id: int, settings: PlatformSettings) -> tuple[str, int]:
     return tokens.sign(client_id, expires_at, settings.token_secret.get_secret_value()), expires_at
 
 
-def publish_dead(settings: PlatformSettings, token_verifier: str, reason: str) -> None:
+def publish_dead(
+    session: Session, settings: PlatformSettings, token_verifier: str, reason: str
+) -> None:
     """Put a token the market is replacing on the revocation list every service reads, until
-    the latest it could expire (inside the replacing transaction: if Redis fails, nothing is
-    replaced and the request fails)."""
-    until = time.time() + settings.token_ttl_s
+    the latest it could expire: a row of ``revoked_tokens`` in the replacing transaction (the
+    durable copy, published again at each start: :func:`republish_dead`) and the Redis set
+    (if Redis fails, nothing is replaced and the request fails)."""
+    until = int(time.time()) + settings.token_ttl_s + 1
+    session.execute(delete(RevokedToken).where(RevokedToken.until < int(time.time())))
+    session.merge(RevokedToken(verifier=token_verifier, reason=reason, until=until))
     revocation.publish(settings.redis_url, settings.redis_key_prefix, token_verifier, reason, until)
+
+
+def republish_dead(factory: sessionmaker[Session], settings: PlatformSettings) -> int:
+    """Publish every unexpired dead token of the market's database to this start's Redis key
+    prefix (which may be new: ``mots platform up`` takes one per start); how many. Run by the
+    market before it serves, so no service reads a list that forgot a token."""
+    now = int(time.time())
+    with factory() as session:
+        rows = session.execute(
+            select(RevokedToken.verifier, RevokedToken.reason, RevokedToken.until).where(
+                RevokedToken.until >= now
+            )
+        ).all()
+    entries = [(v, reason, float(until)) for v, reason, until in rows]
+    revocation.republish(settings.redis_url, settings.redis_key_prefix, entries)
+    return len(entries)
 
 
 def hash_token(token: str) -> str:

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 
+import anyio.to_thread
 from celery import Celery
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine
@@ -42,7 +43,7 @@ from services.market.api.routes import (
     quotes,
     tokens,
 )
-from services.market.auth import client_lookup, issue_token
+from services.market.auth import client_lookup, issue_token, republish_dead
 from services.market.booking import (
     DecisionBatcher,
     PurchaseBatcher,
@@ -163,10 +164,12 @@ def build_parts(settings: Settings) -> MarketParts:
 
 
 def market_lifespan(parts: MarketParts) -> Lifespan:
-    """Start-up (the ledger gauge, the collector tuned for requests) and shutdown of the app."""
+    """Start-up (the durable revocation list published to this start's Redis prefix, the ledger
+    gauge, the collector tuned for requests) and shutdown of the app."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await anyio.to_thread.run_sync(republish_dead, parts.sessions, app.state.settings)
         watch_ledger(parts.sessions)
         # Start-up objects (modules, app, compiled statements) never die: keep them out of the
         # collector's way, so a request does not pay for scanning them (p99 latency).

@@ -199,3 +199,16 @@ class IdempotencyKey(Base):
     status_code: Mapped[int] = mapped_column(Integer)
     response_json: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class RevokedToken(Base):
+    """A client token the market replaced (rotated, revoked, its client revoked), kept until it
+    would have expired anyway: the durable copy of the revocation list every service reads from
+    Redis (:mod:`mots.platform.revocation`), published again at each start of the market."""
+
+    __tablename__ = "revoked_tokens"
+
+    verifier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reason: Mapped[str] = mapped_column(String(16))
+    until: Mapped[int] = mapped_column(BigInteger, index=True)
+    """Unix seconds after which the token is expired anyway (the row is pruned then)."""

@@ -4,18 +4,22 @@ Used where the market lets an unauthenticated caller create state (open self-reg
 than the limit in a window is refused with 429 and ``Retry-After`` until the window ends; and
 where a caller may guess a secret (enrolment codes): after :data:`CODE_FAILURES_PER_MINUTE`
 failed attempts from one address in a window, its attempts are refused 429 unchecked until the
-window ends.
+window ends. The address is the TCP peer's, or behind a configured reverse proxy the one it
+appended to ``X-Forwarded-For`` (:func:`client_address`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
+from functools import cache
 from typing import cast
 
 import redis
 from fastapi import HTTPException, Request, status
 
 WINDOW_S = 60
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 CODE_FAILURES_PER_MINUTE = 10
 """Failed enrolment-code attempts one address may make per window before it is throttled (codes
 are 256-bit, so this stops no honest device: a typo or two; it stops guessing at speed)."""
@@ -31,9 +35,45 @@ def _redis(request: Request) -> redis.Redis:
     return client
 
 
+@cache
+def _networks(setting: str) -> tuple[Network, ...]:
+    """``MOTS_TRUSTED_PROXIES`` parsed (validated by its settings group)."""
+    entries = filter(None, (e.strip() for e in setting.split(",")))
+    return tuple(ipaddress.ip_network(e, strict=False) for e in entries)
+
+
+def _trusted(address: str, proxies: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in proxies)
+
+
+def client_address(request: Request) -> str:
+    """The address the per-address limits count: the TCP peer, unless the peer is a configured
+    proxy (``MOTS_TRUSTED_PROXIES``); then the rightmost ``X-Forwarded-For`` entry that is no
+    such proxy (what the nearest proxy saw: entries left of it are the caller's to write).
+
+    The peer is the socket's own only because the services run uvicorn without its proxy
+    headers (``--no-proxy-headers``: launcher, ``mots.platform.serve``, the image), which would
+    otherwise trust any header from 127.0.0.1 (issue 37: a rotating header escaped the limit, a
+    spoofed one got its victim refused)."""
+    peer = request.client.host if request.client is not None else "unknown"
+    proxies = _networks(request.app.state.settings.trusted_proxies)
+    if not proxies or not _trusted(peer, proxies):
+        return peer
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+    for entry in reversed([e.strip() for e in forwarded.split(",") if e.strip()]):
+        if not _trusted(entry, proxies):
+            return entry
+    return peer
+
+
 def take(request: Request, name: str, per_minute: int) -> None:
-    """Count one ``name`` call from the caller's IP; 429 beyond ``per_minute`` in this window."""
-    ip = request.client.host if request.client is not None else "unknown"
+    """Count one ``name`` call from the caller's address (:func:`client_address`); 429 beyond
+    ``per_minute`` in this window."""
+    ip = client_address(request)
     now = int(time.time())
     window = now // WINDOW_S
     key = f"{request.app.state.settings.redis_key_prefix}rate:{name}:{ip}:{window}"
@@ -52,7 +92,7 @@ def take(request: Request, name: str, per_minute: int) -> None:
 
 
 def _failure_key(request: Request, name: str) -> tuple[str, int, int]:
-    ip = request.client.host if request.client is not None else "unknown"
+    ip = client_address(request)
     now = int(time.time())
     window = now // WINDOW_S
     return f"{request.app.state.settings.redis_key_prefix}fail:{name}:{ip}:{window}", window, now

@@ -50,13 +50,16 @@ def population(ref: RoundRef) -> Population:
 def keys(request: NodeKeysRequest) -> NodeKeys:
     """The SuperNode public keys the given clients registered; with a round, also every
     member's, and the members per type."""
-    with _reads() as session:
+
+    def read(session: Session) -> NodeKeys:
         if request.round_id is None:
             return node_keys.keys_of(session, request.client_ids)
         members = rounds.members_of(session, request.round_id)
         everyone = sorted({*request.client_ids, *(c for ids in members.values() for c in ids)})
         found = node_keys.keys_of(session, everyone)
         return found.model_copy(update={"members": members})
+
+    return in_transaction(_reads, read)
 
 
 @MARKET_OPEN_ROUND.handler(app)
@@ -68,9 +71,10 @@ def open_round(quote: OpenRoundPayload) -> MarketRoundStatus:
 
 @MARKET_DECLARATION_PROGRESS.handler(app)
 def declaration_progress(ref: RoundRef) -> DeclarationProgress:
-    """How many clients have declared against the round's population (counters only)."""
-    with _reads() as session:
-        return rounds.progress(session, ref.round_id)
+    """How many clients have declared against the round's population (counters only); a read
+    whose connection dropped (the database restarted, ``pg_terminate_backend``) is retried like a
+    write (:func:`in_transaction`), so the round's poll does not fail (issue 37)."""
+    return in_transaction(_reads, lambda s: rounds.progress(s, ref.round_id))
 
 
 @MARKET_CLOSE_ROUND.handler(app)

@@ -203,6 +203,7 @@ def _foreground(workdir: Path, prometheus: bool, free_ports: bool) -> None:
         pass
     finally:
         stack.stop()
+        stack.forget_redis()  # the next start takes a new prefix: these keys would stay forever
         if redis_proc is not None:
             redis_proc.terminate()
             redis_proc.wait(timeout=10)

@@ -19,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from mots.local.keys import process_secrets
 from mots.training.processes import listening, port_free
@@ -81,6 +81,40 @@ def free_port() -> int:
     raise RuntimeError("no free TCP port on 127.0.0.1 after 500 tries")
 
 
+def private_log(path: Path) -> IO[bytes]:
+    """``path`` opened for appending, created (with its directory) readable by its owner only:
+    mode 600, an existing log made so too (logs name clients, rounds and request ids)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def drop_redis_keys(redis_url: str, prefix: str) -> int:
+    """Delete every Redis key under ``prefix`` (queues, results, rate limits, the revocation
+    list, whose durable copy is the market's database); how many. A stopped platform's prefix is
+    never used again (each start takes a new one), so its keys would stay forever. Redis that
+    cannot be reached drops nothing (a warning; its keys are its own to keep then)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=10)
+    dropped = 0
+    try:
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                dropped += cast(int, client.unlink(*batch))
+                batch.clear()
+        if batch:
+            dropped += cast(int, client.unlink(*batch))
+    except redis.RedisError as exc:
+        print(f"Redis: the keys under {prefix} were not dropped: {exc}", file=sys.stderr)
+    finally:
+        client.close()
+    return dropped
+
+
 REDIS_PERSISTENCE = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
 """Redis as the platform runs it: an append-only file fsynced every second, so queued tasks
 survive a restart (at most the last second is lost; the reconciler re-drives what was)."""
@@ -106,12 +140,12 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("Redis: redis-server is not installed (make system)")
         data = self.workdir / "redis"
-        data.mkdir(parents=True, exist_ok=True)
-        log = (data / "redis.log").open("ab")
+        log = private_log(data / "redis.log")
         self.popen = subprocess.Popen(
             [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(data.resolve()),
              *REDIS_PERSISTENCE],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            umask=0o077,
         )  # fmt: skip
         log.close()
         deadline = time.monotonic() + timeout_s
@@ -219,8 +253,7 @@ class Stack:
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str], ready_url: str) -> None:
         log_path = self.workdir / "logs" / f"{name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = log_path.open("ab")
+        log = private_log(log_path)
         popen = subprocess.Popen(
             argv,
             env=env,
@@ -228,6 +261,7 @@ class Stack:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            umask=0o077,  # what the services write (databases, artifacts, logs): owner only
         )
         self.processes.append(Process(name, popen, log_path, ready_url, log))
 
@@ -244,7 +278,7 @@ class Stack:
                         self.python, "-m", "uvicorn", "--factory",
                         f"services.{service}.main:create_app",
                         "--host", "127.0.0.1", "--port", str(port),
-                        "--no-access-log", "--log-level", "warning",
+                        "--no-access-log", "--no-proxy-headers", "--log-level", "warning",
                     ]  # fmt: skip
                     workers = self.api_workers.get(service, 1)
                     if workers > 1:  # a socket each (SO_REUSEPORT): the kernel spreads connections
@@ -383,6 +417,10 @@ class Stack:
             p.popen.wait()
             p.log.close()
         self.processes.clear()
+
+    def forget_redis(self) -> int:
+        """Delete this stack's Redis keys (after :meth:`stop`: ``mots platform down``)."""
+        return drop_redis_keys(self.redis_url, self.key_prefix)
 
     def __enter__(self) -> Stack:
         self.start()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -74,12 +75,23 @@ purchase path's key lookups went from 0.1 ms to 10 ms over 15,000 purchases. Cus
 each execution's parameters and the tables' current size."""
 
 
+def private_sqlite_file(path: Path) -> None:
+    """Create the SQLite file (and its directory) readable by its owner only, or make an existing
+    one so: mode 600. SQLite gives its ``-wal`` and ``-shm`` files the database file's mode, so
+    the ledger, its tokens' verifiers and node keys are nobody else's to read (issue 37)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    if path.stat().st_mode & 0o777 != 0o600:
+        path.chmod(0o600)
+
+
 def make_engine(url: str, pool_size: int = 20) -> Engine:
-    """An engine for ``url``; creates the SQLite file's directory when needed."""
+    """An engine for ``url``; creates the SQLite file's directory when needed, and the file
+    private (:func:`private_sqlite_file`)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            private_sqlite_file(Path(parsed.database))
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(engine, "connect")

@@ -13,10 +13,16 @@ revoked would otherwise work on pricing and orchestration until it expires. The 
 each such token's verifier (its SHA-256, with why it died) to a Redis sorted set, scored by
 when the token would have expired anyway (pruned after), and bumps a version counter, in the
 same step as it replaces the token; every API process reads the counter at most every
-:data:`REFRESH_S` seconds and the set only when the counter moved, so a dead token is refused
-everywhere within about a second for one Redis round trip per second per process. When Redis
-cannot be read the last list read is used for :data:`MAX_STALE_S`; after that client tokens
-are answered 503 (operator tokens still work).
+``MOTS_REVOCATION_REFRESH_S`` seconds (:data:`REFRESH_S`) and the set only when the counter
+moved, so a dead token is refused everywhere within about a second for one Redis round trip per
+second per process. When Redis cannot be read the last list read is used for
+``MOTS_REVOCATION_MAX_STALE_S`` (:data:`MAX_STALE_S`); after that client tokens are answered 503
+(operator tokens still work). A quiet spell is not a failure: the burst after it waits for one
+read (:class:`RevocationList`).
+
+The market also keeps each dead token in its own database (``revoked_tokens``) and publishes the
+unexpired ones again when it starts (:func:`republish`): the key prefix may be new at each start
+(``mots platform up``), and a list only in Redis would be forgotten there.
 """
 
 from __future__ import annotations
@@ -41,9 +47,11 @@ log = logging.getLogger(__name__)
 KEY = "revoked-tokens"
 VERSION_KEY = "revoked-tokens:version"
 REFRESH_S = 1.0
-"""How often an API process asks whether the list changed (the bound is 5 s: issue 24)."""
+"""The default of ``MOTS_REVOCATION_REFRESH_S``: how often an API process asks whether the list
+changed (the bound is 5 s: issue 24)."""
 MAX_STALE_S = 30.0
-"""How long a process trusts the last list read while Redis cannot be reached."""
+"""The default of ``MOTS_REVOCATION_MAX_STALE_S``: how long a process trusts the last list read
+while Redis cannot be reached."""
 
 
 def verifier(token: str) -> str:
@@ -65,16 +73,44 @@ def publish(redis_url: str, prefix: str, token_verifier: str, reason: str, until
     pipe.execute()
 
 
-class RevocationList:
-    """One API process's copy of the list, refreshed on use at most every :data:`REFRESH_S`."""
+def republish(redis_url: str, prefix: str, entries: list[tuple[str, str, float]]) -> None:
+    """Put the market's durable list (``(verifier, reason, until)`` each) on this prefix's set
+    and bump its version, even when empty: readers see it within their refresh interval."""
+    pipe = _client(redis_url).pipeline(transaction=True)
+    if entries:
+        key = f"{prefix}{KEY}"
+        pipe.zadd(key, {f"{v}:{reason}": until for v, reason, until in entries})
+    pipe.zremrangebyscore(f"{prefix}{KEY}", "-inf", time.time())
+    pipe.incr(f"{prefix}{VERSION_KEY}")
+    pipe.execute()
 
-    def __init__(self, redis_url: str, prefix: str) -> None:
+
+class RevocationList:
+    """One API process's copy of the list, refreshed on use at most every ``refresh_s``.
+
+    The staleness bound: a request is answered from a copy read at most ``refresh_s`` seconds
+    ago, or waits for the read in flight (one Redis round trip, at most its 2 s socket
+    timeout), never for a second one. Only when that read fails does a request use an older
+    copy, for up to ``max_stale_s`` seconds after the last good read; after that, 503. So a quiet
+    spell longer than ``max_stale_s`` never turns the burst that ends it into 503s (issue 37:
+    the requests that came while the first one's refresh was in flight used to see the copy as
+    stale and were refused).
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        prefix: str,
+        refresh_s: float = REFRESH_S,
+        max_stale_s: float = MAX_STALE_S,
+    ) -> None:
         self._url, self._prefix = redis_url, prefix
+        self.refresh_s, self.max_stale_s = refresh_s, max_stale_s
         self._dead: dict[str, str] = {}
         self._version: bytes | None = None
         self._checked_at = float("-inf")
         self._read_at = float("-inf")
-        self._refreshing = False
+        self._inflight: anyio.Event | None = None
 
     def _read(self) -> None:
         """Ask Redis for the version; read the set when it moved (in a worker thread)."""
@@ -90,10 +126,17 @@ class RevocationList:
             self._dead, self._version = dead, version
 
     async def _refresh(self) -> None:
+        """Read the list when the copy is older than ``refresh_s``; a request that finds a read
+        in flight and a copy older than that waits for the read instead of starting another."""
         now = time.monotonic()
-        if self._refreshing or now - self._checked_at < REFRESH_S:
+        if now - self._read_at <= self.refresh_s:
             return
-        self._refreshing = True
+        if self._inflight is not None:
+            await self._inflight.wait()
+            return
+        if now - self._checked_at < self.refresh_s:  # the last read failed a moment ago
+            return
+        done = self._inflight = anyio.Event()
         try:
             await anyio.to_thread.run_sync(self._read)
             self._read_at = time.monotonic()
@@ -101,7 +144,8 @@ class RevocationList:
             log.warning("the revocation list could not be read: %s", exc)
         finally:
             self._checked_at = time.monotonic()
-            self._refreshing = False
+            self._inflight = None
+            done.set()
 
     async def why_dead_now(self, token: str) -> str | None:
         """Why ``token`` is dead, reading Redis now (for a token the market no longer knows,
@@ -115,12 +159,9 @@ class RevocationList:
 
     async def why_dead(self, token: str) -> str | None:
         """Why ``token`` is dead (``rotated``, ``revoked``, ``client-revoked``), or None; 503
-        when the list could
-        not be read for :data:`MAX_STALE_S` seconds."""
+        only when Redis could not be read for ``max_stale_s`` seconds."""
         await self._refresh()
-        while self._refreshing and self._read_at == float("-inf"):  # the first read: wait for it
-            await anyio.sleep(0.01)
-        if time.monotonic() - self._read_at > MAX_STALE_S:
+        if time.monotonic() - self._read_at > self.max_stale_s:
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
                 "Authorization: the token revocation list is unavailable (Redis); retry",

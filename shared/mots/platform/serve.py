@@ -44,7 +44,13 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
 def serve_one(app: str, host: str, port: int, log_level: str) -> None:
     """Serve the app factory ``app`` on a socket of this process's own."""
     config = uvicorn.Config(
-        app, factory=True, host=host, port=port, access_log=False, log_level=log_level
+        app,
+        factory=True,
+        host=host,
+        port=port,
+        access_log=False,
+        log_level=log_level,
+        proxy_headers=False,  # the peer is the socket's: MOTS_TRUSTED_PROXIES decides the rest
     )
     uvicorn.Server(config).run(sockets=[reuse_port_socket(host, port)])
 

@@ -10,7 +10,7 @@ are served from the assets the ``fastapi-offline`` package ships (``/static-offl
 pages load with no internet, on a Pi's network as on a laptop.
 uvicorn calls the factory when the process starts::
 
-    uvicorn --factory services.<service>.main:create_app --host 0.0.0.0 --port 8000
+    uvicorn --factory services.<service>.main:create_app --host 0.0.0.0 --port 8000 --no-proxy-headers
 
 so importing a service module (tests, Celery workers, schema dumps) reads no settings and opens no
 database pool.
@@ -117,7 +117,12 @@ def service_app(
         responses=PROBLEM_RESPONSES,
     )
     app.state.settings = settings
-    app.state.revocations = RevocationList(settings.redis_url, settings.redis_key_prefix)
+    app.state.revocations = RevocationList(
+        settings.redis_url,
+        settings.redis_key_prefix,
+        settings.revocation_refresh_s,
+        settings.revocation_max_stale_s,
+    )
     for name, value in (state or {}).items():
         setattr(app.state, name, value)
     for router in routers:

@@ -7,8 +7,13 @@ import asyncio
 import time
 import uuid
 
+import pytest
+from fastapi import HTTPException
+
 from mots.platform import revocation, tokens
 from mots.platform.settings import DEV_TOKEN_SECRET, PlatformSettings
+
+REDIS = "redis://127.0.0.1:6379/0"
 
 
 def test_a_published_token_is_dead_for_a_reader_within_its_refresh() -> None:
@@ -55,3 +60,40 @@ def test_client_claim_checks_signature_and_expiry() -> None:
     assert revocation.client_claim(good, settings) == tokens.Claim(7, int(good.split(".")[2]))
     forged = tokens.sign(7, int(time.time()) + 60, "x" * 32)
     assert revocation.client_claim(forged, settings) is tokens.Invalid.FORGED
+
+
+def test_a_burst_after_a_quiet_spell_waits_for_one_read_not_503() -> None:
+    """Quiet past the staleness bound, then 100 concurrent checks: each waits for the one read
+    in flight and is answered (issue 37: 99 of 100 were 503 while the first one's read ran)."""
+    prefix = f"mots-test-{uuid.uuid4().hex[:8]}:"
+    reader = revocation.RevocationList(REDIS, prefix, refresh_s=0.05, max_stale_s=0.1)
+
+    async def scenario() -> list[object]:
+        assert await reader.why_dead("mots.1.2.n.mac") is None
+        await asyncio.sleep(0.3)
+        checks = (reader.why_dead("mots.1.2.n.mac") for _ in range(100))
+        return list(await asyncio.gather(*checks, return_exceptions=True))
+
+    assert asyncio.run(scenario()) == [None] * 100
+
+
+def test_an_unreadable_list_is_503_after_its_bound() -> None:
+    """Redis that cannot be reached (nothing listens there): no list read within the bound, so
+    a client token is answered 503 with Retry-After, not admitted unchecked."""
+    reader = revocation.RevocationList("redis://127.0.0.1:1/0", "x:", refresh_s=0.05)
+    with pytest.raises(HTTPException) as refused:
+        asyncio.run(reader.why_dead("mots.1.2.n.mac"))
+    assert refused.value.status_code == 503 and refused.value.headers == {"Retry-After": "1"}
+
+
+def test_republish_puts_the_durable_list_on_a_new_prefix() -> None:
+    """The market's rows published to a prefix nobody wrote before: a reader there names each
+    unexpired token's reason; an expired one is not listed."""
+    prefix = f"mots-test-{uuid.uuid4().hex[:8]}:"
+    now = time.time()
+    revocation.republish(
+        REDIS, prefix, [("a" * 64, "rotated", now + 60), ("b" * 64, "revoked", now - 1)]
+    )
+    reader = revocation.RevocationList(REDIS, prefix)
+    assert asyncio.run(reader.why_dead_now("x")) is None
+    assert reader._dead == {"a" * 64: "rotated"}

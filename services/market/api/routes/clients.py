@@ -333,7 +333,7 @@ def _set_status(
             raise Conflict("client_id", f"client {client_id} is {row.status}, not pending")
         row.status = to
         if revoke:  # no token matches a hash of fresh randomness
-            publish_dead(settings, row.token_hash, "client-revoked")
+            publish_dead(session, settings, row.token_hash, "client-revoked")
             row.token_hash = hash_token(new_token())
         return _out(row)
 

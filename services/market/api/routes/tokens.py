@@ -58,7 +58,7 @@ def _replace(
             raise Unauthorized("Authorization", "the token is no longer this client's")
         if row.status == "revoked":
             raise Conflict("client_id", f"client {client_id} is revoked")
-        publish_dead(settings, row.token_hash, "rotated" if reissue else "revoked")
+        publish_dead(session, settings, row.token_hash, "rotated" if reissue else "revoked")
         if not reissue:
             row.token_hash = hash_token(new_token())
             return None

@@ -81,6 +81,20 @@ class Tokens(Group):
         le=366 * 86_400,
         description="seconds a client token is valid; clients renew it before (POST /v1/me/token)",
     )
+    revocation_refresh_s: float = Field(
+        1.0,
+        gt=0,
+        le=5,
+        description="seconds an API process uses its copy of the token revocation list before"
+        " asking Redis whether it changed (a dead token is refused everywhere within this)",
+    )
+    revocation_max_stale_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="seconds an API process keeps answering from the last revocation list it"
+        " read while Redis cannot be read; after that client tokens are answered 503",
+    )
 
 
 class Observability(Group):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from decimal import Decimal
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mots.platform.settings.registry import Group
 
@@ -85,6 +86,26 @@ class Registration(Group):
     open_registration_per_minute: int = Field(
         5, ge=1, description="self-registrations one IP address may make per minute (then 429)"
     )
+    trusted_proxies: str = Field(
+        "",
+        description="comma-separated addresses or CIDR networks of the reverse proxies in front"
+        " of the market API: only a request whose TCP peer is one of them is counted by the"
+        " address its X-Forwarded-For names (the rightmost entry that is no such proxy) in the"
+        " per-address limits (enrolment-code guesses, open registration); empty: always the peer",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        """Each entry must be an IP address or network (a typo would trust nobody, silently)."""
+        for entry in filter(None, (e.strip() for e in value.split(","))):
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as exc:
+                raise ValueError(
+                    f"MOTS_TRUSTED_PROXIES: {entry!r} is not an IP address or CIDR network"
+                ) from exc
+        return value
 
 
 class SubsidyBudget(Group):
