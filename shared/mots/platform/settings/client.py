@@ -31,6 +31,11 @@ class ClientEnvironment(Group):
         description="the profiles file (unset: $XDG_CONFIG_HOME/mots/profiles.toml, else"
         " ~/.config/mots/profiles.toml)",
     )
+    tasks_dir: str | None = Field(
+        None,
+        description="folders (separated by the OS path separator) where a task named by its name"
+        " is looked up before the shipped examples/tasks (mots.tasks.task_file.task_dirs)",
+    )
     workdir: Path | None = Field(
         None,
         description="folder of `mots platform up`: its databases, logs and the endpoints.json"
