@@ -48,6 +48,7 @@ from mots.training.pki import NodeKey, TlsFiles, make_node_key, make_tls
 from mots.training.processes import (
     SUPERNODE_START_ATTEMPTS,
     FederationError,
+    PlatformFault,
     ProcessInfo,
     ProcessSupervisor,
     alive,
@@ -60,6 +61,7 @@ from mots.training.processes import (
     reap_strays,
     rss_mb,
     strays,
+    unix_socket_accepts,
 )
 from mots.training.task_data import node_folders
 from mots.training.verification import VerificationPolicy
@@ -73,6 +75,7 @@ __all__ = [
     "Federation",
     "FederationError",
     "LocalFederation",
+    "PlatformFault",
     "ProcessInfo",
     "alive",
     "descendants",
@@ -343,10 +346,8 @@ class LocalFederation(ProcessSupervisor):
         self._spawn("template", "template", argv, self.workdir / "template-home")
 
     def _template_ready(self) -> bool:
-        from mots.training.warm_fork import READY_LINE
-
-        log = self.workdir / "logs" / "template.log"
-        return log.exists() and READY_LINE in log.read_text(errors="replace")
+        """The template accepts connections on its socket (it binds only after its imports)."""
+        return self._fork_socket is not None and unix_socket_accepts(self._fork_socket)
 
     def _start_superlink(self) -> None:
         """The SuperLink (TLS and node authentication when secure); waits until it listens."""
@@ -464,10 +465,7 @@ class LocalFederation(ProcessSupervisor):
         )
         if wait:
             self._wait(
-                lambda: (
-                    "SuperNode ID" in Path(info.log).read_text(errors="replace")
-                    and (not trains or self._socket_path(n).exists())
-                ),
+                lambda: self._nodes_ready([n]) and (not trains or self._socket_path(n).exists()),
                 f"{info.name} to register",
                 watch=[info.name, f"trainer-{n:02d}"],
             )
@@ -510,16 +508,49 @@ class LocalFederation(ProcessSupervisor):
         return sorted(pids)
 
     def _all_registered(self) -> bool:
-        """Every SuperNode registered (and, warm, has torch and the ClientApp loaded)."""
-        from mots.training.warm_node import READY_LINE
+        """Every started SuperNode is ready (:meth:`_nodes_ready`)."""
+        started = [
+            int(p.name.split("-")[1])
+            for p in self.processes
+            if p.role == "supernode" and p.name.startswith("supernode-")
+        ]
+        return self._nodes_ready(started)
 
-        for p in self.processes:
-            if p.role != "supernode":
-                continue
-            text = Path(p.log).read_text(errors="replace")
-            if "SuperNode ID" not in text or (self.layout == "warm" and READY_LINE not in text):
-                return False
-        return True
+    def _nodes_ready(self, indices: Sequence[int]) -> bool:
+        """Nodes ``indices`` are ready, found by asking them and the SuperLink, never their logs
+        (issue 40: a previous run's log lines passed for this run's): each listens on its own
+        runtime port and, secure, its registered node id is ``online`` in the SuperLink's node
+        list (Control API ``ListNodes``). Without authentication the SuperLink lists no node to
+        the Control API's caller, so the node's id is taken from its own (fresh, per start) log."""
+        nodes = [self.nodes[n] for n in indices if n < len(self.nodes)]
+        if not all(listening(int(node["port"])) for node in nodes):
+            return False
+        if not self.secure:
+            self._read_insecure_ids()
+            return all(node["node_id"] is not None for node in nodes)
+        online = self.online_node_ids()
+        return all(node["node_id"] in online for node in nodes)
+
+    def online_node_ids(self) -> set[int]:
+        """The node ids the SuperLink lists as ``online`` (empty when it does not answer)."""
+        from mots.training.control import ControlClient, ControlError
+
+        try:
+            with ControlClient(self.address, self.ca_cert, timeout=5.0) as control:
+                return {n.node_id for n in control.nodes() if n.status == "online"}
+        except ControlError:
+            return set()
+
+    def faults(self) -> list[str]:
+        """What is wrong with this started federation, found by probing it (a process that
+        exited, a SuperLink that does not listen): empty while it can train. The orchestration
+        asks before each round and starts a federation afresh when something is wrong."""
+        out = [f"{p.name} (pid {p.pid}) exited" for p in self.processes if not alive(p.pid)]
+        if not self.processes:
+            out.append("no process started")
+        elif not listening(self.superlink_port):
+            out.append(f"the SuperLink does not listen on {self.address}")
+        return out
 
     def stop(self, timeout: float = 15.0) -> list[int]:
         """SIGTERM every process group and descendant, SIGKILL what remains; remove the trainers'
