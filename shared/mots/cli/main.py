@@ -21,6 +21,7 @@ AREAS = (
     "ledger",
     "rounds",
     "data",
+    "profile",
 )
 
 
