@@ -21,6 +21,7 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from mots.client.config import ClientConfig, ConfigError, resolve
+from mots.client.located import LocatedMarketClient, LocatedRoundsClient
 from mots.client.market import MarketClient, MarketError
 from mots.client.rounds import RoundsClient
 
@@ -54,7 +55,7 @@ class Session:
     def market(self, *, operator: bool = False) -> MarketClient:
         """A market client with this client's token (or the operator's)."""
         url = self.config.require("market_url")
-        return MarketClient(
+        return LocatedMarketClient(
             url,
             self.operator_token() if operator else self.config.require("token"),
             origin=self.config.origin("market_url"),
@@ -65,7 +66,7 @@ class Session:
         for the type (an operator's act), else without a token (an enrolment code)."""
         token = self.operator_token() if vouch else None
         url = self.config.require("market_url")
-        return MarketClient(url, token, origin=self.config.origin("market_url"))
+        return LocatedMarketClient(url, token, origin=self.config.origin("market_url"))
 
     def rounds(self, *, operator: bool = False) -> RoundsClient:
         """An orchestration client: the operator's token, else this client's (a client
@@ -73,8 +74,9 @@ class Session:
         url = self.config.require("orchestration_url")
         origin = self.config.origin("orchestration_url")
         if operator:
-            return RoundsClient(url, self.operator_token(), origin=origin)
-        return RoundsClient(url, self.config.operator_token or self.config.token, origin=origin)
+            return LocatedRoundsClient(url, self.operator_token(), origin=origin)
+        token = self.config.operator_token or self.config.token
+        return LocatedRoundsClient(url, token, origin=origin)
 
     def emit(self, data: BaseModel | Sequence[BaseModel] | dict[str, Any], human: str) -> None:
         """Print ``data`` as JSON under ``--json``, else the ``human`` text."""

@@ -154,22 +154,13 @@ def _detail(response: httpx.Response) -> str:
     return str(detail)
 
 
-def _no_route(response: httpx.Response) -> bool:
-    """A 404 that is no refusal of the API's own (those name a field: ``round_id: …``) but the
-    server's "no such route": the URL points at another service, or carries a prefix twice."""
-    return response.status_code == 404 and _detail(response) in ("Not Found", "")
-
-
 class MarketClient:
     """A client of the market API: the calls of a registered client and of the operator.
 
     ``base_url`` is the market's address (``http://host:8000``), ``token`` the bearer credential
     the calls carry (None: only registration works). ``timeout_s`` bounds every request,
     ``retries`` the extra attempts of a retryable call (with ``backoff_s``, doubling, between).
-    ``transport`` replaces the network (tests: ``httpx.MockTransport``). ``service`` (the API
-    this client expects at ``base_url``) and ``origin`` (where the URL came from: a flag, a
-    profile, ``endpoints.json``, the environment) make an unreachable or wrong URL's error say
-    which URL, from where, and what answered there (:func:`mots.client.config.explain_no_route`).
+    ``transport`` replaces the network (tests: ``httpx.MockTransport``).
     """
 
     def __init__(
@@ -182,8 +173,6 @@ class MarketClient:
         backoff_s: float = 0.2,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        service: str = "market",
-        origin: str | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url: must start with http:// or https://, got {base_url!r}")
@@ -191,8 +180,6 @@ class MarketClient:
             raise ValueError(f"timeout_s: must be > 0, got {timeout_s}")
         http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport)
         self._setup(http, True, token, retries, backoff_s, sleep)
-        self._service = service
-        self._origin: str | None = origin
 
     @classmethod
     def over(
@@ -229,8 +216,6 @@ class MarketClient:
         self._retries = retries
         self._backoff_s = backoff_s
         self._sleep = sleep
-        self._service = "market"
-        self._origin = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -294,31 +279,16 @@ class MarketClient:
                 )
             except httpx.TransportError as exc:
                 if last:
-                    detail = f"{type(exc).__name__}: {exc}; {self._no_answer()}"
-                    raise MarketError(None, detail, method, path) from exc
+                    raise MarketError(None, f"{type(exc).__name__}: {exc}", method, path) from exc
             else:
                 if r.is_success:
                     return r
                 if r.status_code == 404 and ok_missing:
                     return None
                 if last or r.status_code not in RETRY_STATUSES:
-                    detail = _detail(r)
-                    if _no_route(r):
-                        detail = self._explain_no_route(path)
-                    raise MarketError(r.status_code, detail, method, path, **problem_ids(r))
+                    raise MarketError(r.status_code, _detail(r), method, path, **problem_ids(r))
             self._sleep(self._backoff_s * 2**attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _no_answer(self) -> str:
-        """The URL that did not answer and where it came from."""
-        origin = f" ({self._origin})" if self._origin else ""
-        return f"no answer from the {self._service} URL {self.base_url}{origin}"
-
-    def _explain_no_route(self, path: str) -> str:
-        """A 404 for a route this API has: what answers at the base URL instead."""
-        from mots.client.config import explain_no_route
-
-        return explain_no_route(self._http, self.base_url, self._service, path, self._origin)
 
     def _call(self, model: type[M], method: str, path: str, **kw: Any) -> M:
         r = self._send(method, path, **kw)

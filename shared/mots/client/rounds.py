@@ -51,7 +51,7 @@ class RoundsClient:
     (the operator's opens rounds). Keyword arguments go to :class:`MarketClient`."""
 
     def __init__(self, base_url: str, token: str | None = None, **kw: Any) -> None:
-        self._api = MarketClient(base_url, token, **{"service": "orchestration", **kw})
+        self._api = MarketClient(base_url, token, **kw)
         self._sleep: Callable[[float], None] = kw.get("sleep", time.sleep)
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from mots.training import readiness
 from mots.training.external_superlink import (
     CONNECTION,
     ExternalSuperLink,
@@ -61,7 +62,6 @@ from mots.training.processes import (
     reap_strays,
     rss_mb,
     strays,
-    unix_socket_accepts,
 )
 from mots.training.task_data import node_folders
 from mots.training.verification import VerificationPolicy
@@ -346,8 +346,8 @@ class LocalFederation(ProcessSupervisor):
         self._spawn("template", "template", argv, self.workdir / "template-home")
 
     def _template_ready(self) -> bool:
-        """The template accepts connections on its socket (it binds only after its imports)."""
-        return self._fork_socket is not None and unix_socket_accepts(self._fork_socket)
+        """The template accepts connections on its socket (:mod:`mots.training.readiness`)."""
+        return readiness.template_ready(self)
 
     def _start_superlink(self) -> None:
         """The SuperLink (TLS and node authentication when secure); waits until it listens."""
@@ -508,49 +508,21 @@ class LocalFederation(ProcessSupervisor):
         return sorted(pids)
 
     def _all_registered(self) -> bool:
-        """Every started SuperNode is ready (:meth:`_nodes_ready`)."""
-        started = [
-            int(p.name.split("-")[1])
-            for p in self.processes
-            if p.role == "supernode" and p.name.startswith("supernode-")
-        ]
-        return self._nodes_ready(started)
+        """Every started SuperNode is ready (:func:`mots.training.readiness.nodes_ready`)."""
+        return readiness.nodes_ready(self, readiness.supernodes_started(self))
 
     def _nodes_ready(self, indices: Sequence[int]) -> bool:
-        """Nodes ``indices`` are ready, found by asking them and the SuperLink, never their logs
-        (issue 40: a previous run's log lines passed for this run's): each listens on its own
-        runtime port and, secure, its registered node id is ``online`` in the SuperLink's node
-        list (Control API ``ListNodes``). Without authentication the SuperLink lists no node to
-        the Control API's caller, so the node's id is taken from its own (fresh, per start) log."""
-        nodes = [self.nodes[n] for n in indices if n < len(self.nodes)]
-        if not all(listening(int(node["port"])) for node in nodes):
-            return False
-        if not self.secure:
-            self._read_insecure_ids()
-            return all(node["node_id"] is not None for node in nodes)
-        online = self.online_node_ids()
-        return all(node["node_id"] in online for node in nodes)
+        """Nodes ``indices`` are ready, probed (:func:`mots.training.readiness.nodes_ready`)."""
+        return readiness.nodes_ready(self, indices)
 
     def online_node_ids(self) -> set[int]:
         """The node ids the SuperLink lists as ``online`` (empty when it does not answer)."""
-        from mots.training.control import ControlClient, ControlError
-
-        try:
-            with ControlClient(self.address, self.ca_cert, timeout=5.0) as control:
-                return {n.node_id for n in control.nodes() if n.status == "online"}
-        except ControlError:
-            return set()
+        return readiness.online_node_ids(self)
 
     def faults(self) -> list[str]:
-        """What is wrong with this started federation, found by probing it (a process that
-        exited, a SuperLink that does not listen): empty while it can train. The orchestration
-        asks before each round and starts a federation afresh when something is wrong."""
-        out = [f"{p.name} (pid {p.pid}) exited" for p in self.processes if not alive(p.pid)]
-        if not self.processes:
-            out.append("no process started")
-        elif not listening(self.superlink_port):
-            out.append(f"the SuperLink does not listen on {self.address}")
-        return out
+        """What keeps this started federation from training, probed (empty: it can train); the
+        orchestration asks before each round and starts it afresh when something is wrong."""
+        return readiness.faults(self)
 
     def stop(self, timeout: float = 15.0) -> list[int]:
         """SIGTERM every process group and descendant, SIGKILL what remains; remove the trainers'

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from mots.platform.api.market import PlatformOut
+from mots.platform.api.discovery import PlatformOut
 from services.market.api.deps import SettingsDep
 
 router = APIRouter(tags=["platform"])
