@@ -18,6 +18,11 @@ is a named table of a TOML file)::
     workdir = "~/mots"                       # read <workdir>/endpoints.json for the rest
     operator_token = "…"
 
+A profile needs only the market's URL: when no source gives ``orchestration_url``,
+:meth:`ClientConfig.require` asks the market (``GET /v1/platform``). A base URL ending in ``/v1``
+is refused with the one to give, and :func:`explain_no_route` says what answers at a URL that
+has no route the client expected (issue 40).
+
 Roles stay apart (issue 26): under a client profile (``role = "client"``, or a profile with a
 ``token`` and no ``operator_token``) the operator's token is never read, from no source (flag,
 environment, profile or ``endpoints.json``), so the operator's commands are refused before any
