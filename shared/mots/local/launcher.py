@@ -225,6 +225,16 @@ class Stack:
             return {"MOTS_ORCHESTRATION_PUBLIC_URL": self.url("orchestration")}
         return {}
 
+    def _fresh_logs(self, services: tuple[str, ...]) -> None:
+        """Each start of the platform writes its processes' logs afresh, the previous start's
+        kept as ``NAME.log.1`` (a process restarted within one start appends to its own)."""
+        from mots.training.processes import rotate_log
+
+        for service in services:
+            names = [f"{service}-api"] if service in SERVICES_WITH_API else []
+            for name in [*names, f"{service}-worker"]:
+                rotate_log(self.workdir / "logs" / f"{name}.log")
+
     def _choose_api_ports(self, services: tuple[str, ...]) -> None:
         """Every API's port before any process starts, so each can be told the others'."""
         for service in services:
@@ -249,6 +259,7 @@ class Stack:
         """Start the APIs and workers of ``services`` and wait until each answers."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._choose_api_ports(services)
+        self._fresh_logs(services)
         try:
             for service in services:
                 owner, module = worker_module(service)
