@@ -21,6 +21,7 @@ The processes are supervised by :class:`mots.training.processes.ProcessSuperviso
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -314,7 +315,8 @@ class LocalFederation(ProcessSupervisor):
             if self.secure:
                 self._register_nodes()
             if self._fork_socket is not None:
-                self._wait(self._template_ready, "the warm nodes' template", watch=["template"])
+                template = functools.partial(readiness.template_ready, self)
+                self._wait(template, "the warm nodes' template", watch=["template"])
             for n in range(self.n_nodes):
                 if self.has_trainer(n):
                     self._start_trainer(n)
@@ -344,10 +346,6 @@ class LocalFederation(ProcessSupervisor):
         self._fork_socket = socket_path()
         argv = [sys.executable, "-m", "mots.training.warm_fork", "--socket", str(self._fork_socket)]
         self._spawn("template", "template", argv, self.workdir / "template-home")
-
-    def _template_ready(self) -> bool:
-        """The template accepts connections on its socket (:mod:`mots.training.readiness`)."""
-        return readiness.template_ready(self)
 
     def _start_superlink(self) -> None:
         """The SuperLink (TLS and node authentication when secure); waits until it listens."""
@@ -465,7 +463,10 @@ class LocalFederation(ProcessSupervisor):
         )
         if wait:
             self._wait(
-                lambda: self._nodes_ready([n]) and (not trains or self._socket_path(n).exists()),
+                lambda: (
+                    readiness.nodes_ready(self, [n])
+                    and (not trains or self._socket_path(n).exists())
+                ),
                 f"{info.name} to register",
                 watch=[info.name, f"trainer-{n:02d}"],
             )
@@ -511,17 +512,12 @@ class LocalFederation(ProcessSupervisor):
         """Every started SuperNode is ready (:func:`mots.training.readiness.nodes_ready`)."""
         return readiness.nodes_ready(self, readiness.supernodes_started(self))
 
-    def _nodes_ready(self, indices: Sequence[int]) -> bool:
-        """Nodes ``indices`` are ready, probed (:func:`mots.training.readiness.nodes_ready`)."""
-        return readiness.nodes_ready(self, indices)
-
     def online_node_ids(self) -> set[int]:
         """The node ids the SuperLink lists as ``online`` (empty when it does not answer)."""
         return readiness.online_node_ids(self)
 
     def faults(self) -> list[str]:
-        """What keeps this started federation from training, probed (empty: it can train); the
-        orchestration asks before each round and starts it afresh when something is wrong."""
+        """What keeps it from training, probed (the orchestration asks before each round)."""
         return readiness.faults(self)
 
     def stop(self, timeout: float = 15.0) -> list[int]:
