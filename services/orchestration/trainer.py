@@ -95,7 +95,6 @@ class Trainer:
         """The external SuperLink if one is configured; else a running local federation whose
         nodes match the population's types (restarted if not)."""
         from mots.training.external_superlink import ExternalSuperLink
-        from mots.training.federation import LocalFederation
 
         address = self.settings.superlink_address
         policy = self.settings.verification_policy()
@@ -107,8 +106,20 @@ class Trainer:
                 ).connect()
             return self._federation
         if self._federation is not None and self._node_types == node_types:
-            return self._federation
+            faults = self._federation.faults()
+            if not faults:
+                return self._federation
+            log.warning("the local federation is restarted: %s", "; ".join(faults))
         self.stop()
+        return self._start_local(node_types, policy)
+
+    def _start_local(self, node_types: list[int], policy: Any) -> Any:
+        """A fresh local federation (one node per client of ``node_types``); a start that fails
+        is the platform's fault (:class:`~mots.training.processes.PlatformFault`), not the
+        participants'."""
+        from mots.training.federation import LocalFederation
+        from mots.training.processes import FederationError, PlatformFault
+
         fed = LocalFederation(
             n_nodes=len(node_types),
             node_types=node_types,
@@ -117,7 +128,13 @@ class Trainer:
             policy=policy,
             fork=True,  # one host runs every node: import Flower and torch once, fork the nodes
         )
-        fed.start()
+        try:
+            fed.start()
+        except FederationError as err:
+            raise PlatformFault(
+                f"platform fault: the platform's local federation in {fed.workdir} did not start "
+                f"({err}); the participants are not to blame"
+            ) from err
         self._federation, self._node_types = fed, node_types
         return fed
 
@@ -153,16 +170,20 @@ class Trainer:
             if isinstance(federation, ExternalSuperLink) and coalition is not None:
                 federation.register_nodes(registered_keys(coalition))
             _export_supernodes(federation, coalition)
-            result = train_coalition(
-                participants,
-                config,
-                engine=engine,
-                federation=federation,
-                artifact_dir=artifact_dir,
-                progress=progress or False,
-                quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
-                removed=_positions(coalition, removed),
-            )
+            try:
+                result = train_coalition(
+                    participants,
+                    config,
+                    engine=engine,
+                    federation=federation,
+                    artifact_dir=artifact_dir,
+                    progress=progress or False,
+                    quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
+                    removed=_positions(coalition, removed),
+                )
+            except Exception as exc:
+                self._raise_platform_fault(federation, exc)
+                raise
             seconds = time.perf_counter() - start
             _export_supernodes(federation, coalition)
             if result.metadata.get("removed_nodes") and not isinstance(
@@ -181,6 +202,25 @@ class Trainer:
             metadata={k: v for k, v in result.metadata.items() if _jsonable(v)},
             participants=participant_outcomes(result.metadata, participants, coalition),
         )
+
+    def _raise_platform_fault(self, federation: Any, exc: Exception) -> None:
+        """Raise :class:`~mots.training.processes.PlatformFault` when a failed training ran on a
+        local federation that is itself broken (a SuperLink, template or SuperNode process gone:
+        its participants' nodes are the platform's own processes, so their drop-out is the
+        platform's fault); the federation is stopped so that the next round starts it afresh."""
+        from mots.training.federation import LocalFederation
+        from mots.training.processes import PlatformFault
+
+        if not isinstance(federation, LocalFederation):
+            return
+        faults = federation.faults()
+        if faults:
+            self.stop()
+            raise PlatformFault(
+                f"platform fault: the platform's local federation broke during training "
+                f"({'; '.join(faults)}); the participants are not to blame "
+                f"(the engine said: {type(exc).__name__}: {exc})"
+            ) from exc
 
     def stop(self) -> None:
         """Stop the local federation, if one runs (an external SuperLink is left alone)."""

@@ -9,10 +9,19 @@ from sqlalchemy.engine import make_url
 
 from mots.platform.settings import PlatformSettings
 from mots.platform.settings.common import Database
-from mots.platform.settings.market import Artifacts, Ledger, Registration, SubsidyBudget, Types
+from mots.platform.settings.market import (
+    Artifacts,
+    Discovery,
+    Ledger,
+    Registration,
+    SubsidyBudget,
+    Types,
+)
 
 
-class Settings(PlatformSettings, Database, Ledger, Types, Registration, SubsidyBudget, Artifacts):
+class Settings(
+    PlatformSettings, Database, Ledger, Types, Registration, SubsidyBudget, Artifacts, Discovery
+):
     """The market API and worker read these."""
 
     database_name: ClassVar[str] = "market"

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from mots.cli.errors import report, transport_code
 from mots.client.config import ClientConfig, ConfigError, resolve
+from mots.client.located import LocatedMarketClient, LocatedRoundsClient
 from mots.client.market import MarketClient, MarketError
 from mots.client.rounds import RoundsClient
 from mots.platform.money import plain_rule
@@ -56,23 +57,28 @@ class Session:
     def market(self, *, operator: bool = False) -> MarketClient:
         """A market client with this client's token (or the operator's)."""
         url = self.config.require("market_url")
-        return MarketClient(
-            url, self.operator_token() if operator else self.config.require("token")
+        return LocatedMarketClient(
+            url,
+            self.operator_token() if operator else self.config.require("token"),
+            origin=self.config.origin("market_url"),
         )
 
     def registrar(self, *, vouch: bool) -> MarketClient:
         """A market client for registration: with the operator's token when it must ``vouch``
         for the type (an operator's act), else without a token (an enrolment code)."""
         token = self.operator_token() if vouch else None
-        return MarketClient(self.config.require("market_url"), token)
+        url = self.config.require("market_url")
+        return LocatedMarketClient(url, token, origin=self.config.origin("market_url"))
 
     def rounds(self, *, operator: bool = False) -> RoundsClient:
         """An orchestration client: the operator's token, else this client's (a client
         profile's own token only)."""
         url = self.config.require("orchestration_url")
+        origin = self.config.origin("orchestration_url")
         if operator:
-            return RoundsClient(url, self.operator_token())
-        return RoundsClient(url, self.config.operator_token or self.config.token)
+            return LocatedRoundsClient(url, self.operator_token(), origin=origin)
+        token = self.config.operator_token or self.config.token
+        return LocatedRoundsClient(url, token, origin=origin)
 
     def emit(self, data: BaseModel | Sequence[BaseModel] | dict[str, Any], human: str) -> None:
         """Print ``data`` as JSON under ``--json``, else the ``human`` text."""

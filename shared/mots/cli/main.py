@@ -23,6 +23,7 @@ AREAS = (
     "rounds",
     "data",
     "model",
+    "profile",
 )
 
 

@@ -106,7 +106,8 @@ WORKDIR_OPTION = click.option(
     "--free-ports",
     is_flag=True,
     help="any free ports instead of the fixed ones monitoring/prometheus.yml scrapes, the local"
-    " SuperLink's included (several platforms on one machine)",
+    " SuperLink's included (several platforms on one machine); kept in WORKDIR/ports.json and"
+    " taken again by the next `up` there while free, so URLs and profiles stay valid",
 )
 @click.option(
     "--detach",
@@ -137,38 +138,48 @@ def up(workdir: Path, prometheus: bool, free_ports: bool, detach: bool, timeout_
       mots platform up --detach --free-ports --workdir /tmp/mots
       mots market config --workdir /tmp/mots
     """
+    if _alive(workdir.resolve()):
+        _already_running(workdir.resolve())
+        return
     if detach:
-        workdir = workdir.resolve()
-        if _alive(workdir):
-            raise click.ClickException(
-                f"{workdir / PIDS_FILE}: a platform is already running there "
-                f"(`mots platform down --workdir {workdir}` stops it)"
-            )
-        platform_ops.detach(workdir, prometheus, free_ports, timeout_s)
+        platform_ops.detach(workdir.resolve(), prometheus, free_ports, timeout_s)
         return
     _foreground(workdir, prometheus, free_ports)
+
+
+def _already_running(workdir: Path) -> None:
+    """A second `up` on a running work folder is no error (as `docker compose up -d`): it says
+    the platform runs, where, and how to stop it; exit 0."""
+    try:
+        urls = json.loads((workdir / ENDPOINTS_FILE).read_text())
+    except (OSError, ValueError):
+        urls = {}
+    click.echo(f"a platform is already running in {workdir}; nothing started")
+    for name in ("market", "pricing", "orchestration", "prometheus"):
+        if isinstance(urls.get(name), str):
+            click.echo(f"{name:<15} {urls[name]}")
+    click.echo(f"(`mots platform down --workdir {workdir}` stops it)")
 
 
 def _foreground(workdir: Path, prometheus: bool, free_ports: bool) -> None:
     """`mots platform up` in this process: start everything, wait, stop everything."""
     from mots.local.demo import start_redis
+    from mots.local.kept_ports import keep_ports, kept_ports
     from mots.local.keys import SECRETS_FILE, workdir_secrets
     from mots.local.launcher import PROMETHEUS_BINARY, Stack, exit_on_sigterm
 
     exit_on_sigterm()
     workdir = workdir.resolve()
     if _alive(workdir):
-        raise click.ClickException(
-            f"{workdir / PIDS_FILE}: a platform is already running there "
-            f"(`mots platform down --workdir {workdir}` stops it)"
-        )
+        _already_running(workdir)
+        return
     (workdir / "logs").mkdir(parents=True, exist_ok=True)
     keys, created = workdir_secrets(workdir)
     redis_url, redis_proc = start_redis(workdir)
     stack = Stack(
         workdir=workdir,
         redis_url=redis_url,
-        ports={} if free_ports else dict(FIXED_PORTS),
+        ports=kept_ports(workdir) if free_ports else dict(FIXED_PORTS),
         extra_env={**keys.env, **({"MOTS_SUPERLINK_PORT": "0"} if free_ports else {})},
     )
     died: list[str] = []
@@ -186,6 +197,8 @@ def _foreground(workdir: Path, prometheus: bool, free_ports: bool) -> None:
         if urls["prometheus"] is not None:
             provisioning = platform_ops.write_grafana_provisioning(workdir, urls["prometheus"])
             endpoints["grafana_provisioning"] = str(provisioning)
+        if free_ports:
+            keep_ports(workdir, stack.ports)
         _write_json(workdir / PIDS_FILE, {"pid": os.getpid(), "pids": pids, "urls": urls})
         _write_json(workdir / ENDPOINTS_FILE, endpoints)
         for name, url in urls.items():

@@ -4,7 +4,8 @@ runs in the background, and how to see it.
 ``up --detach`` starts the foreground ``mots platform up`` as a process of its own session (so it
 outlives the shell), its output in WORKDIR/logs/platform.log (mode 600: it may show the operator
 token), waits until WORKDIR/endpoints.json exists and prints what the platform printed;
-``status`` asks every service's liveness route and every metrics endpoint; ``logs`` prints the
+``status`` asks every service's liveness route and every metrics endpoint, and probes each
+process of the platform's local federation (:mod:`mots.cli.platform_federation`); ``logs`` prints the
 end of each process's log (WORKDIR/logs/NAME.log) and may follow them.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 import click
 import httpx
 
+from mots.cli.platform_federation import federation_logs, federation_rows
 from mots.client.config import ENDPOINTS_FILE
 
 PLATFORM_LOG = "platform.log"
@@ -127,7 +129,7 @@ def status(workdir: Path, alive: bool, as_json: bool) -> None:
             click.echo(f"no platform running in {workdir}")
         raise click.exceptions.Exit(NOT_RUNNING_EXIT)
     endpoints = json.loads(endpoints_file.read_text())
-    rows = status_rows(endpoints)
+    rows = status_rows(endpoints) + federation_rows(workdir)
     healthy = all(r["state"] == "ok" for r in rows)
     if as_json:
         click.echo(json.dumps({"running": True, "healthy": healthy, "processes": rows}))
@@ -135,14 +137,16 @@ def status(workdir: Path, alive: bool, as_json: bool) -> None:
         width = max(len(r["name"]) for r in rows)
         click.echo(f"platform of {workdir}: {'running' if healthy else 'DEGRADED'}")
         for r in rows:
-            click.echo(f"  {r['name']:<{width}}  {r['state']:<6}  {r['url']}")
+            click.echo(f"  {r['name']:<{width}}  {r['state']:<6}  {r.get('doing') or r['url']}")
     if not healthy:
         raise click.exceptions.Exit(1)
 
 
 def log_files(workdir: Path, name: str | None) -> list[Path]:
-    """WORKDIR/logs/*.log, or those of process ``name`` (``market``: market-api, market-worker)."""
-    logs = sorted((workdir / "logs").glob("*.log"))
+    """WORKDIR/logs/*.log and the local federation's (WORKDIR/federation/logs: ``superlink``,
+    ``supernode-00``, ...), or those of process ``name`` (``market``: market-api, market-worker;
+    ``supernode``: every SuperNode)."""
+    logs = sorted((workdir / "logs").glob("*.log")) + federation_logs(workdir)
     if name is None:
         return logs
     chosen = [p for p in logs if p.stem == name or p.stem.startswith(f"{name}-")]

@@ -18,6 +18,11 @@ is a named table of a TOML file)::
     workdir = "~/mots"                       # read <workdir>/endpoints.json for the rest
     operator_token = "…"
 
+A profile needs only the market's URL: when no source gives ``orchestration_url``,
+:meth:`ClientConfig.require` asks the market (``GET /v1/platform``). A base URL ending in ``/v1``
+is refused with the one to give, and :func:`explain_no_route` says what answers at a URL that
+has no route the client expected (issue 40).
+
 Roles stay apart (issue 26): under a client profile (``role = "client"``, or a profile with a
 ``token`` and no ``operator_token``) the operator's token is never read, from no source (flag,
 environment, profile or ``endpoints.json``), so the operator's commands are refused before any
@@ -30,6 +35,7 @@ Environment: ``MOTS_MARKET_URL``, ``MOTS_ORCHESTRATION_URL``, ``MOTS_TOKEN`` (a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -71,7 +77,7 @@ class ClientConfig:
     orchestration_url: str | None
     token: str | None
     operator_token: str | None
-    sources: Mapping[str, str]
+    sources: dict[str, str]
     workdir: Path | None = None
     """The folder whose ``endpoints.json`` was read (None when none was found)."""
     role: str | None = None
@@ -81,10 +87,16 @@ class ClientConfig:
     """The profile's name, when one was read."""
 
     def require(self, name: str) -> str:
-        """The setting ``name``, or a :class:`ConfigError` naming the ways to give it."""
+        """The setting ``name``, or a :class:`ConfigError` naming the ways to give it. The
+        orchestration's URL, when no source gives it, is asked of the market (its
+        ``GET /v1/platform``): a profile needs only the market's URL."""
         value: str | None = getattr(self, name)
         if value:
             return value
+        if name == "orchestration_url" and self.market_url:
+            found = discover_orchestration(self.market_url, self.origin("market_url"))
+            self.sources[name] = f"the market's GET {self.market_url}/v1/platform"
+            return found
         flag = "--" + name.replace("_", "-")
         where = (
             "`mots market register` prints one"
@@ -94,6 +106,72 @@ class ClientConfig:
         raise ConfigError(
             f"{name}: not configured; pass {flag}, set {ENV[name]} or add it to a profile ({where})"
         )
+
+    def origin(self, name: str) -> str:
+        """Where setting ``name`` came from, for error messages: ``market_url from profile
+        alice`` (a flag, an environment variable, a profile, a work folder's endpoints.json)."""
+        source = self.sources.get(name)
+        if source is None:
+            return f"{name} not configured"
+        if source.endswith(ENDPOINTS_FILE):
+            return f"{name} from the work folder's {source}"
+        return f"{name} from {'the ' + source if source == 'flag' else source}"
+
+
+def discover_orchestration(market_url: str, origin: str) -> str:
+    """The round API's URL as the market at ``market_url`` states it (``GET /v1/platform``);
+    a :class:`ConfigError` naming the URL, where it came from and what answered otherwise."""
+    import httpx
+
+    url = f"{market_url.rstrip('/')}/v1/platform"
+    why = "orchestration_url: not configured and"
+    try:
+        r = httpx.get(url, timeout=10)
+    except httpx.HTTPError as exc:
+        raise ConfigError(
+            f"{why} the market at {market_url} ({origin}) did not answer GET /v1/platform "
+            f"({type(exc).__name__}: {exc}); pass --orchestration-url or set "
+            f"{ENV['orchestration_url']}"
+        ) from exc
+    body: Any = None
+    with contextlib.suppress(ValueError):
+        body = r.json()
+    found = body.get("orchestration_url") if isinstance(body, dict) else None
+    if r.is_success and isinstance(found, str) and found:
+        return found
+    if r.is_success and isinstance(body, dict) and body.get("service") == "market":
+        answer = "the market does not know it (its MOTS_ORCHESTRATION_PUBLIC_URL is unset)"
+    else:
+        with httpx.Client(timeout=5) as http:
+            answer = explain_no_route(http, market_url, "market", "/v1/platform", origin)
+    raise ConfigError(f"{why} {answer}; pass --orchestration-url or set {ENV['orchestration_url']}")
+
+
+def explain_no_route(
+    http: Any, base_url: str, expected: str, path: str, origin: str | None = None
+) -> str:
+    """Why ``base_url`` answered "no such route" for ``path``, a route the ``expected`` service
+    has: the URL ends in ``/v1`` (the client adds it), or ``GET /healthz`` there names another
+    service, or none (not a MoTS service at all). ``http`` is an ``httpx.Client``."""
+    import httpx
+
+    where = f"{base_url} ({origin})" if origin else base_url
+    trimmed = base_url.rstrip("/")
+    if trimmed.endswith("/v1"):
+        return (
+            f"{where} ends in /v1, and the client adds /v1 to each path (here {path}): "
+            f"give the base URL {trimmed[: -len('/v1')]}"
+        )
+    try:
+        answer = http.get(f"{trimmed}/healthz")
+        service = answer.json().get("service") if answer.is_success else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        service = None
+    if isinstance(service, str) and service != expected:
+        return f"{where} is the {service} service, not the {expected}: it has no {path}"
+    if service == expected:
+        return f"{where} is the {expected}, but it has no {path} (an older version?)"
+    return f"{where} is not a MoTS {expected} (GET /healthz there names no service): no {path}"
 
 
 def profiles_path(env: Mapping[str, str]) -> Path:
@@ -211,12 +289,8 @@ def resolve(
             values[key] = None
     for key in ("market_url", "orchestration_url"):
         url = values.get(key)
-        if url and not url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"{key}: must start with http:// or https:// (got {url!r} from {sources[key]})"
-            )
-        if url and (why := _url_problem(url)) is not None:
-            raise ConfigError(f"{key}: not a usable URL: {why} (got {url!r} from {sources[key]})")
+        if url:
+            check_url(key, url, sources[key])
     found = folder.expanduser().resolve() if endpoints else None
     return ClientConfig(sources=sources, workdir=found, role=role, profile=name, **values)
 
@@ -240,6 +314,35 @@ def save_profile(
     unknown = sorted(set(settings) - PROFILE_KEYS)
     if unknown:
         raise ConfigError(f"profiles.{name}.{unknown[0]}: unknown setting")
+    for key in ("market_url", "orchestration_url"):
+        if key in settings:
+            check_url(key, str(settings[key]), f"profile {name}")
+    path, default, profiles = read_profiles(env)
+    profiles[name] = {**profiles.get(name, {}), **settings}
+    return _write_profiles(path, default, profiles)
+
+
+def check_url(key: str, url: str, source: str) -> None:
+    """Refuse a base URL a client cannot use: no http(s) scheme, unparsable, or ending in
+    ``/v1`` (the client adds the API's prefix to each path)."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{key}: must start with http:// or https:// (got {url!r} from {source})")
+    if (why := _url_problem(url)) is not None:
+        raise ConfigError(f"{key}: not a usable URL: {why} (got {url!r} from {source})")
+    if url.rstrip("/").endswith("/v1"):
+        raise ConfigError(
+            f"{key}: give the base URL {url.rstrip('/')[: -len('/v1')]}, without /v1: the "
+            f"client adds /v1 to each path (got {url!r} from {source})"
+        )
+
+
+def read_profiles(
+    env: Mapping[str, str] | None = None,
+) -> tuple[Path, str | None, dict[str, dict[str, Any]]]:
+    """(the profile file, the default profile's name, every profile's table); an absent file
+    has none. A file holding more than ``default`` and ``[profiles.*]`` is refused (a writer
+    would drop it)."""
+    env = os.environ if env is None else env
     path = profiles_path(env)
     data: dict[str, Any] = {}
     if path.is_file():
@@ -250,9 +353,32 @@ def save_profile(
     extra = sorted(set(data) - {"default", "profiles"})
     if extra:
         raise ConfigError(f"{path}: holds {extra[0]!r}, which this writer would drop; edit it")
-    profiles: dict[str, dict[str, Any]] = dict(data.get("profiles", {}))
-    profiles[name] = {**profiles.get(name, {}), **settings}
-    lines = [f"default = {json.dumps(str(data['default']))}", ""] if "default" in data else []
+    default = str(data["default"]) if "default" in data else None
+    return path, default, dict(data.get("profiles", {}))
+
+
+def remove_profile(name: str, env: Mapping[str, str] | None = None) -> Path:
+    """Remove profile ``name`` (and the default, when it named it); a missing one is an error."""
+    path, default, profiles = read_profiles(env)
+    if name not in profiles:
+        raise ConfigError(f"profile {name!r}: no [profiles.{name}] table in {path}")
+    del profiles[name]
+    return _write_profiles(path, None if default == name else default, profiles)
+
+
+def set_default_profile(name: str, env: Mapping[str, str] | None = None) -> Path:
+    """Make ``name`` (an existing profile) the one used without --profile / MOTS_PROFILE."""
+    path, _, profiles = read_profiles(env)
+    if name not in profiles:
+        raise ConfigError(f"profile {name!r}: no [profiles.{name}] table in {path}")
+    return _write_profiles(path, name, profiles)
+
+
+def _write_profiles(
+    path: Path, default: str | None, profiles: Mapping[str, Mapping[str, Any]]
+) -> Path:
+    """Write the profile file atomically, private (mode 600: it holds tokens)."""
+    lines = [f"default = {json.dumps(default)}", ""] if default is not None else []
     for pname, table in profiles.items():
         lines.append(f"[profiles.{pname}]")
         lines.extend(f"{k} = {json.dumps(str(v))}" for k, v in table.items())

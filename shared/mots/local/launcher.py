@@ -247,9 +247,33 @@ class Stack:
             f"sqlite:///{(self.workdir / f'{service}.db').resolve()}"
         )
         env["MOTS_DATABASE_URL"] = db
+        env.update(self._discovery_env(service))
         env.update(self.extra_env)
         env.update(self.service_env.get(service, {}))
         return env
+
+    def _discovery_env(self, service: str) -> dict[str, str]:
+        """The market is told the orchestration's URL (``GET /v1/platform`` hands it to clients,
+        so a client needs one URL), once the orchestration's port is chosen."""
+        if service == "market" and "orchestration" in self.ports:
+            return {"MOTS_ORCHESTRATION_PUBLIC_URL": self.url("orchestration")}
+        return {}
+
+    def _fresh_logs(self, services: tuple[str, ...]) -> None:
+        """Each start of the platform writes its processes' logs afresh, the previous start's
+        kept as ``NAME.log.1`` (a process restarted within one start appends to its own)."""
+        from mots.training.processes import rotate_log
+
+        for service in services:
+            names = [f"{service}-api"] if service in SERVICES_WITH_API else []
+            for name in [*names, f"{service}-worker"]:
+                rotate_log(self.workdir / "logs" / f"{name}.log")
+
+    def _choose_api_ports(self, services: tuple[str, ...]) -> None:
+        """Every API's port before any process starts, so each can be told the others'."""
+        for service in services:
+            if service in SERVICES_WITH_API:
+                self.ports.setdefault(service, free_port())
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str], ready_url: str) -> None:
         log_path = self.workdir / "logs" / f"{name}.log"
@@ -268,6 +292,8 @@ class Stack:
     def start(self, timeout_s: float = 120.0, services: tuple[str, ...] = WORKERS) -> None:
         """Start the APIs and workers of ``services`` and wait until each answers."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._choose_api_ports(services)
+        self._fresh_logs(services)
         try:
             for service in services:
                 owner, module = worker_module(service)

@@ -21,6 +21,7 @@ The processes are supervised by :class:`mots.training.processes.ProcessSuperviso
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -37,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from mots.training import readiness
 from mots.training.external_superlink import (
     CONNECTION,
     ExternalSuperLink,
@@ -48,6 +50,7 @@ from mots.training.pki import NodeKey, TlsFiles, make_node_key, make_tls
 from mots.training.processes import (
     SUPERNODE_START_ATTEMPTS,
     FederationError,
+    PlatformFault,
     ProcessInfo,
     ProcessSupervisor,
     alive,
@@ -73,6 +76,7 @@ __all__ = [
     "Federation",
     "FederationError",
     "LocalFederation",
+    "PlatformFault",
     "ProcessInfo",
     "alive",
     "descendants",
@@ -311,7 +315,8 @@ class LocalFederation(ProcessSupervisor):
             if self.secure:
                 self._register_nodes()
             if self._fork_socket is not None:
-                self._wait(self._template_ready, "the warm nodes' template", watch=["template"])
+                template = functools.partial(readiness.template_ready, self)
+                self._wait(template, "the warm nodes' template", watch=["template"])
             for n in range(self.n_nodes):
                 if self.has_trainer(n):
                     self._start_trainer(n)
@@ -341,12 +346,6 @@ class LocalFederation(ProcessSupervisor):
         self._fork_socket = socket_path()
         argv = [sys.executable, "-m", "mots.training.warm_fork", "--socket", str(self._fork_socket)]
         self._spawn("template", "template", argv, self.workdir / "template-home")
-
-    def _template_ready(self) -> bool:
-        from mots.training.warm_fork import READY_LINE
-
-        log = self.workdir / "logs" / "template.log"
-        return log.exists() and READY_LINE in log.read_text(errors="replace")
 
     def _start_superlink(self) -> None:
         """The SuperLink (TLS and node authentication when secure); waits until it listens."""
@@ -465,7 +464,7 @@ class LocalFederation(ProcessSupervisor):
         if wait:
             self._wait(
                 lambda: (
-                    "SuperNode ID" in Path(info.log).read_text(errors="replace")
+                    readiness.nodes_ready(self, [n])
                     and (not trains or self._socket_path(n).exists())
                 ),
                 f"{info.name} to register",
@@ -510,16 +509,16 @@ class LocalFederation(ProcessSupervisor):
         return sorted(pids)
 
     def _all_registered(self) -> bool:
-        """Every SuperNode registered (and, warm, has torch and the ClientApp loaded)."""
-        from mots.training.warm_node import READY_LINE
+        """Every started SuperNode is ready (:func:`mots.training.readiness.nodes_ready`)."""
+        return readiness.nodes_ready(self, readiness.supernodes_started(self))
 
-        for p in self.processes:
-            if p.role != "supernode":
-                continue
-            text = Path(p.log).read_text(errors="replace")
-            if "SuperNode ID" not in text or (self.layout == "warm" and READY_LINE not in text):
-                return False
-        return True
+    def online_node_ids(self) -> set[int]:
+        """The node ids the SuperLink lists as ``online`` (empty when it does not answer)."""
+        return readiness.online_node_ids(self)
+
+    def faults(self) -> list[str]:
+        """What keeps it from training, probed (the orchestration asks before each round)."""
+        return readiness.faults(self)
 
     def stop(self, timeout: float = 15.0) -> list[int]:
         """SIGTERM every process group and descendant, SIGKILL what remains; remove the trainers'

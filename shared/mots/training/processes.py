@@ -2,7 +2,8 @@
 
 Every process a federation starts runs in its own session (pgid == pid) with its working directory
 under the federation's ``workdir``; :class:`ProcessSupervisor` starts them (logging to
-``<workdir>/logs``), waits for readiness (restarting a SuperNode that exits before it registers),
+``<workdir>/logs``, a fresh log per start: the previous one moves to ``NAME.log.1``), waits for
+readiness (a condition that probes the process itself, never its log) (restarting a SuperNode that exits before it registers),
 and stops whole process groups and every descendant found, so nothing strays. :func:`strays` and
 :func:`reap_strays` find and kill what a killed owner left behind.
 """
@@ -27,6 +28,11 @@ under load Flower 1.42's SuperNode gives up activation after a refused attempt (
 
 class FederationError(RuntimeError):
     """The federation could not start, or its state file is missing or unreadable."""
+
+
+class PlatformFault(FederationError):
+    """The platform's own federation failed (it could not start, or its SuperLink, template or
+    SuperNodes died): the round failed through no fault of its participants, and says so."""
 
 
 @dataclass
@@ -154,6 +160,28 @@ def reap_strays(workdir: Path, timeout: float = 10.0) -> list[int]:
     return killed
 
 
+def rotate_log(log: Path) -> Path:
+    """Move ``log`` (a previous start's) to ``log.1``, replacing an older one, and return ``log``:
+    every start writes a log of its own, so nothing a previous run wrote is read as this one's
+    (issue 40: a restarted federation found the last run's lines and went on too early)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if log.exists():
+        log.replace(log.with_name(log.name + ".1"))
+    return log
+
+
+def unix_socket_accepts(path: Path) -> bool:
+    """True when a server accepts connections on the Unix socket ``path`` (the connection is
+    closed at once; a warm-fork template takes an empty one for the probe it is)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of a process in MiB (0 when gone)."""
     try:
@@ -194,11 +222,11 @@ class ProcessSupervisor:
         return env
 
     def _spawn(self, role: str, name: str, argv: list[str], flwr_home: Path) -> ProcessInfo:
-        log = self.workdir / "logs" / f"{name}.log"
+        log = rotate_log(self.workdir / "logs" / f"{name}.log")
         flwr_home.mkdir(parents=True, exist_ok=True)
         self._launch[name] = (role, argv, flwr_home)
         self._attempts[name] = self._attempts.get(name, 0) + 1
-        with log.open("ab") as f:
+        with log.open("wb") as f:
             proc = subprocess.Popen(
                 argv,
                 stdout=f,

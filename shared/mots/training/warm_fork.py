@@ -83,8 +83,15 @@ def forked_pid(socket_path: Path, stub_pid: int) -> int | None:
         return None
 
 
+class Probe(Exception):
+    """A connection that sent nothing and closed: a readiness probe
+    (:func:`mots.training.processes.unix_socket_accepts`), not a request."""
+
+
 def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
+    if not data and not fds:
+        raise Probe
     if len(data) < 4 or len(fds) != 3:
         for fd in fds:
             os.close(fd)
@@ -172,6 +179,9 @@ def serve(path: Path) -> None:
         conn, _ = server.accept()
         try:
             request, fds = _recv_request(conn)
+        except Probe:
+            conn.close()
+            continue
         except (OSError, ValueError) as err:
             print(f"warm fork template: refused a request: {err}", file=sys.stderr, flush=True)
             conn.close()

@@ -56,7 +56,7 @@ def test_a_detached_platform_is_seen_scraped_logged_and_stopped(tmp_path: Path) 
         assert "Ctrl-C" not in up.output
         assert (work / "logs/platform.log").stat().st_mode & 0o777 == 0o600
         again = _mots("platform", "up", "--detach", "--workdir", str(work))
-        assert again.exit_code == 1 and "already running" in again.output
+        assert again.exit_code == 0 and "already running" in again.output, again.output
 
         shown = _mots("platform", "status", "--workdir", str(work), "--json")
         assert shown.exit_code == 0, shown.output

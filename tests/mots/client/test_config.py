@@ -155,3 +155,33 @@ def test_any_url_is_refused_as_a_setting_or_usable(url: str) -> None:
         return
     assert c.market_url is not None
     httpx.Client(base_url=c.market_url).build_request("GET", "/v1/me")
+
+
+def test_a_url_with_v1_is_refused_naming_its_source(tmp_path: Path) -> None:
+    """Issue 40: a base URL ending in /v1 (the client adds it) is refused before any request,
+    with the URL to give instead and where the wrong one came from."""
+    env = {"MOTS_PROFILES": str(tmp_path / "p.toml"), "MOTS_MARKET_URL": "http://h:8101/v1/"}
+    with pytest.raises(ConfigError, match=r"market_url: give the base URL http://h:8101, .*env"):
+        resolve({}, workdir=tmp_path, env=env)
+    with pytest.raises(ConfigError, match=r"without /v1.*profile bob"):
+        save_profile("bob", {"market_url": "http://h:8101/v1"}, env=env)
+
+
+def test_profiles_are_removed_and_made_default(tmp_path: Path) -> None:
+    """`mots profile rm/set --default`'s functions: the default follows, the file stays private."""
+    from mots.client.config import read_profiles, remove_profile, set_default_profile
+
+    env = {"MOTS_PROFILES": str(tmp_path / "p.toml")}
+    save_profile("a", {"market_url": "http://h:1", "token": "t"}, env=env)
+    save_profile("b", {"workdir": "/w", "role": "operator"}, env=env)
+    set_default_profile("a", env=env)
+    path, default, profiles = read_profiles(env)
+    assert default == "a" and set(profiles) == {"a", "b"}
+    assert (
+        resolve({}, workdir=tmp_path, env=env).origin("market_url") == "market_url from profile a"
+    )
+    remove_profile("a", env=env)
+    path, default, profiles = read_profiles(env)
+    assert default is None and set(profiles) == {"b"} and path.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(ConfigError, match="profile 'a': no"):
+        remove_profile("a", env=env)

@@ -66,3 +66,23 @@ def test_a_port_answered_by_its_own_service_is_ready(tmp_path: Path) -> None:
         stack.wait_ready(20)
     finally:
         stack.stop()
+
+
+def test_each_start_writes_fresh_logs_and_tells_the_market_where_rounds_are(
+    tmp_path: Path,
+) -> None:
+    """Issue 40: a start moves the previous start's logs to NAME.log.1 (nothing a past run wrote
+    is read as this one's), and the market's environment names the orchestration's URL, whose
+    port is chosen before any process starts."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "market-api.log").write_text("the previous start\n")
+    stack = Stack(workdir=tmp_path)
+    stack._fresh_logs(("market", "evaluation"))
+    assert (logs / "market-api.log.1").read_text() == "the previous start\n"
+    assert not (logs / "market-api.log").exists()
+    stack._choose_api_ports(("market", "orchestration", "evaluation"))
+    assert set(stack.ports) == {"market", "orchestration"}
+    url = stack.env("market")["MOTS_ORCHESTRATION_PUBLIC_URL"]
+    assert url == stack.url("orchestration")
+    assert "MOTS_ORCHESTRATION_PUBLIC_URL" not in stack.env("pricing")

@@ -156,30 +156,46 @@ def test_port_in_use_refused(tmp_path: Path) -> None:
             LocalFederation(n_nodes=1, superlink_port=port, workdir=tmp_path).start()
 
 
-def _fake_supernode(tmp_path: Path, failures: int) -> list[str]:
-    """A stand-in process that exits before registering ``failures`` times, then registers."""
+def _fake_supernode(tmp_path: Path, failures: int, port: int) -> list[str]:
+    """A stand-in process that exits before registering ``failures`` times, then registers (as
+    an insecure SuperNode does: it logs its id and listens on its runtime ``port``)."""
     marker = tmp_path / "attempts"
     script = (
-        "import pathlib, sys, time\n"
+        "import pathlib, socket, sys, time\n"
         f"m = pathlib.Path({str(marker)!r})\n"
         "n = int(m.read_text()) if m.exists() else 0\n"
         "m.write_text(str(n + 1))\n"
         f"if n < {failures}:\n"
         "    print('Exit Code: 305', flush=True); sys.exit(1)\n"
-        "print('SuperNode ID 7', flush=True)\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('127.0.0.1', "
+        f"{port})); s.listen()\n"
+        "print('SuperNode ID: 7', flush=True)\n"
         "time.sleep(60)\n"
     )
     return [sys.executable, "-c", script]
 
 
-def test_supernode_that_fails_to_activate_is_started_again(tmp_path: Path) -> None:
-    """A SuperNode exiting before it registers is restarted (up to SUPERNODE_START_ATTEMPTS)."""
+def _fake_federation(tmp_path: Path) -> LocalFederation:
+    """One insecure node's federation whose SuperNode the test starts itself."""
     fed = LocalFederation(
-        n_nodes=1, workdir=tmp_path / "fed", start_timeout=30, layout="subprocess"
+        n_nodes=1,
+        superlink_port=free_port_block(ports_needed(1)),
+        workdir=tmp_path / "fed",
+        start_timeout=30,
+        layout="subprocess",
+        secure=False,
     )
     (tmp_path / "fed" / "logs").mkdir(parents=True)
+    return fed
+
+
+def test_supernode_that_fails_to_activate_is_started_again(tmp_path: Path) -> None:
+    """A SuperNode exiting before it registers is restarted (up to SUPERNODE_START_ATTEMPTS)."""
+    fed = _fake_federation(tmp_path)
     try:
-        fed._spawn("supernode", "supernode-00", _fake_supernode(tmp_path, 1), tmp_path / "home")
+        argv = _fake_supernode(tmp_path, 1, fed.nodes[0]["port"])
+        fed._spawn("supernode", "supernode-00", argv, tmp_path / "home")
         fed._wait(fed._all_registered, "1 SuperNode to register")
         assert fed._attempts["supernode-00"] == 2
         assert len([p for p in fed.processes if p.role == "supernode"]) == 1
@@ -189,12 +205,10 @@ def test_supernode_that_fails_to_activate_is_started_again(tmp_path: Path) -> No
 
 def test_supernode_that_keeps_failing_is_reported(tmp_path: Path) -> None:
     """After SUPERNODE_START_ATTEMPTS failures the start fails, naming the node and its log."""
-    fed = LocalFederation(
-        n_nodes=1, workdir=tmp_path / "fed", start_timeout=30, layout="subprocess"
-    )
-    (tmp_path / "fed" / "logs").mkdir(parents=True)
+    fed = _fake_federation(tmp_path)
     try:
-        fed._spawn("supernode", "supernode-00", _fake_supernode(tmp_path, 99), tmp_path / "home")
+        argv = _fake_supernode(tmp_path, 99, fed.nodes[0]["port"])
+        fed._spawn("supernode", "supernode-00", argv, tmp_path / "home")
         with pytest.raises(FederationError, match=r"(?s)supernode-00 .* exited .*Exit Code: 305"):
             fed._wait(fed._all_registered, "1 SuperNode to register")
         assert fed._attempts["supernode-00"] == SUPERNODE_START_ATTEMPTS

@@ -133,3 +133,16 @@ class Artifacts(Group):
         description="directory of the trained model artifacts: orchestration writes them there,"
         " the market serves only files under it",
     )
+
+
+class Discovery(Group):
+    """What the market tells a client about the platform it belongs to (``GET /v1/platform``)."""
+
+    owner: ClassVar[str] = "market"
+
+    orchestration_public_url: str | None = Field(
+        None,
+        description="the round (orchestration) API's base URL as clients reach it, which the"
+        " market tells them at GET /v1/platform so that a client needs only the market's URL"
+        " (`mots platform up` sets it); unset: the market answers that it does not know",
+    )
