@@ -29,7 +29,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from mots.client.market import MarketClient, MarketError, new_idempotency_key
+from mots.client.errors import MarketError
+from mots.client.market import MarketClient, new_idempotency_key
 from tests.containers import compose, network, podman
 from tests.containers import round as rnd
 from tests.docker.images import IMAGES

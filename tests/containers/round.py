@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 
-from mots.client.market import MarketClient, ModelIntegrityError
+from mots.client.errors import ModelIntegrityError
+from mots.client.market import MarketClient
 from mots.platform.api.market import ClientRegistration, EnrolmentIn
 
 # The paper testbed's types (k8s/overlays/k3s-pi/devices/type-*.env, the README's loop).

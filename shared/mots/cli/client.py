@@ -22,8 +22,9 @@ from pydantic import BaseModel, ValidationError
 
 from mots.cli.errors import report, transport_code
 from mots.client.config import ClientConfig, ConfigError, resolve
+from mots.client.errors import MarketError
 from mots.client.located import LocatedMarketClient, LocatedRoundsClient
-from mots.client.market import MarketClient, MarketError
+from mots.client.market import MarketClient
 from mots.client.rounds import RoundsClient
 from mots.platform.money import plain_rule
 

@@ -32,13 +32,8 @@ if TYPE_CHECKING:
         terms_for,
         tie_draw,
     )
-    from mots.client.market import (
-        DownloadedModel,
-        MarketClient,
-        MarketError,
-        ModelIntegrityError,
-        new_idempotency_key,
-    )
+    from mots.client.errors import MarketError, ModelIntegrityError
+    from mots.client.market import DownloadedModel, MarketClient, new_idempotency_key
     from mots.client.rounds import OrchestrationError, RoundsClient
     from mots.platform.api.rounds import RoundDetail, RoundOut, RoundSummary, TrainingProgress
 
@@ -48,9 +43,10 @@ _EXPORTS = {
         "mots.client.decision",
     ),
     **dict.fromkeys(
-        ("DownloadedModel", "MarketClient", "MarketError", "ModelIntegrityError"),
+        ("DownloadedModel", "MarketClient"),
         "mots.client.market",
     ),
+    **dict.fromkeys(("MarketError", "ModelIntegrityError"), "mots.client.errors"),
     "new_idempotency_key": "mots.client.market",
     "OrchestrationError": "mots.client.rounds",
     "RoundsClient": "mots.client.rounds",

@@ -10,7 +10,8 @@ from typing import Any, NoReturn
 import httpx
 
 from mots.client.config import explain_no_route
-from mots.client.market import MarketClient, MarketError
+from mots.client.errors import MarketError
+from mots.client.market import MarketClient
 from mots.client.rounds import RoundsClient
 
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from mots.client.errors import MarketError, ModelIntegrityError, problem_detail, problem_ids
 from mots.client.model_file import load_model, write_sidecar
 from mots.platform import tokens
 from mots.platform.api.base import Page, RoundState, Strategy
@@ -72,51 +73,6 @@ _EntryPage = Page[EntryOut]
 _EnrolmentPage = Page[EnrolmentOut]
 
 
-class MarketError(Exception):
-    """The market refused a call, answered something unreadable, or could not be reached.
-
-    ``status`` is the HTTP status (None when no answer came), ``detail`` the market's message
-    (it names the field and the rule), ``method`` and ``path`` the call; ``code`` is the problem's
-    stable code to branch on (docs/errors.md) and ``request_id`` the id the service logged it
-    under (None when the answer had none).
-    """
-
-    def __init__(
-        self,
-        status: int | None,
-        detail: str,
-        method: str = "",
-        path: str = "",
-        *,
-        code: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        where = f"{method} {path}: " if method else ""
-        answer = f"market answered {status}" if status is not None else "market unreachable"
-        super().__init__(f"{where}{answer}: {detail}")
-        self.status = status
-        self.detail = detail
-        self.method = method
-        self.path = path
-        self.code = code
-        self.request_id = request_id
-
-
-def problem_ids(response: httpx.Response) -> dict[str, str | None]:
-    """The problem's ``code`` and the answer's request id (``X-Request-ID``), where given."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    code = body.get("code") if isinstance(body, dict) else None
-    rid = response.headers.get("x-request-id")
-    return {"code": code if isinstance(code, str) else None, "request_id": rid}
-
-
-class ModelIntegrityError(MarketError):
-    """A downloaded model's SHA-256 differs from the digest the market published for it."""
-
-
 @dataclass(frozen=True)
 class DownloadedModel:
     """A round's model saved to ``path``, its SHA-256 checked against the market's."""
@@ -133,25 +89,6 @@ class DownloadedModel:
 def new_idempotency_key() -> str:
     """A fresh Idempotency-Key (retries of one call reuse it; another call gets another)."""
     return f"mots-client-{uuid.uuid4().hex}"
-
-
-def _detail(response: httpx.Response) -> str:
-    """The market's ``detail``; a validation error list becomes ``field: message; …``."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text or response.reason_phrase
-    detail = body.get("detail", body) if isinstance(body, dict) else body
-    if isinstance(detail, list):
-        parts = []
-        for err in detail:
-            if isinstance(err, dict):
-                loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
-                parts.append(f"{loc}: {err.get('msg', err)}" if loc else str(err.get("msg", err)))
-            else:
-                parts.append(str(err))
-        return "; ".join(parts)
-    return str(detail)
 
 
 class MarketClient:
@@ -286,7 +223,9 @@ class MarketClient:
                 if r.status_code == 404 and ok_missing:
                     return None
                 if last or r.status_code not in RETRY_STATUSES:
-                    raise MarketError(r.status_code, _detail(r), method, path, **problem_ids(r))
+                    raise MarketError(
+                        r.status_code, problem_detail(r), method, path, **problem_ids(r)
+                    )
             self._sleep(self._backoff_s * 2**attempt)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -494,7 +433,9 @@ class MarketClient:
             with self._http.stream(method, url, headers=self._headers()) as r:
                 if not r.is_success:
                     r.read()
-                    raise MarketError(r.status_code, _detail(r), method, url, **problem_ids(r))
+                    raise MarketError(
+                        r.status_code, problem_detail(r), method, url, **problem_ids(r)
+                    )
                 expected = r.headers.get(MODEL_DIGEST_HEADER, "").lower()
                 with partial.open("wb") as f:
                     for chunk in r.iter_bytes():

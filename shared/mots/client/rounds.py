@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from mots.client.market import MarketClient, MarketError
+from mots.client.errors import MarketError
+from mots.client.market import MarketClient
 from mots.platform.api.rounds import RoundDetail, RoundOut, RoundStart, RoundStarted
 
 DEFAULT_LIST_LIMIT = 20

@@ -11,12 +11,31 @@ federation from training (an exited process, a SuperLink that does not listen).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
-from mots.training.processes import alive, listening, unix_socket_accepts
+from mots.training.processes import ProcessInfo, alive, listening, unix_socket_accepts
 
-if TYPE_CHECKING:
-    from mots.training.federation import LocalFederation
+
+class LocalFederation(Protocol):
+    """What the probes read of a :class:`mots.training.federation.LocalFederation` (a protocol,
+    so that the federation can import this module without an import cycle)."""
+
+    _fork_socket: Path | None
+    nodes: list[dict[str, Any]]
+    secure: bool
+    superlink_port: int
+
+    @property
+    def processes(self) -> Sequence[ProcessInfo]: ...
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def ca_cert(self) -> Path | None: ...
+
+    def _read_insecure_ids(self) -> None: ...
 
 
 def template_ready(fed: LocalFederation) -> bool:
