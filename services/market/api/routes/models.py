@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from mots.platform import model_signing
 from mots.platform.api.base import MarketRoundState
-from mots.platform.api.market import ModelInfo
+from mots.platform.api.market import ModelInfo, ModelKey
 from mots.platform.money import from_micros, money_str
 from services.market.api.deps import ReadingClient, RoundId, SessionFactoryDep, SettingsDep
 from services.market.models import Decision, MarketRound, Purchase
@@ -138,12 +138,12 @@ def signed(round_id: int, digest: str, price: Decimal, artifact_dir: str) -> dic
 
 
 @router.get(model_signing.WELL_KNOWN_PATH)
-def model_key(settings: SettingsDep) -> dict[str, str]:
+def model_key(settings: SettingsDep) -> ModelKey:
     """The public half of the key the market signs its models with (no token needed): a buyer
     saves it once and checks every model file offline (`mots model verify`)."""
     public = model_signing.public_key_text(signing_key(settings.artifact_dir).public_key())
-    return {
-        "algorithm": model_signing.ALGORITHM,
-        "public_key": public,
-        "key_id": model_signing.key_id(public),
-    }
+    return ModelKey(
+        algorithm=model_signing.ALGORITHM,
+        public_key=public,
+        key_id=model_signing.key_id(public),
+    )

@@ -479,6 +479,24 @@ class BalanceOut(Schema):
     entries: list[EntryOut]
 
 
+class ModelKey(Schema):
+    """The public half of the key the market signs its models with (``GET
+    /.well-known/mots-model-key``, no token): a buyer saves it once and checks every model file
+    offline (``mots model verify``)."""
+
+    model_config = example(
+        {
+            "algorithm": "ed25519",
+            "public_key": "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+            "key_id": "3a7bd3e2360a3d29",
+        }
+    )
+
+    algorithm: str = Field(..., description="the signature scheme (ed25519)")
+    public_key: str = Field(..., description="the raw 32-byte public key, base64")
+    key_id: str = Field(..., description="the key's id, as a signed model's sidecar names it")
+
+
 class ModelInfo(Schema):
     """A published round's model file: its digest, size and the metadata written beside it
     (``GET /v1/rounds/{id}/model/info``; the client saves it as ``mots-round-N.json``)."""
