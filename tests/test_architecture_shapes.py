@@ -262,25 +262,20 @@ KNOWN_RESTATED = {
     "services/orchestration/models.py:Round restates services/orchestration/rounds/ports.py:RoundUpdate (11/11)",
     "services/orchestration/models.py:Round restates shared/mots/platform/api/rounds.py:RoundOut (10/12)",
     "services/orchestration/models.py:Transition restates shared/mots/platform/api/rounds.py:TransitionOut (4/5)",
-    "services/orchestration/models.py:RoundCall restates services/orchestration/models.py:SentCall (5/5)",
-    "services/orchestration/models.py:RoundCall restates services/orchestration/rounds/ports.py:CallEntry (6/6)",
     "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/models.py:Round (19/19)",
     "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/rounds/ports.py:RoundUpdate (11/11)",
     "services/orchestration/rounds/ports.py:RoundRecord restates shared/mots/platform/api/rounds.py:RoundOut (10/12)",
     "shared/mots/platform/contracts.py:PopulationType restates shared/mots/economics/scenario.py:ClientType (4/4)",
-    "shared/mots/platform/contracts.py:ErrorPosteriorEstimate restates shared/mots/platform/api/rounds.py:ErrorFit (4/5)",
     "shared/mots/platform/contracts.py:TrainResult restates shared/mots/training/artifacts.py:TrainingResult (6/7)",
-    "shared/mots/platform/api/rounds.py:ErrorFit restates shared/mots/economics/error_fit.py:Fit (4/5)",
-    "shared/mots/platform/api/rounds.py:ErrorFit restates shared/mots/platform/contracts.py:ErrorPosteriorEstimate (4/5)",
     "shared/mots/platform/api/rounds.py:RoundSummary restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
-    "shared/mots/platform/api/pricing.py:PricingRequest restates shared/mots/platform/api/pricing.py:EquilibriumRequest (4/4)",
     "shared/mots/platform/api/pricing.py:PricingResult restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
-    "shared/mots/platform/api/pricing.py:EquilibriumRequest restates shared/mots/platform/api/pricing.py:PricingRequest (4/4)",
 }
 """The restatements left on the round path when the check was written (issue 38's third pass
-removed RoundTerms/PricingResult, TrainingRecord/TrainResult and RoundQuote/PricingResult): the
-table rows and the records the machine reads them as, the wire forms of the economics' own
-classes, and the call history beside the call log. Written down so that the check fails on any
+removed RoundTerms/PricingResult, TrainingRecord/TrainResult and RoundQuote/PricingResult; then
+ErrorFit and ErrorPosteriorEstimate came to extend ErrorEstimate, the call tables a
+SentCallColumns mixin, EquilibriumRequest a PricingRequest): the table rows and the records the
+machine reads them as, and the wire forms of the economics' own classes (their money a Decimal
+where the economics' is a float). Written down so that the check fails on any
 new one, and when one of these goes (then this set shrinks): a ratchet, not an allowance."""
 
 

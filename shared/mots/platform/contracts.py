@@ -47,7 +47,7 @@ from mots.platform.api.pricing import (
     PricingRequest,
     PricingResult,
 )
-from mots.platform.api.rounds import ErrorFit, SettleResult
+from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult
 from mots.platform.metrics import TASKS
 from mots.platform.timestamps import Timestamp
 
@@ -337,16 +337,12 @@ class EvaluationResult(Schema):
     fit: ErrorFit | None
 
 
-class ErrorPosteriorEstimate(Schema):
+class ErrorPosteriorEstimate(ErrorEstimate):
     """The evaluation service's posterior over Eq. 3's parameters (:mod:`mots.economics.error_online`):
     the point estimate pricing uses, each parameter's posterior standard deviation, and how many
     published measurements it holds (0: the prior)."""
 
-    eps0: float
-    d_gamma2: float
-    sigma2: float
     sd: dict[str, float] = Field(..., description="posterior sd of eps0, d_gamma2 and sigma2")
-    points: int
 
 
 class CurrentErrorModel(Schema):
