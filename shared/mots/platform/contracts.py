@@ -36,7 +36,6 @@ from pydantic import BaseModel, Field
 
 from mots.platform.api.base import (
     MAX_AMOUNT,
-    MarketRoundState,
     Money,
     RoundState,
     Schema,
@@ -207,7 +206,7 @@ class MarketRoundStatus(Schema):
     """A market round's state after the market acted on it (``collecting``, ``published``, …)."""
 
     round_id: int
-    state: MarketRoundState
+    state: RoundState
 
 
 class AdvanceRequest(Schema):
@@ -288,7 +287,7 @@ class DeclarationProgress(Schema):
     """How far a round's collection has got: O(1) to read at the market (its tally counters)."""
 
     round_id: int
-    state: MarketRoundState = Field(..., description="the market's state of the round")
+    state: RoundState = Field(..., description="the market's state of the round")
     registered: int = Field(..., description="clients registered when the round opened")
     declared: int = Field(..., description="clients that have declared (or bought) so far")
 
