@@ -370,8 +370,6 @@ SuperNode keys (what training needs: no second call for them)."""
 MARKET_SETTLE_ROUND = TaskSpec("market.settle_round", "market", SettlePayload, SettleResult)
 """Book rewards, charges, refunds, subsidy and surplus (idempotent); with a model artifact, also
 publish the round in the same transaction (one call settles and publishes)."""
-MARKET_PUBLISH = TaskSpec("market.publish", "market", RoundRef, MarketRoundStatus)
-"""Make a settled round's model downloadable by its buyers and participants."""
 MARKET_NODE_KEYS = TaskSpec("market.node_keys", "market", NodeKeysRequest, NodeKeys)
 """The SuperNode public keys the given clients registered (those without one are absent)."""
 
@@ -469,7 +467,6 @@ ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     MARKET_DECLARATION_PROGRESS,
     MARKET_CLOSE_ROUND,
     MARKET_SETTLE_ROUND,
-    MARKET_PUBLISH,
     MARKET_NODE_KEYS,
     PRICING_QUOTE,
     PRICING_EQUILIBRIUM,
