@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
-from mots.platform.api.base import MarketRoundState, Strategy
+from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.market import DecisionIn, DecisionOut
 from mots.platform.db import BatchWrite, Tally, one_of
 from services.market.auth import refusal_reason
@@ -135,7 +135,7 @@ def decide_declaration(
     client paid for the round's model and whether it is in the round's population (pure)."""
     if state is None:
         return NotFound("round_id", f"round {d.round_id} does not exist")
-    if state != MarketRoundState.COLLECTING:
+    if state != RoundState.COLLECTING:
         return Conflict(
             "round_id", f"round {d.round_id} is {state}; decisions are taken while it is collecting"
         )

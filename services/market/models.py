@@ -115,7 +115,7 @@ class MarketRound(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     state: Mapped[str] = mapped_column(String(16))
-    """A :class:`~mots.platform.api.base.MarketRoundState` value."""
+    """A :class:`~mots.platform.api.base.RoundState` value (the market stores collecting, training, settling, settled_by_rule, published)."""
     mechanism: Mapped[str] = mapped_column(String(64))
     price_micros: Mapped[int] = mapped_column(BigInteger)
     quote_json: Mapped[str] = mapped_column(Text)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import String, and_, cast, literal_column, or_, select
 from sqlalchemy.orm import Session
 
-from mots.platform.api.base import MarketRoundState, Strategy
+from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.market import PurchaseOut
 from mots.platform.db import BatchWrite, one_of, one_of_select, reserve_ids
 from mots.platform.money import from_micros
@@ -37,7 +37,7 @@ from services.market.models import (
     RoundMember,
 )
 
-OPEN_FOR_PURCHASE = {MarketRoundState.COLLECTING}
+OPEN_FOR_PURCHASE = {RoundState.COLLECTING}
 PATH = "/v1/purchases"
 
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]

@@ -39,7 +39,7 @@ from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from mots.economics.capture import capture
-from mots.platform.api.base import MarketRoundState, Strategy
+from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.rounds import SettleResult
 from mots.platform.contracts import (
     DeclarationProgress,
@@ -181,13 +181,13 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     still_open = session.scalar(
         select(func.count())
         .select_from(MarketRound)
-        .where(MarketRound.state == MarketRoundState.COLLECTING)
+        .where(MarketRound.state == RoundState.COLLECTING)
     )
     if still_open:
         raise RoundError("round_id: another round is still collecting decisions")
     rnd = MarketRound(
         id=quote.round_id,
-        state=MarketRoundState.COLLECTING,
+        state=RoundState.COLLECTING,
         population=0,
         mechanism=quote.mechanism,
         price_micros=to_micros(quote.price),
@@ -290,8 +290,8 @@ def close_round(session: Session, round_id: int) -> RoundDecisions:
     rnd = session.get(MarketRound, round_id, with_for_update=True)
     if rnd is None:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
-    if rnd.state == MarketRoundState.COLLECTING:
-        rnd.state = MarketRoundState.CLOSED
+    if rnd.state == RoundState.COLLECTING:
+        rnd.state = RoundState.TRAINING
         paid = set(session.scalars(select(Purchase.client_id).where(Purchase.round_id == round_id)))
         for d in session.scalars(
             select(Decision).where(Decision.round_id == round_id, Decision.strategy == "buy")
@@ -393,7 +393,7 @@ def settle_round(
         raise RoundError(f"round_id: round {payload.round_id} is not open at the market")
     if rnd.settlement_json is not None:
         return SettleResult.model_validate_json(rnd.settlement_json)
-    if rnd.state == MarketRoundState.COLLECTING:
+    if rnd.state == RoundState.COLLECTING:
         close_round(session, payload.round_id)
     rid = payload.round_id
     pool = ledger.ensure_account(session, ledger.pool_name(rid))
@@ -445,7 +445,7 @@ def settle_round(
         capture_rule=terms.rule,
         removed=sorted(removed),
     )
-    rnd.state = MarketRoundState.REFUNDED if payload.refund_buyers else MarketRoundState.SETTLED
+    rnd.state = RoundState.SETTLED_BY_RULE if payload.refund_buyers else RoundState.SETTLING
     rnd.settlement_json = result.model_dump_json()
     if payload.artifact_path and not payload.refund_buyers:
         rnd.artifact_path = payload.artifact_path
@@ -555,11 +555,11 @@ def publish(session: Session, round_id: int) -> MarketRound:
     rnd = session.get(MarketRound, round_id, with_for_update=True)
     if rnd is None:
         raise RoundError(f"round_id: round {round_id} is not open at the market")
-    if rnd.state == MarketRoundState.SETTLED:
+    if rnd.state == RoundState.SETTLING:
         if not rnd.artifact_path:
             raise RoundError(f"round_id: round {round_id} has no model artifact to publish")
-        rnd.state = MarketRoundState.PUBLISHED
-    elif rnd.state != MarketRoundState.PUBLISHED:
+        rnd.state = RoundState.PUBLISHED
+    elif rnd.state != RoundState.PUBLISHED:
         raise RoundError(
             f"round_id: round {round_id} is {rnd.state}; only a settled round publishes"
         )

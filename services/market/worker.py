@@ -14,7 +14,6 @@ from mots.platform.contracts import (
     MARKET_NODE_KEYS,
     MARKET_OPEN_ROUND,
     MARKET_POPULATION,
-    MARKET_PUBLISH,
     MARKET_SETTLE_ROUND,
     DeclarationProgress,
     MarketRoundStatus,
@@ -105,10 +104,3 @@ def settle_round(payload: SettlePayload) -> SettleResult:
         return result
 
     return in_transaction(_sessions, settle)
-
-
-@MARKET_PUBLISH.handler(app)
-def publish(ref: RoundRef) -> MarketRoundStatus:
-    """Make a settled round's model downloadable."""
-    rnd = in_transaction(_sessions, lambda s: rounds.publish(s, ref.round_id))
-    return MarketRoundStatus(round_id=rnd.id, state=rnd.state)

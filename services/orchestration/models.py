@@ -85,7 +85,17 @@ class Transition(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
-class RoundCall(Base):
+class SentCallColumns:
+    """What a sent call is, in both tables that hold one: its round, the state whose step sent
+    it, its task and when (:class:`RoundCall` adds the reply, :class:`SentCall` keeps it)."""
+
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    task: Mapped[str] = mapped_column(String(64))
+    sent_at: Mapped[float] = mapped_column(Float)
+
+
+class RoundCall(SentCallColumns, Base):
     """A call the current step of a round sent to another service (or to the training worker),
     keyed by its order within the step, with its reply once it came back: a step replayed from
     the top reads its answered calls here instead of sending them again."""
@@ -94,25 +104,17 @@ class RoundCall(Base):
     __table_args__ = (UniqueConstraint("round_id", "state", "seq", name="uq_round_calls_step"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
-    state: Mapped[str] = mapped_column(String(16))
     seq: Mapped[int] = mapped_column(Integer)
     call_id: Mapped[str] = mapped_column(String(64), unique=True)
-    task: Mapped[str] = mapped_column(String(64))
-    sent_at: Mapped[float] = mapped_column(Float)
     timeout_s: Mapped[float] = mapped_column(Float)
     reply: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
-class SentCall(Base):
+class SentCall(SentCallColumns, Base):
     """The round's call history: every call its steps sent, kept after the step decides (the
     :class:`RoundCall` rows are forgotten then), so a round's calls can be counted."""
 
     __tablename__ = "round_sent_calls"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
-    state: Mapped[str] = mapped_column(String(16))
-    task: Mapped[str] = mapped_column(String(64))
-    sent_at: Mapped[float] = mapped_column(Float)

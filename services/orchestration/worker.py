@@ -29,11 +29,7 @@ from mots.platform.worker import service_worker
 from services.orchestration.core.config import get_settings
 from services.orchestration.migrations import upgrade
 from services.orchestration.rounds import prometheus
-from services.orchestration.rounds.celery_services import (
-    CallPort,
-    CeleryRoundServices,
-    CeleryRoundTrainer,
-)
+from services.orchestration.rounds.calls import CallPort
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.reconciler import Reconciler
@@ -65,22 +61,15 @@ def stop() -> None:
     reconciler.stop()
 
 
-def schedule(round_id: int, state: RoundState, countdown: float = 0.0) -> None:
-    """Enqueue the step of ``state`` for a round on this service's queue."""
-    send(app, ORCHESTRATION_ADVANCE, AdvanceRequest(round_id=round_id, state=state), countdown)
-
-
 sessions = make_sessionmaker(make_engine(settings.database_url))
 calls = SqlCallLog(sessions)
 port = CallPort(functools.partial(send_call, app), calls, settings.task_timeout_s)
 machine = RoundMachine(
     RoundPorts(
-        services=CeleryRoundServices(
-            port, functools.partial(send, app), settings.evaluate_timeout_s
-        ),
+        call=port.call,
+        notify=functools.partial(send, app),
         store=SqlRoundStore(sessions),
-        trainer=CeleryRoundTrainer(port, settings.train_timeout_s),
-        schedule=schedule,
+        schedule=functools.partial(send, app, ORCHESTRATION_ADVANCE),
         settings=settings,
         calls=calls,
     )

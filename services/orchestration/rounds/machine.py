@@ -33,7 +33,7 @@ import logging
 from dataclasses import dataclass
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
-from mots.platform.contracts import AdvanceResult
+from mots.platform.contracts import AdvanceRequest, AdvanceResult
 from services.orchestration.core.config import Settings
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.ports import (
@@ -185,16 +185,20 @@ class RoundMachine:
             step = self.step(round_id, state)
         except ServiceUnavailable:  # the store (database) is away: the same step, later
             log.warning("round %s: %s could not run; retrying", round_id, state.value)
-            self.ports.schedule(round_id, state, self.ports.settings.retry_interval_s)
+            self.ports.schedule(
+                AdvanceRequest(round_id=round_id, state=state), self.ports.settings.retry_interval_s
+            )
             return AdvanceResult(round_id=round_id, retry=True)
         except Exception:
             if state == S.FAILED:  # settle-by-rule must happen: retry until the market answers
                 log.warning("round %s: settling by rule failed; retrying", round_id, exc_info=True)
-                self.ports.schedule(round_id, state, RETRY_SETTLEMENT_S)
+                self.ports.schedule(
+                    AdvanceRequest(round_id=round_id, state=state), RETRY_SETTLEMENT_S
+                )
                 return AdvanceResult(round_id=round_id, retry=True)
             raise
         if step.state is not None:
-            self.ports.schedule(round_id, step.state, step.countdown)
+            self.ports.schedule(AdvanceRequest(round_id=round_id, state=step.state), step.countdown)
         return AdvanceResult(round_id=round_id, next=step.state, waiting=step.waiting)
 
     def answered(
@@ -215,5 +219,5 @@ class RoundMachine:
         pending = self.ports.store.unfinished()
         for round_id, state in pending:
             log.info("recovering round %s in %s", round_id, state.value)
-            self.ports.schedule(round_id, state, 0.0)
+            self.ports.schedule(AdvanceRequest(round_id=round_id, state=state), 0.0)
         return [round_id for round_id, _ in pending]

@@ -1,9 +1,11 @@
 """The seams of the round machine: what it reads a round as, what a step decides, and the ports
 it works through (the other services, the round store, the trainer, the scheduler, the clock).
 
-Production wires them to Celery (:mod:`.celery_services`), SQL (:mod:`.sql_store`), Flower
-(:mod:`services.orchestration.trainer`) and the orchestration queue (:mod:`services.orchestration.worker`);
-the unit tests wire in-memory fakes.
+A step calls another service (training included) by the contract's
+:class:`~mots.platform.contracts.TaskSpec` through one :class:`Call`: production wires it to
+Celery and the call log (:class:`.calls.CallPort`), the store to SQL (:mod:`.sql_store`) and the
+schedule to the orchestration queue (:mod:`services.orchestration.worker`); the unit tests wire
+in-memory fakes that answer each TaskSpec at once.
 """
 
 from __future__ import annotations
@@ -14,28 +16,22 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, TypeVar
+
+from pydantic import BaseModel
 
 from mots.economics.scenario import Scenario
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import (
     PricingResult,
 )
-from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
-from mots.platform.contracts import (
-    CurrentErrorModel,
-    DeclarationProgress,
-    EvaluationRequest,
-    EvaluationResult,
-    OpenRoundPayload,
-    Population,
-    RoundDecisions,
-    SettlePayload,
-    TrainRequest,
-    TrainResult,
-)
+from mots.platform.api.rounds import RoundSummary, TrainingProgress
+from mots.platform.contracts import AdvanceRequest, EvaluationResult, RoundDecisions, TaskSpec
 from services.orchestration.core.config import Settings
 from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -134,7 +130,7 @@ class StepContext:
 
 
 CURRENT_STEP: ContextVar[StepContext | None] = ContextVar("CURRENT_STEP", default=None)
-"""Set by the machine while a step runs; the Celery services port keys its calls by it."""
+"""Set by the machine while a step runs; :class:`.calls.CallPort` keys its calls by it."""
 
 
 @dataclass(frozen=True)
@@ -188,35 +184,6 @@ class RoundInFlight(RuntimeError):
     """A new round was asked for while another one is not finished (one round at a time)."""
 
 
-class RoundServices(Protocol):
-    """The other services, as the round machine calls them (pricing is a library call)."""
-
-    def error_model(self) -> CurrentErrorModel:
-        """The evaluation service's current estimate of Eq. 3: its posterior and its fit."""
-
-    def population(self, round_id: int) -> Population:
-        """The round's population by type, as the market snapshots it (its members)."""
-
-    def open(self, quote: OpenRoundPayload) -> None:
-        """The market publishes the quote and collects decisions."""
-
-    def progress(self, round_id: int) -> DeclarationProgress:
-        """How many clients have declared against the population (counters, O(1))."""
-
-    def close(self, round_id: int) -> RoundDecisions:
-        """The market stops taking decisions; the final ones, the members and their keys."""
-
-    def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
-        """The evaluation service measures the trained model."""
-
-    def settle(self, payload: SettlePayload) -> SettleResult:
-        """The market books the round's money (idempotent) and, with a model, publishes it."""
-
-    def measurement_published(self, round_id: int) -> None:
-        """Tell the evaluation service the round published, so its measurement counts in the fit
-        (an event: nothing waits for it)."""
-
-
 class RoundStore(Protocol):
     """Where rounds persist; every move is a compare-and-set on the round's state."""
 
@@ -252,29 +219,37 @@ class RoundStore(Protocol):
         """Note that retention removed the round's model artifact."""
 
 
-class RoundTrainer(Protocol):
-    """Trains a coalition on the training worker (:class:`.celery_services.CeleryRoundTrainer`);
-    the request travels whole, and the worker records each FedAvg round's progress itself."""
+class Call(Protocol):
+    """Calls a task of :mod:`mots.platform.contracts` by its spec and returns its answer (the
+    spec's output model); ``timeout_s``: how long its answer may take (None: the settings'
+    ``task_timeout_s``)."""
 
-    def train(self, request: TrainRequest) -> TrainResult:
-        """Train K per type on the coalition the request names."""
+    def __call__(
+        self, spec: TaskSpec[In, Out], payload: In, timeout_s: float | None = None
+    ) -> Out: ...
 
 
-Schedule = Callable[[int, RoundState, float], None]
-"""Run the step of a state for a round after some seconds (the orchestration queue)."""
+Notify = Callable[[TaskSpec[Any, Any], Any], None]
+"""Sends an event (spec, payload) that nobody answers: :func:`mots.platform.contracts.send` on
+the worker's app."""
+
+
+Schedule = Callable[[AdvanceRequest, float], None]
+"""Run the step of a state for a round after some seconds: the
+:data:`~mots.platform.contracts.ORCHESTRATION_ADVANCE` task on the orchestration queue."""
 
 
 @dataclass(frozen=True)
 class RoundPorts:
     """Everything a step works through."""
 
-    services: RoundServices
+    call: Call
+    notify: Notify
     store: RoundStore
-    trainer: RoundTrainer
     schedule: Schedule
     settings: Settings
     clock: Callable[[], float] = time.time
     artifact_exists: Callable[[str], bool] = os.path.exists
     calls: CallLog | None = None
-    """Where sent calls and their replies wait (None: the services answer synchronously, as
+    """Where sent calls and their replies wait (None: the calls are answered synchronously, as
     the in-memory fakes do)."""

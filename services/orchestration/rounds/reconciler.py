@@ -34,6 +34,7 @@ import threading
 from pathlib import Path
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
+from mots.platform.contracts import AdvanceRequest
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.machine import deadline_of
 from services.orchestration.rounds.ports import RoundInFlight, RoundPorts, RoundRecord
@@ -117,7 +118,7 @@ class Reconciler:
                 state.value,
                 overdue,
             )
-            self.ports.schedule(round_id, state, 0.0)
+            self.ports.schedule(AdvanceRequest(round_id=round_id, state=state), 0.0)
             self._sent[(round_id, state)] = now
             prometheus.redriven(state)
             redriven.append(round_id)
@@ -140,7 +141,7 @@ class Reconciler:
             log.warning(
                 "round %s: %s's call %s is past its timeout", round_id, state.value, call_id
             )
-            self.ports.schedule(round_id, state, 0.0)
+            self.ports.schedule(AdvanceRequest(round_id=round_id, state=state), 0.0)
             self._lost.add(call_id)
             redriven.append(round_id)
         return redriven
@@ -163,7 +164,7 @@ class Reconciler:
         except RoundInFlight:  # a round was opened by hand meanwhile
             return None
         log.info("round %s: opened by the schedule", round_id)
-        self.ports.schedule(round_id, RoundState.OPEN, 0.0)
+        self.ports.schedule(AdvanceRequest(round_id=round_id, state=RoundState.OPEN), 0.0)
         return round_id
 
     def wake(self) -> None:

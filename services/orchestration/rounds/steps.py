@@ -1,6 +1,7 @@
 """What each state of a round does: one handler per state, from (round, ports) to a decision.
 
-A handler calls the other services through ``ports.services`` and returns a :class:`Move` (the
+A handler calls the other services by the contract's TaskSpec through ``ports.call`` (a
+``TaskSpec`` and its payload in, the spec's output model back) and returns a :class:`Move` (the
 next state and what to record) or a :class:`Wait`; it never writes the round itself. Raising
 fails the round (:mod:`.machine` moves it to ``failed`` with the error as its rule).
 
@@ -25,11 +26,22 @@ from mots.platform import quotes
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import EquilibriumResult, PricingRequest, PricingResult
 from mots.platform.contracts import (
+    EVALUATION_ERROR_MODEL,
+    EVALUATION_EVALUATE,
+    EVALUATION_PUBLISHED,
+    MARKET_CLOSE_ROUND,
+    MARKET_DECLARATION_PROGRESS,
+    MARKET_OPEN_ROUND,
+    MARKET_POPULATION,
+    MARKET_SETTLE_ROUND,
+    TRAINING_TRAIN,
     Coalition,
     CurrentErrorModel,
     EvaluationRequest,
+    NoInput,
     OpenRoundPayload,
     RoundDecisions,
+    RoundRef,
     SettlePayload,
     TrainRequest,
     TrainResult,
@@ -65,7 +77,7 @@ def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
     round, ``mots.economics.error_online``); from an older evaluation service its refit once it
     has enough points; else the prior."""
     try:
-        current = ports.services.error_model()
+        current = ports.call(EVALUATION_ERROR_MODEL, NoInput())
     except Exception as exc:  # the evaluation service being down must not stop the market
         log.warning("the error model is unavailable (%s); using the prior", exc)
         current = CurrentErrorModel(fit=None)
@@ -93,7 +105,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     the membership: it snapshots the population it reports here as the round's members and
     admits exactly them at the open (less any deactivated in between); the round keeps only the
     counts (its scenario's)."""
-    population = ports.services.population(rnd.id)
+    population = ports.call(MARKET_POPULATION, RoundRef(round_id=rnd.id))
     if not population.types:
         raise RoundFailure("no registered clients: nothing to price")
     errors, source = error_model(ports)
@@ -117,7 +129,8 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     names = quote.type_names
     window = rnd.collect_seconds or ports.settings.collect_timeout_s
     deadline = ports.clock() + window
-    ports.services.open(
+    ports.call(
+        MARKET_OPEN_ROUND,
         OpenRoundPayload(
             round_id=rnd.id,
             mechanism=quote.mechanism,
@@ -132,7 +145,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             if rnd.subsidy_budget_micros is None
             else from_micros(rnd.subsidy_budget_micros),
             collect_deadline=datetime.fromtimestamp(deadline, UTC),
-        )
+        ),
     )
     update = RoundUpdate(
         mechanism=quote.mechanism,
@@ -146,10 +159,14 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
 def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     """Wait until every client has declared or the deadline passes; then close the round and
     price the realised state (K, B), or fail it if nobody joined."""
-    seen = ports.services.progress(rnd.id)  # two counters, not the population's decisions
+    seen = ports.call(
+        MARKET_DECLARATION_PROGRESS, RoundRef(round_id=rnd.id)
+    )  # two counters, not the population's decisions
     if seen.declared < seen.registered and ports.clock() < (rnd.collect_deadline or 0.0):
         return Wait(ports.settings.poll_interval_s)
-    final = ports.services.close(rnd.id)  # members' decisions only: the market admits no other
+    final = ports.call(
+        MARKET_CLOSE_ROUND, RoundRef(round_id=rnd.id)
+    )  # members' decisions only: the market admits no other
     scenario = _product(rnd.scenario, "scenario", rnd)
     names = [t.name for t in scenario.types]
     k = [len(final.participants.get(n, [])) for n in names]
@@ -181,7 +198,7 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         **_coalition(rnd, names, terms.epsilon).model_dump(),
     )
     try:  # the training worker records each FedAvg round's progress on the round itself
-        outcome = ports.trainer.train(request)
+        outcome = ports.call(TRAINING_TRAIN, request, ports.settings.train_timeout_s)
     except Exception as exc:
         raise RoundFailure(
             f"training failed ({type(exc).__name__}: {exc}): buyers are refunded, no reward is paid"
@@ -235,7 +252,8 @@ def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     """Measure the trained model on the held-out test set."""
     training = _product(rnd.training, "training", rnd)
     scenario = _product(rnd.scenario, "scenario", rnd)
-    result = ports.services.evaluate(
+    result = ports.call(
+        EVALUATION_EVALUATE,
         EvaluationRequest(
             round_id=rnd.id,
             artifact_path=training.artifact_path,
@@ -243,7 +261,8 @@ def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             participants=training.completed,
             sizes=[t.data_size for t in scenario.types],
             train_epsilon=training.epsilon,
-        )
+        ),
+        ports.settings.evaluate_timeout_s,
     )
     return Move(S.SETTLING, f"test loss {result.test_loss:.4f}", RoundUpdate(evaluation=result))
 
@@ -263,9 +282,9 @@ def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         artifact_path=training.artifact_path,
         artifact_sha256=training.artifact_sha256,
     )
-    settlement = ports.services.settle(payload)
+    settlement = ports.call(MARKET_SETTLE_ROUND, payload)
     try:  # the published round's measurement now shapes the error model (best effort)
-        ports.services.measurement_published(rnd.id)
+        ports.notify(EVALUATION_PUBLISHED, RoundRef(round_id=rnd.id))
     except Exception:
         log.warning("round %s: the evaluation service did not count it", rnd.id, exc_info=True)
     summary = round_summary(
@@ -278,8 +297,8 @@ def settle_by_rule(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     """A failed round: refund every buyer if the market had opened it; no reward, no charge."""
     settlement = None
     if rnd.quote is not None:  # the market opened the round: refund its buyers
-        settlement = ports.services.settle(
-            SettlePayload(round_id=rnd.id, rewards={}, refund_buyers=True)
+        settlement = ports.call(
+            MARKET_SETTLE_ROUND, SettlePayload(round_id=rnd.id, rewards={}, refund_buyers=True)
         )
     summary = round_summary(
         rnd, rnd.terms, None, settlement, False, ports.store.phase_seconds(rnd.id), _now(ports)

@@ -36,7 +36,6 @@ from pydantic import BaseModel, Field
 
 from mots.platform.api.base import (
     MAX_AMOUNT,
-    MarketRoundState,
     Money,
     RoundState,
     Schema,
@@ -47,7 +46,7 @@ from mots.platform.api.pricing import (
     PricingRequest,
     PricingResult,
 )
-from mots.platform.api.rounds import ErrorFit, SettleResult
+from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult
 from mots.platform.metrics import TASKS
 from mots.platform.timestamps import Timestamp
 
@@ -207,7 +206,7 @@ class MarketRoundStatus(Schema):
     """A market round's state after the market acted on it (``collecting``, ``published``, …)."""
 
     round_id: int
-    state: MarketRoundState
+    state: RoundState
 
 
 class AdvanceRequest(Schema):
@@ -288,7 +287,7 @@ class DeclarationProgress(Schema):
     """How far a round's collection has got: O(1) to read at the market (its tally counters)."""
 
     round_id: int
-    state: MarketRoundState = Field(..., description="the market's state of the round")
+    state: RoundState = Field(..., description="the market's state of the round")
     registered: int = Field(..., description="clients registered when the round opened")
     declared: int = Field(..., description="clients that have declared (or bought) so far")
 
@@ -337,16 +336,12 @@ class EvaluationResult(Schema):
     fit: ErrorFit | None
 
 
-class ErrorPosteriorEstimate(Schema):
+class ErrorPosteriorEstimate(ErrorEstimate):
     """The evaluation service's posterior over Eq. 3's parameters (:mod:`mots.economics.error_online`):
     the point estimate pricing uses, each parameter's posterior standard deviation, and how many
     published measurements it holds (0: the prior)."""
 
-    eps0: float
-    d_gamma2: float
-    sigma2: float
     sd: dict[str, float] = Field(..., description="posterior sd of eps0, d_gamma2 and sigma2")
-    points: int
 
 
 class CurrentErrorModel(Schema):
@@ -375,8 +370,6 @@ SuperNode keys (what training needs: no second call for them)."""
 MARKET_SETTLE_ROUND = TaskSpec("market.settle_round", "market", SettlePayload, SettleResult)
 """Book rewards, charges, refunds, subsidy and surplus (idempotent); with a model artifact, also
 publish the round in the same transaction (one call settles and publishes)."""
-MARKET_PUBLISH = TaskSpec("market.publish", "market", RoundRef, MarketRoundStatus)
-"""Make a settled round's model downloadable by its buyers and participants."""
 MARKET_NODE_KEYS = TaskSpec("market.node_keys", "market", NodeKeysRequest, NodeKeys)
 """The SuperNode public keys the given clients registered (those without one are absent)."""
 
@@ -474,7 +467,6 @@ ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     MARKET_DECLARATION_PROGRESS,
     MARKET_CLOSE_ROUND,
     MARKET_SETTLE_ROUND,
-    MARKET_PUBLISH,
     MARKET_NODE_KEYS,
     PRICING_QUOTE,
     PRICING_EQUILIBRIUM,

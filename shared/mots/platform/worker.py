@@ -1,7 +1,7 @@
 """What every service's Celery worker shares: its app, its start-up and its shut-down.
 
 A worker module is then declarative: ``app = service_worker("market", settings, migrate=...)``
-followed by its handlers, each registered through its contract (``@MARKET_PUBLISH.handler(app)``).
+followed by its handlers, each registered through its contract (``@MARKET_SETTLE_ROUND.handler(app)``).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def test_a_client_registered_after_the_round_opened_neither_declares_nor_counts(
         session.commit()
     with market.app.state.sessions() as session:  # closed at once: SQLite's write lock is freed
         closed = session.get(MarketRound, 1)
-        assert closed is not None and closed.state == "closed"
+        assert closed is not None and closed.state == "training"
     open_round(round_id=2, rewards=PAYOUT)
     assert _progress(market, 2) == (3, 0)
     assert _declare(market, late, "join", round_id=2).status_code == 200

@@ -20,12 +20,12 @@ from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.launcher import Stack
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.celery_app import make_celery
-from mots.platform.contracts import TaskSpec, TrainRequest, TrainResult, send
+from mots.platform.contracts import TRAINING_TRAIN, TaskSpec, TrainRequest, TrainResult, send
 from mots.platform.db import make_engine, make_sessionmaker
 from mots.platform.settings import DEV_OPERATOR_TOKEN
 from services.orchestration.core.config import Settings
 from services.orchestration.migrations import upgrade
-from services.orchestration.rounds.celery_services import CallPort, CeleryRoundServices
+from services.orchestration.rounds.calls import CallPort
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.prometheus import progress_recorder
@@ -78,13 +78,19 @@ def test_dropout_forfeits_reward_and_model(redis_url: str, tmp_path: Path) -> No
         calls = SqlCallLog(make_sessionmaker(engine))
         sent: list[tuple[TaskSpec[Any, Any], Any, str]] = []
         port = CallPort(lambda *call: sent.append(call), calls, settings.task_timeout_s)
+        trainer = LeavingNodeTrainer(settings, store)
+
+        def call(spec: TaskSpec[Any, Any], payload: Any, timeout_s: float | None = None) -> Any:
+            """Training runs here (the node that left); the other tasks go to the workers."""
+            if spec is TRAINING_TRAIN:
+                return trainer.train(payload)
+            return port.call(spec, payload, timeout_s or 120.0)
+
         machine = RoundMachine(
             RoundPorts(
-                services=CeleryRoundServices(
-                    port, lambda spec, payload: send(celery, spec, payload), 120.0
-                ),
+                call=call,
+                notify=lambda spec, payload: send(celery, spec, payload),
                 store=store,
-                trainer=LeavingNodeTrainer(settings, store),
                 schedule=lambda *_: None,  # this test runs the steps itself
                 settings=settings,
                 calls=calls,

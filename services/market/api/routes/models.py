@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse
 from sqlalchemy import select
 
 from mots.platform import model_signing
-from mots.platform.api.base import MarketRoundState
+from mots.platform.api.base import RoundState
 from mots.platform.api.market import ModelInfo, ModelKey
 from mots.platform.money import from_micros, money_str
 from services.market.api.deps import ReadingClient, RoundId, SessionFactoryDep, SettingsDep
@@ -33,7 +33,7 @@ def _entitled_artifact(
             raise HTTPException(
                 status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist"
             )
-        if rnd.state != MarketRoundState.PUBLISHED or not rnd.artifact_path:
+        if rnd.state != RoundState.PUBLISHED or not rnd.artifact_path:
             raise HTTPException(
                 status.HTTP_409_CONFLICT,
                 f"round_id: round {round_id} is {rnd.state}, not published",

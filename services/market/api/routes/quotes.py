@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
-from mots.platform.api.base import MarketRoundState
+from mots.platform.api.base import RoundState
 from mots.platform.api.market import QuoteOut, TypeQuote
 from mots.platform.problems import problem, problems
 from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep
@@ -19,7 +19,7 @@ def _quote(rnd: MarketRound) -> QuoteOut:
     q = stored_quote(rnd)
     return QuoteOut(
         round_id=rnd.id,
-        state=MarketRoundState(rnd.state).round_state,
+        state=RoundState(rnd.state),
         mechanism=q.mechanism,
         price=q.price,
         types=[

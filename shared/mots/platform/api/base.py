@@ -105,7 +105,10 @@ class MechanismPage(Page[str]):
 
 
 class RoundState(enum.StrEnum):
-    """States of a market round; the orchestration service moves a round along them in order."""
+    """States of a round, one enum for both services that store one (issue 38): the orchestration
+    moves a round along them in order; the market stores the ones it sees (``collecting`` while it
+    takes decisions and purchases, ``training`` once closed, ``settling`` once booked,
+    ``settled_by_rule`` once refunded, ``published`` once its model is downloadable)."""
 
     OPEN = "open"
     COLLECTING = "collecting"
@@ -118,29 +121,3 @@ class RoundState(enum.StrEnum):
 
 
 TERMINAL_STATES = frozenset({RoundState.PUBLISHED, RoundState.SETTLED_BY_RULE})
-
-
-class MarketRoundState(enum.StrEnum):
-    """States of a round at the market (its ledger's view): it takes decisions and purchases
-    while ``collecting``; then it is closed, settled (or refunded, when the round failed), and
-    its model published. Stored as these strings."""
-
-    COLLECTING = "collecting"
-    CLOSED = "closed"
-    SETTLED = "settled"
-    REFUNDED = "refunded"
-    PUBLISHED = "published"
-
-    @property
-    def round_state(self) -> RoundState:
-        """The round's state as the platform shows it (``GET /v1/quote``)."""
-        return _ROUND_STATE_OF_MARKET[self]
-
-
-_ROUND_STATE_OF_MARKET = {
-    MarketRoundState.COLLECTING: RoundState.COLLECTING,
-    MarketRoundState.CLOSED: RoundState.TRAINING,
-    MarketRoundState.SETTLED: RoundState.SETTLING,
-    MarketRoundState.REFUNDED: RoundState.SETTLED_BY_RULE,
-    MarketRoundState.PUBLISHED: RoundState.PUBLISHED,
-}

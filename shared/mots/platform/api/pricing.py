@@ -106,13 +106,19 @@ class PricingResult(Schema):
         return out
 
 
-class EquilibriumRequest(Schema):
-    """A realised state (K, B) of a scenario to check under a mechanism's schedule."""
+class EquilibriumRequest(PricingRequest):
+    """A realised state (K, B) of a scenario to check under a mechanism's schedule: a
+    :class:`PricingRequest` whose state is required."""
 
-    scenario: dict[str, Any] = Field(..., description="types, error_model, utility, eps_req")
-    mechanism: str | None = Field(
-        None, description="mechanism name; the registry default if absent"
+    model_config = example(
+        {
+            "scenario": SCENARIO_EXAMPLE,
+            "mechanism": "swan_robust",
+            "participants": [2, 1, 1],
+            "buyers": [3, 2, 2],
+        }
     )
+
     participants: list[int] = Field(..., description="K per type, in the scenario's order")
     buyers: list[int] = Field(..., description="B per type, in the scenario's order")
 

@@ -188,18 +188,25 @@ class TrainingProgress(Schema):
     in_progress: bool = Field(..., description="True while clients of this FedAvg round train")
 
 
-class ErrorFit(Schema):
+class ErrorEstimate(Schema):
+    """An estimate of Eq. 3's parameters (with ε0) from ``points`` published measurements: what
+    the refit (:class:`ErrorFit`) and the posterior
+    (:class:`mots.platform.contracts.ErrorPosteriorEstimate`) share."""
+
+    eps0: float
+    d_gamma2: float
+    sigma2: float
+    points: int
+
+
+class ErrorFit(ErrorEstimate):
     """The error model refitted from all measurements so far (Eq. 3 with ε0)."""
 
     model_config = example(
         {"eps0": 0.29, "d_gamma2": 10.4, "sigma2": 0.018, "r2": 0.97, "points": 4}
     )
 
-    eps0: float
-    d_gamma2: float
-    sigma2: float
     r2: float | None
-    points: int
 
 
 class SettleResult(Schema):

@@ -1,4 +1,5 @@
-"""In-memory stand-ins for the round machine's ports: a scripted market, pricing and evaluation,
+"""In-memory stand-ins for the round machine's ports: a scripted market and evaluation answering
+each contract TaskSpec the steps call (:func:`answers`),
 a store in a dict, a trainer that trains nobody, a queue in a list and a clock that only moves
 when told. The machine's rules run against them in milliseconds."""
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import (
@@ -16,16 +18,29 @@ from mots.platform.api.pricing import (
 )
 from mots.platform.api.rounds import ErrorFit, SettleResult, TrainingProgress
 from mots.platform.contracts import (
+    EVALUATION_ERROR_MODEL,
+    EVALUATION_EVALUATE,
+    EVALUATION_PUBLISHED,
+    MARKET_CLOSE_ROUND,
+    MARKET_DECLARATION_PROGRESS,
+    MARKET_OPEN_ROUND,
+    MARKET_POPULATION,
+    MARKET_SETTLE_ROUND,
+    TRAINING_TRAIN,
+    AdvanceRequest,
     Coalition,
     CurrentErrorModel,
     DeclarationProgress,
     ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
+    MarketRoundStatus,
+    NoInput,
     OpenRoundPayload,
     Population,
     PopulationType,
     RoundDecisions,
+    RoundRef,
     SettlePayload,
     TrainRequest,
     TrainResult,
@@ -99,11 +114,11 @@ class FakeServices:
         if name in self.failing:
             self.failing[name].check()
 
-    def error_model(self) -> CurrentErrorModel:
+    def error_model(self, _: NoInput) -> CurrentErrorModel:
         self._enter("error_model")
         return CurrentErrorModel(fit=self.fit, posterior=self.posterior)
 
-    def population(self, round_id: int) -> Population:
+    def population(self, ref: RoundRef) -> Population:
         self._enter("population")
         sizes = {SMALL: 50, LARGE: 300}
         return Population(
@@ -116,13 +131,14 @@ class FakeServices:
             ]
         )
 
-    def open(self, quote: OpenRoundPayload) -> None:
+    def open(self, quote: OpenRoundPayload) -> MarketRoundStatus:
         self._enter("open")
         self.opened.append(quote)
+        return MarketRoundStatus(round_id=quote.round_id, state="collecting")
 
-    def measurement_published(self, round_id: int) -> None:
+    def measurement_published(self, ref: RoundRef) -> None:
         self._enter("measurement_published")
-        self.counted.append(round_id)
+        self.counted.append(ref.round_id)
 
     def _decisions(self, round_id: int) -> RoundDecisions:
         registered = sum(len(v) for v in self.clients.values())
@@ -143,19 +159,19 @@ class FakeServices:
         keys = {c: self.keys[c] for c in everyone if c in self.keys}
         return decisions.model_copy(update={"members": members, "node_keys": keys})
 
-    def progress(self, round_id: int) -> DeclarationProgress:
+    def progress(self, ref: RoundRef) -> DeclarationProgress:
         self._enter("progress")
-        seen = self._decisions(round_id)
+        seen = self._decisions(ref.round_id)
         return DeclarationProgress(
-            round_id=round_id,
+            round_id=ref.round_id,
             state="collecting",
             registered=seen.registered,
             declared=seen.declared,
         )
 
-    def close(self, round_id: int) -> RoundDecisions:
+    def close(self, ref: RoundRef) -> RoundDecisions:
         self._enter("close")
-        return self._members(self._decisions(round_id))
+        return self._members(self._decisions(ref.round_id))
 
     def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
         self._enter("evaluate")
@@ -184,6 +200,21 @@ class FakeServices:
             captured_price=None if payload.refund_buyers else payload.price,
             captured_rewards={} if payload.refund_buyers else dict(payload.rewards),
         )
+
+
+def answers(services: FakeServices, trainer: FakeTrainer) -> dict[str, Callable[[Any], Any]]:
+    """Each contract task the round calls, answered by the fakes (by its TaskSpec's name)."""
+    return {
+        EVALUATION_ERROR_MODEL.name: services.error_model,
+        MARKET_POPULATION.name: services.population,
+        MARKET_OPEN_ROUND.name: services.open,
+        MARKET_DECLARATION_PROGRESS.name: services.progress,
+        MARKET_CLOSE_ROUND.name: services.close,
+        TRAINING_TRAIN.name: trainer.train,
+        EVALUATION_EVALUATE.name: services.evaluate,
+        MARKET_SETTLE_ROUND.name: services.settle,
+        EVALUATION_PUBLISHED.name: services.measurement_published,
+    }
 
 
 class MemoryStore:
@@ -377,13 +408,14 @@ def rig(**settings: object) -> Rig:
     queue: list[tuple[int, RoundState, float]] = []
     missing: set[str] = set()
 
-    def schedule(round_id: int, state: RoundState, countdown: float) -> None:
-        queue.append((round_id, state, countdown))
+    def schedule(request: AdvanceRequest, countdown: float) -> None:
+        queue.append((request.round_id, request.state, countdown))
 
+    answer = answers(services, trainer)
     ports = RoundPorts(
-        services=services,
+        call=lambda spec, payload, timeout_s=None: answer[spec.name](payload),
+        notify=lambda spec, payload: answer[spec.name](payload),
         store=store,
-        trainer=trainer,
         schedule=schedule,
         settings=config,
         clock=clock,

@@ -23,23 +23,17 @@ from mots.platform.contracts import (
     MARKET_POPULATION,
     MARKET_SETTLE_ROUND,
     TRAINING_TRAIN,
-    MarketRoundStatus,
     TaskSpec,
-    TrainRequest,
     round_calls,
 )
 from mots.platform.db import make_engine, make_sessionmaker
 from services.orchestration.migrations import upgrade
-from services.orchestration.rounds.celery_services import (
-    CallPort,
-    CeleryRoundServices,
-    CeleryRoundTrainer,
-)
+from services.orchestration.rounds.calls import CallPort
 from services.orchestration.rounds.machine import RoundMachine
 from services.orchestration.rounds.ports import RoundPorts
 from services.orchestration.rounds.reconciler import Reconciler
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
-from tests.services.orchestration.rounds.fakes import Clock, FakeServices, FakeTrainer
+from tests.services.orchestration.rounds.fakes import Clock, FakeServices, FakeTrainer, answers
 
 S = RoundState
 PUBLISHED_PATH = ["collecting", "training", "evaluating", "settling", "published"]
@@ -67,24 +61,8 @@ class Wire:
 
     def answer(self, call: Sent) -> dict[str, Any]:
         """What the service on the other side returns for the call (its JSON)."""
-        s, p = self.services, call.payload
-        out: dict[str, Callable[[], BaseModel]] = {
-            MARKET_POPULATION.name: lambda: s.population(p.round_id),  # type: ignore[attr-defined]
-            EVALUATION_ERROR_MODEL.name: s.error_model,
-            MARKET_DECLARATION_PROGRESS.name: lambda: s.progress(p.round_id),  # type: ignore[attr-defined]
-            MARKET_CLOSE_ROUND.name: lambda: s.close(p.round_id),  # type: ignore[attr-defined]
-            EVALUATION_EVALUATE.name: lambda: s.evaluate(p),  # type: ignore[arg-type]
-            MARKET_SETTLE_ROUND.name: lambda: s.settle(p),  # type: ignore[arg-type]
-            MARKET_OPEN_ROUND.name: lambda: (
-                s.open(p),  # type: ignore[arg-type]
-                MarketRoundStatus(round_id=p.round_id, state="collecting"),  # type: ignore[attr-defined]
-            )[1],
-            TRAINING_TRAIN.name: lambda: self._train(p),  # type: ignore[arg-type]
-        }
-        return out[call.spec.name]().model_dump(mode="json")
-
-    def _train(self, r: TrainRequest) -> BaseModel:
-        return self.trainer.train(r)
+        out: BaseModel = answers(self.services, self.trainer)[call.spec.name](call.payload)
+        return out.model_dump(mode="json")
 
     def deliver(
         self, lose: Callable[[Sent], bool] = lambda _: False, max_events: int = 200
@@ -128,19 +106,25 @@ def wire(database_url: str) -> Iterator[Wire]:
     port.clock = clock
     from services.orchestration.core.config import Settings
 
-    settings = Settings(collect_timeout_s=10.0, poll_interval_s=0.5, task_timeout_s=20.0)  # type: ignore[call-arg]
+    settings = Settings(
+        collect_timeout_s=10.0,
+        poll_interval_s=0.5,
+        task_timeout_s=20.0,
+        evaluate_timeout_s=40.0,
+        train_timeout_s=300.0,
+    )  # type: ignore[call-arg]
     services, trainer = FakeServices(clock), FakeTrainer(clock)
 
     def notify(spec: TaskSpec[Any, Any], payload: Any) -> None:
         """An event reaches its service at once; nothing answers it."""
         assert spec is EVALUATION_PUBLISHED
-        services.measurement_published(payload.round_id)
+        services.measurement_published(payload)
 
     ports = RoundPorts(
-        services=CeleryRoundServices(port, notify, 40.0),
+        call=port.call,
+        notify=notify,
         store=store,
-        trainer=CeleryRoundTrainer(port, 300.0),
-        schedule=lambda r, s, c: queue.append((r, s, c)),
+        schedule=lambda a, c: queue.append((a.round_id, a.state, c)),
         settings=settings,
         clock=clock,
         calls=calls,
