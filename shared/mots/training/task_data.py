@@ -40,7 +40,7 @@ def node_task_data(node_config: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _pop_option(argv: list[str], name: str) -> str | None:
+def pop_option(argv: list[str], name: str) -> str | None:
     """Remove the first ``name VALUE`` (or ``name=VALUE``) from argv; its value, else None."""
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
@@ -59,7 +59,7 @@ def with_task_data(argv: list[str]) -> list[str]:
     does not exist refuses the start."""
     args = list(argv)
     items = []
-    while (item := _pop_option(args, "--data")) is not None:
+    while (item := pop_option(args, "--data")) is not None:
         items.append(item)
     if not items:
         return args
@@ -68,7 +68,7 @@ def with_task_data(argv: list[str]) -> list[str]:
     if missing:
         raise ValueError(f"--data: no such folder: {', '.join(missing)}")
     pairs = task_data_node_config(paths)
-    config = _pop_option(args, "--node-config")
+    config = pop_option(args, "--node-config")
     return [*args, "--node-config", f"{config} {pairs}" if config else pairs]
 
 

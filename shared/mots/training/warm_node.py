@@ -40,7 +40,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from mots.training.residency import release_file_pages
-from mots.training.task_data import with_task_data
+from mots.training.task_data import pop_option, with_task_data
 
 log = logging.getLogger(__name__)
 
@@ -486,18 +486,6 @@ def _option(argv: list[str], name: str, default: str | None = None) -> str | Non
     return default
 
 
-def _pop_option(argv: list[str], name: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            value = argv[i + 1]
-            del argv[i : i + 2]
-            return value
-        if arg.startswith(name + "="):
-            del argv[i]
-            return arg.split("=", 1)[1]
-    return None
-
-
 def supernode_args(argv: Sequence[str], secret_file: Path) -> list[str]:
     """``flower-supernode`` arguments for the warm node: process isolation (this process is the
     SuperExec) and the SuperExec auth secret; refuses another isolation or secret."""
@@ -524,7 +512,7 @@ def _secret_file() -> tuple[Path, bytes]:
 def main(argv: Sequence[str] | None = None) -> None:
     """Start the warm node: preload, the SuperExec thread, then Flower's SuperNode (this thread)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    pull = _pop_option(args, "--fleet-pull-interval")
+    pull = pop_option(args, "--fleet-pull-interval")
     poll_s = task_poll_interval()
     secret_path, secret = _secret_file()
     try:
