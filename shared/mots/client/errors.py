@@ -15,6 +15,9 @@ class MarketError(Exception):
     under (None when the answer had none).
     """
 
+    service = "market"
+    """The service the message names (a subclass for another service sets its own)."""
+
     def __init__(
         self,
         status: int | None,
@@ -26,7 +29,8 @@ class MarketError(Exception):
         request_id: str | None = None,
     ) -> None:
         where = f"{method} {path}: " if method else ""
-        answer = f"market answered {status}" if status is not None else "market unreachable"
+        who = self.service
+        answer = f"{who} answered {status}" if status is not None else f"{who} unreachable"
         super().__init__(f"{where}{answer}: {detail}")
         self.status = status
         self.detail = detail

@@ -28,20 +28,7 @@ V = TypeVar("V", bound=BaseModel)
 class OrchestrationError(MarketError):
     """The orchestration refused a call, answered something unreadable, or was unreachable."""
 
-    def __init__(
-        self,
-        status: int | None,
-        detail: str,
-        method: str = "",
-        path: str = "",
-        *,
-        code: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        super().__init__(status, detail, method, path, code=code, request_id=request_id)
-        where = f"{method} {path}: " if method else ""
-        answer = f"orchestration answered {status}" if status is not None else "unreachable"
-        self.args = (f"{where}{answer}: {detail}",)
+    service = "orchestration"
 
 
 _LIST: TypeAdapter[list[RoundOut]] = TypeAdapter(list[RoundOut])
