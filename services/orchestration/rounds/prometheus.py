@@ -64,6 +64,8 @@ def round_summary(
         buyers=dict(zip(names, terms.buyers, strict=True)) if terms else {},
         price=settlement.captured_price if settlement else None,
         rewards=settlement.captured_rewards if settlement else {},
+        terms_price=terms.price if terms else None,
+        terms_rewards=dict(zip(names, terms.rewards, strict=True)) if terms else {},
         welfare=terms.welfare if terms else None,
         incentive_cost=subsidy,
         incentive_cost_predicted=terms.incentive_cost if terms else None,

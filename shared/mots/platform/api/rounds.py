@@ -25,7 +25,7 @@ from mots.platform.api.base import (
     example,
 )
 from mots.platform.api.pricing import PricingResult
-from mots.platform.money import Money, money
+from mots.platform.money import Money, QuotedMoney, money
 from mots.platform.timestamps import Timestamp
 
 PROGRESS_EXAMPLE: dict[str, Any] = {
@@ -249,6 +249,15 @@ class RoundSummary(Schema):
     buyers: dict[str, int] = Field(..., description="B_i per type")
     price: Money | None = Field(..., description="p at the realised state, as the market booked it")
     rewards: dict[str, Money] = Field(..., description="r_i per type, as the market booked them")
+    terms_price: QuotedMoney | None = Field(
+        None,
+        description="p of the mechanism's terms at the realised state, before the capture rule",
+    )
+    terms_rewards: dict[str, QuotedMoney] = Field(
+        default_factory=dict,
+        description="r_i of the mechanism's terms at the realised state, before the capture rule"
+        " bounded them by the quote (what `rewards` would be without it)",
+    )
     welfare: float | None = Field(..., description="Eq. 5 at the realised state")
     incentive_cost: Money = Field(..., description="the subsidy the ledger booked")
     incentive_cost_predicted: Money | None = Field(

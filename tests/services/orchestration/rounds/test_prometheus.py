@@ -136,6 +136,9 @@ def test_the_summary_and_the_gauges_show_what_the_ledger_booked_not_the_terms() 
     assert summary.price == Decimal("1.5")
     assert summary.rewards == {"small": Decimal("-1.25"), "large": Decimal("4")}
     assert summary.incentive_cost == Decimal("1.25")
+    # the terms stay readable apart, so a reader sees what the capture rule bounded
+    assert summary.terms_price == Decimal("1.8")
+    assert summary.terms_rewards == {"small": Decimal("-8.224"), "large": Decimal("9")}
     prometheus.finished(summary)
     assert REGISTRY.get_sample_value("mots_reward", {"type": "small"}) == -1.25
     assert REGISTRY.get_sample_value("mots_reward", {"type": "large"}) == 4.0
