@@ -133,9 +133,11 @@ def test_service_commands_name_existing_modules(
     for m in mine:
         assert _module_file("services." + m).exists(), f"services.{m} does not exist"
     if service != "evaluation":  # the evaluation service has no API
+        # --no-proxy-headers: the peer address stays the TCP peer's; only the market's own
+        # MOTS_TRUSTED_PROXIES rule reads X-Forwarded-For (issue 37, the guess limit)
         assert command.split() == [
             "uvicorn", "--factory", f"services.{service}.main:create_app",
-            "--host", "0.0.0.0", "--port", "8000",
+            "--host", "0.0.0.0", "--port", "8000", "--no-proxy-headers",
         ]  # fmt: skip
         module = importlib.import_module(f"services.{service}.main")
         assert callable(module.create_app)
