@@ -125,13 +125,13 @@ def model_info(
         epsilon=float(epsilon) if isinstance(epsilon, int | float) else None,
         metadata=meta,
         price=price,
-        **signed(round_id, digest, price, settings.artifact_dir),
+        **signed(round_id, digest, price, settings.token_secret.get_secret_value()),
     )
 
 
-def signed(round_id: int, digest: str, price: Decimal, artifact_dir: str) -> dict[str, str]:
+def signed(round_id: int, digest: str, price: Decimal, secret: str) -> dict[str, str]:
     """The deployment's signature on (round, SHA-256, price) and its key's id (issue 40)."""
-    key = signing_key(artifact_dir)
+    key = signing_key(secret)
     text = model_signing.statement(round_id, digest, money_str(price))
     public = model_signing.public_key_text(key.public_key())
     return {"signature": model_signing.sign(key, text), "key_id": model_signing.key_id(public)}
@@ -141,7 +141,8 @@ def signed(round_id: int, digest: str, price: Decimal, artifact_dir: str) -> dic
 def model_key(settings: SettingsDep) -> ModelKey:
     """The public half of the key the market signs its models with (no token needed): a buyer
     saves it once and checks every model file offline (`mots model verify`)."""
-    public = model_signing.public_key_text(signing_key(settings.artifact_dir).public_key())
+    key = signing_key(settings.token_secret.get_secret_value())
+    public = model_signing.public_key_text(key.public_key())
     return ModelKey(
         algorithm=model_signing.ALGORITHM,
         public_key=public,
