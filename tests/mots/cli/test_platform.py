@@ -14,11 +14,12 @@ from click.testing import CliRunner
 from mots.cli.main import cli
 
 
-def test_up_refuses_a_workdir_whose_platform_still_runs(tmp_path: Path) -> None:
-    """A second `up` in the same folder is refused (naming `down`) before it starts anything."""
+def test_up_on_a_workdir_whose_platform_still_runs_starts_nothing(tmp_path: Path) -> None:
+    """A second `up` in the same folder says the platform runs (naming `down`) and exits 0, as
+    `docker compose up -d` does (issue 40), before it starts anything."""
     (tmp_path / "pids.json").write_text(json.dumps({"pid": os.getpid(), "pids": []}))
     result = CliRunner().invoke(cli, ["platform", "up", "--workdir", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 0
     assert "already running" in result.output and "mots platform down --workdir" in result.output
     assert not (tmp_path / "logs").exists()
 
