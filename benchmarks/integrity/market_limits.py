@@ -239,7 +239,8 @@ def type_added_between_rounds(url: str, row: Row) -> None:
     from services.evaluation.migrations import upgrade
 
     truth = ErrorModel(d_gamma2=40.0, sigma2=0.05, eps0=0.6)
-    os.environ["MOTS_DATABASE_URL"] = url
+    previous_url = os.environ.get("MOTS_DATABASE_URL")
+    os.environ["MOTS_DATABASE_URL"] = url  # the worker reads its settings from the environment
     config.get_settings.cache_clear()
     upgrade(url)
     import services.evaluation.worker as worker
@@ -271,6 +272,10 @@ def type_added_between_rounds(url: str, row: Row) -> None:
     finally:
         worker.measure = real_measure
         worker.sessions.kw["bind"].dispose()
+        if previous_url is None:  # leave the environment as found (later readers' defaults)
+            os.environ.pop("MOTS_DATABASE_URL", None)
+        else:
+            os.environ["MOTS_DATABASE_URL"] = previous_url
         config.get_settings.cache_clear()
 
 
