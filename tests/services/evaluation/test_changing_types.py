@@ -1,8 +1,9 @@
 """The market keeps publishing whatever the operator adds (issue 37): rounds run through the real
 round machine and the real evaluation worker (its refit and posterior on SQLite and PostgreSQL)
 while a client type is added before every round; a round that cannot be evaluated settles by rule
-and the rounds after it publish. The market, pricing and trainer are the machine's fakes, the
-model's test loss is Eq. (3)'s at the round's coalition (no model is trained)."""
+and the rounds after it publish. The market and trainer are the machine's fakes (pricing is the
+orchestration's own library call), the model's test loss is Eq. (3)'s at the round's coalition
+(no model is trained)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import pytest
 from mots.economics.error import generalization_error
 from mots.economics.scenario import ErrorModel
 from mots.platform.api.base import RoundState
-from mots.platform.api.pricing import PricingRequest, PricingResult
 from mots.platform.contracts import (
+    AdvanceRequest,
     CurrentErrorModel,
     EvaluationRequest,
     EvaluationResult,
@@ -38,6 +39,7 @@ from tests.services.orchestration.rounds.fakes import (
     FakeTrainer,
     MemoryStore,
     Rig,
+    answers,
 )
 
 TRUE = ErrorModel(d_gamma2=40.0, sigma2=0.05, eps0=0.6)
@@ -78,7 +80,7 @@ class EvaluatedMarket(FakeServices):
         self.clients[name] = list(clients)
         self.joined = {**self.joined, name: list(clients)}
 
-    def population(self, round_id: int) -> Population:
+    def population(self, ref: RoundRef) -> Population:
         self._enter("population")
         types = [
             PopulationType(name=n, data_size=self.sizes[n], cost=Decimal(1), count=len(ids))
@@ -87,25 +89,7 @@ class EvaluatedMarket(FakeServices):
         ]  # in non-decreasing data size, as the market's population
         return Population(types=sorted(types, key=lambda t: (t.data_size, t.name)))
 
-    def quote(self, request: PricingRequest) -> PricingResult:
-        self._enter("quote")
-        names = [t["name"] for t in request.scenario["types"]]
-        k = [len(self.joined.get(n, [])) for n in names]
-        return PricingResult(
-            mechanism=request.mechanism or "swan_robust",
-            regime="low",
-            type_names=names,
-            participants=k,
-            buyers=[len(self.bought.get(n, [])) for n in names],
-            price=1.0,
-            rewards=[-0.5 if n == SMALL else 1.0 for n in names],
-            welfare=10.0,
-            epsilon=0.7,
-            incentive_cost=0.0,
-            optimal=request.participants is None,
-        )
-
-    def error_model(self) -> CurrentErrorModel:
+    def error_model(self, _: NoInput) -> CurrentErrorModel:
         self._enter("error_model")
         result: CurrentErrorModel = self.worker.error_model(NoInput())
         return result
@@ -123,10 +107,9 @@ class EvaluatedMarket(FakeServices):
         result: EvaluationResult = self.worker.evaluate(request)
         return result
 
-    def measurement_published(self, round_id: int) -> bool:
+    def measurement_published(self, ref: RoundRef) -> None:
         self._enter("measurement_published")
-        counted: bool = self.worker.published(RoundRef(round_id=round_id)).counted
-        return counted
+        self.worker.published(ref)
 
 
 def _rig(worker: ModuleType, monkeypatch: pytest.MonkeyPatch, _artifacts: str) -> Rig:
@@ -138,11 +121,16 @@ def _rig(worker: ModuleType, monkeypatch: pytest.MonkeyPatch, _artifacts: str) -
     )
     config = Settings(collect_timeout_s=10.0, poll_interval_s=0.5)
     queue: list[tuple[int, RoundState, float]] = []
+
+    def schedule(request: AdvanceRequest, countdown: float) -> None:
+        queue.append((request.round_id, request.state, countdown))
+
+    answer = answers(services, trainer)  # pricing is the library's, in the orchestration
     ports = RoundPorts(
-        services=services,
+        call=lambda spec, payload, timeout_s=None: answer[spec.name](payload),
+        notify=lambda spec, payload: answer[spec.name](payload),
         store=store,
-        trainer=trainer,
-        schedule=lambda rid, state, countdown: queue.append((rid, state, countdown)),
+        schedule=schedule,
         settings=config,
         clock=clock,
         artifact_exists=lambda _: True,

@@ -38,11 +38,13 @@ PUBLIC = {
     ("GET", "/openapi.json"),
     ("POST", "/v1/clients/1/token/challenge"),
     ("GET", "/.well-known/mots-model-key"),
+    ("GET", "/v1/platform"),
 }
 """Routes anyone may call: liveness, Prometheus' scrape (reachable only by Prometheus in k8s and
 compose), the API's own description (no data), a token-renewal challenge (random, bound to the
-client id, worth nothing without the client's node key) and the public half of the market's
-model-signing key (issue 40: buyers check a model's origin with it)."""
+client id, worth nothing without the client's node key), the public half of the market's
+model-signing key (issue 40: buyers check a model's origin with it) and where the round API is
+(issue 40: a client holding only the market's URL finds it; the URL is no secret)."""
 
 KEY_PROOF = {("POST", "/v1/clients/1/token/node-key")}
 """Routes a token does not open: only the client's registered node key (its signature over a
