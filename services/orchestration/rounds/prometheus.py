@@ -105,6 +105,8 @@ def declare() -> None:
     for state in TERMINAL_STATES:
         metrics.ROUNDS.labels(state.value)
     metrics.ROUND_SUBSIDY.inc(0)
+    for kind in ("quote", "equilibrium"):  # the round's pricing runs here (steps._price)
+        metrics.PRICING_DURATION.labels(kind)
 
 
 def state_left(state: RoundState, seconds: float) -> None:

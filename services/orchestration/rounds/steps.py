@@ -46,6 +46,7 @@ from mots.platform.contracts import (
     TrainRequest,
     TrainResult,
 )
+from mots.platform.metrics import PRICING_DURATION
 from mots.platform.money import from_micros, money
 from services.orchestration.products import RoundTerms, TrainingRecord
 from services.orchestration.rounds.ports import (
@@ -97,7 +98,8 @@ def _price(
     (:mod:`mots.platform.quotes`), not a service's; a scenario it cannot price fails the round."""
     document = scenario.model_dump(mode="json")
     request = PricingRequest(scenario=document, mechanism=mechanism, participants=k, buyers=b)
-    return quotes.price(scenario, mechanism, request)
+    with PRICING_DURATION.labels("quote").time():  # the round's own pricing, now in process
+        return quotes.price(scenario, mechanism, request)
 
 
 def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
@@ -176,7 +178,8 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         update = RoundUpdate(rule=rule, decisions=final, terms=RoundTerms.no_model(names, k, b))
         return Move(S.FAILED, rule, update)
     mechanism = rnd.mechanism or ports.settings.default_mechanism
-    check = EquilibriumResult.model_validate(quotes.equilibrium(scenario, mechanism, k, b))
+    with PRICING_DURATION.labels("equilibrium").time():
+        check = EquilibriumResult.model_validate(quotes.equilibrium(scenario, mechanism, k, b))
     priced = _price(scenario, mechanism, k, b)
     update = RoundUpdate(decisions=final, terms=RoundTerms.at_state(priced, check))
     return Move(S.TRAINING, f"K={k} B={b}", update)

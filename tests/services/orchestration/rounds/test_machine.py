@@ -18,7 +18,7 @@ from tests.services.orchestration.rounds.fakes import LARGE, SMALL, Failing, Rig
 S = RoundState
 PUBLISHED_PATH = ["collecting", "training", "evaluating", "settling", "published"]
 SUMMARY_KEYS = {
-    "round_id", "state", "rule", "mechanism", "participants", "buyers", "price", "rewards",
+    "round_id", "state", "rule", "mechanism", "participants", "buyers", "price", "rewards", "terms_price", "terms_rewards",
     "welfare", "incentive_cost", "incentive_cost_predicted", "epsilon", "epsilon_predicted",
     "epsilon_training", "equilibrium", "round_seconds", "phase_seconds", "waiting_seconds", "platform_seconds",
     "platform_share", "training_round_seconds", "dropped", "failed_verification",
