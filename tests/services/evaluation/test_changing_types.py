@@ -19,7 +19,6 @@ from mots.economics.error import generalization_error
 from mots.economics.scenario import ErrorModel
 from mots.platform.api.base import RoundState
 from mots.platform.contracts import (
-    AdvanceRequest,
     CurrentErrorModel,
     EvaluationRequest,
     EvaluationResult,
@@ -28,18 +27,13 @@ from mots.platform.contracts import (
     PopulationType,
     RoundRef,
 )
-from services.orchestration.core.config import Settings
-from services.orchestration.rounds.machine import RoundMachine
-from services.orchestration.rounds.ports import RoundPorts
 from tests.services.orchestration.rounds.fakes import (
     LARGE,
     SMALL,
     Clock,
     FakeServices,
-    FakeTrainer,
-    MemoryStore,
     Rig,
-    answers,
+    rig,
 )
 
 TRUE = ErrorModel(d_gamma2=40.0, sigma2=0.05, eps0=0.6)
@@ -113,29 +107,7 @@ class EvaluatedMarket(FakeServices):
 
 
 def _rig(worker: ModuleType, monkeypatch: pytest.MonkeyPatch, _artifacts: str) -> Rig:
-    clock = Clock()
-    services, store, trainer = (
-        EvaluatedMarket(clock, worker, monkeypatch),
-        MemoryStore(clock),
-        FakeTrainer(clock),
-    )
-    config = Settings(collect_timeout_s=10.0, poll_interval_s=0.5)
-    queue: list[tuple[int, RoundState, float]] = []
-
-    def schedule(request: AdvanceRequest, countdown: float) -> None:
-        queue.append((request.round_id, request.state, countdown))
-
-    answer = answers(services, trainer)  # pricing is the library's, in the orchestration
-    ports = RoundPorts(
-        call=lambda spec, payload, timeout_s=None: answer[spec.name](payload),
-        notify=lambda spec, payload: answer[spec.name](payload),
-        store=store,
-        schedule=schedule,
-        settings=config,
-        clock=clock,
-        artifact_exists=lambda _: True,
-    )
-    return Rig(clock, services, store, trainer, config, queue, RoundMachine(ports), set())
+    return rig(lambda clock: EvaluatedMarket(clock, worker, monkeypatch))
 
 
 def _states(r: Rig, round_ids: list[int]) -> list[RoundState]:

@@ -397,10 +397,11 @@ class Rig:
         raise AssertionError(f"the queue did not drain in {max_steps} steps: {self.queue}")
 
 
-def rig(**settings: object) -> Rig:
-    """A fresh machine on fakes; ``settings`` override the orchestration settings."""
+def rig(services_for: Callable[[Clock], FakeServices] = FakeServices, **settings: object) -> Rig:
+    """A fresh machine on fakes; ``settings`` override the orchestration settings and
+    ``services_for`` makes the scripted services (a subclass of :class:`FakeServices`)."""
     clock = Clock()
-    services, store, trainer = FakeServices(clock), MemoryStore(clock), FakeTrainer(clock)
+    services, store, trainer = services_for(clock), MemoryStore(clock), FakeTrainer(clock)
     trainer.store = store
     config = Settings(
         **{"collect_timeout_s": 10.0, "poll_interval_s": 0.5, **settings}  # type: ignore[arg-type]
