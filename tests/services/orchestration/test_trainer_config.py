@@ -43,7 +43,10 @@ def test_superlink_port_zero_takes_a_free_block_not_the_fixed_port() -> None:
         block = range(port, port + ports_needed(4))
         assert taken not in block
         for p in block:
+            # SO_REUSEADDR as the SuperLink's gRPC server sets it: a port an earlier test's
+            # federation left in TIME_WAIT is free to a server, not to a bare bind
             with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind(("127.0.0.1", p))
 
 
