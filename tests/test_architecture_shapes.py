@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_ast import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = [ROOT / "services", ROOT / "shared" / "mots"]
 ROUND_PATH = [
@@ -50,7 +52,7 @@ def _bases(cls: ast.ClassDef) -> set[str]:
 
 
 def _classes(source: str, where: str) -> list[tuple[str, ast.ClassDef]]:
-    tree = ast.parse(source)
+    tree = parse(source)
     return [(where, n) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
 
 
@@ -119,7 +121,7 @@ def forwarders(source: str, where: str) -> list[str]:
     wrapped in the payload that call takes, beside constants (``return f(a, b)``, ``f(a, b=b)``,
     ``return self._call(SPEC, RoundRef(round_id=round_id))``): a second name for that call."""
     found = []
-    for fn in ast.walk(ast.parse(source)):
+    for fn in ast.walk(parse(source)):
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         body, params = _body(fn), _params(fn)
@@ -139,7 +141,7 @@ def forwarders(source: str, where: str) -> list[str]:
 def float_money(source: str, where: str) -> list[str]:
     """Money fields annotated with ``float`` (alone, optional, in a list or a dict)."""
     found = []
-    for cls in ast.walk(ast.parse(source)):
+    for cls in ast.walk(parse(source)):
         if not isinstance(cls, ast.ClassDef):
             continue
         for node in cls.body:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_ast import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 TREES = ("shared", "services", "edge")
 MAX_LINES = 80
@@ -37,7 +39,7 @@ def function_lengths(source: str) -> dict[str, int]:
             else:
                 visit(child, prefix)
 
-    visit(ast.parse(source), "")
+    visit(parse(source), "")
     return out
 
 

@@ -34,6 +34,7 @@ class LedgerCollector(Collector):
         self.factory: sessionmaker[Session] | None = None
         self.totals: dict[str, int] | None = None
         self.reads = 0
+        self.failing = False
 
     def refresh(self) -> None:
         """Read the totals from the ledger (kept as they were if it is briefly unreachable)."""
@@ -44,8 +45,13 @@ class LedgerCollector(Collector):
             with factory() as session:
                 totals = ledger.totals_by_category(session)
         except Exception:  # the gauge keeps its last values; the next refresh tries again
-            log.warning("mots_ledger_balance: the ledger could not be read", exc_info=True)
+            # the traceback once per outage, not every REFRESH_S while the database is away
+            log.warning(
+                "mots_ledger_balance: the ledger could not be read", exc_info=not self.failing
+            )
+            self.failing = True
             return
+        self.failing = False
         for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
             totals.setdefault(category, 0)
         totals.setdefault("external_deposits", 0)

@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings
 
 from edge.agent.device_file import read_device_file
 from tests.deploy.kustomize import containers, render
+from tests.source_ast import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("services", "edge", "shared/mots")
@@ -68,7 +69,7 @@ def _settings_classes() -> dict[str, list[type[BaseSettings]]]:
     found: dict[str, list[type[BaseSettings]]] = {}
     for base in CODE_DIRS:
         for path in sorted((ROOT / base).rglob("*.py")):
-            tree = ast.parse(path.read_text())
+            tree = parse(path.read_text())
             names = [
                 n.name
                 for n in ast.walk(tree)
@@ -99,7 +100,7 @@ def _environ_reads() -> dict[str, set[str]]:
     for base in CODE_DIRS:
         for path in sorted((ROOT / base).rglob("*.py")):
             names: set[str] = set()
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parse(path.read_text())):
                 arg = None
                 if isinstance(node, ast.Subscript) and _is_environ(node.value):
                     arg = node.slice

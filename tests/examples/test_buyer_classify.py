@@ -12,6 +12,7 @@ import pytest
 from mots.training.config import TrainConfig
 from mots.training.runner import train_coalition
 from tests.examples.torch_only import run_classify, torch_only_python
+from tests.source_ast import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def test_the_example_imports_nothing_of_this_project() -> None:
     """classify.py imports the standard library and torch only."""
-    tree = ast.parse((ROOT / "examples" / "buyer" / "classify.py").read_text())
+    tree = parse((ROOT / "examples" / "buyer" / "classify.py").read_text())
     roots = {
         (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
         for n in ast.walk(tree)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_ast import parse
+
 ROOT = Path(__file__).resolve().parents[2] / "shared"
 PACKAGE = "mots"
 
@@ -44,7 +46,7 @@ def import_graph(root: Path, package: str) -> dict[str, set[str]]:
     for name, path in mods.items():
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_ast import parse
+
 ROOT = Path(__file__).resolve().parents[3]
 SCANNED = (ROOT / "services", ROOT / "shared" / "mots")
 SEND_TASK = "send" + "_task"  # spelt apart: test_contracts keeps the call to contracts.py
@@ -30,7 +32,7 @@ def _called(node: ast.AST) -> str | None:
 
 def blocking_waits(source: str) -> list[int]:
     """The lines of ``source`` that wait on a task's result (or disable Celery's guard)."""
-    tree = ast.parse(source)
+    tree = parse(source)
     lines = [
         node.lineno
         for node in ast.walk(tree)
