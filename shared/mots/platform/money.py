@@ -11,7 +11,7 @@ import re
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, PlainSerializer
+from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 MICROS_PER_UNIT = 1_000_000
@@ -86,11 +86,42 @@ def canonical_amount(value: Any) -> Any:
     return value
 
 
+FRACTION_RE = r"(?:\.[0-9]{1,6})?"
+ZERO_FRACTION_RE = r"(?:\.0{1,6})?"
+NONZERO_FRACTION_RE = (
+    r"\.(?:[1-9][0-9]{0,5}|0[1-9][0-9]{0,4}|00[1-9][0-9]{0,3}|000[1-9][0-9]{0,2}|0000[1-9][0-9]?"
+    r"|00000[1-9])"
+)
+AMOUNT_PATTERN = rf"^-?(?:0|[1-9][0-9]{{0,11}}){FRACTION_RE}$"
+"""Every amount :data:`Money` takes, as the OpenAPI documents state it: :data:`CANONICAL_AMOUNT`
+with at most 12 digits before the point (18 digits, 6 of them decimals)."""
+
+
+def amount_schema(pattern: str, rule: str) -> WithJsonSchema:
+    """An amount's JSON schema: a string matching ``pattern`` (no JSON number: those are refused,
+    :data:`NUMBER_HINT`), ``rule`` in words, so a client generated from the OpenAPI document
+    sends only what the service accepts (issue 37: the spec says the truth)."""
+    return WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": pattern,
+            "maxLength": 20,
+            "description": rule,
+            "examples": ["0.900000"],
+        }
+    )
+
+
 Money = Annotated[
     Decimal,
     BeforeValidator(canonical_amount),
     Field(max_digits=18, decimal_places=6, examples=["0.900000"]),
     PlainSerializer(money_str, return_type=str, when_used="json"),
+    amount_schema(
+        AMOUNT_PATTERN,
+        "a decimal string: an optional '-', at most 12 digits before the point (no leading"
+        " zeros), at most 6 after it",
+    ),
 ]
 """The one money shape: a Decimal of at most six places in, a six-place string out (``"-0.900000"``).
 

@@ -32,11 +32,22 @@ Limit = Annotated[
     int,
     Query(ge=1, le=MAX_LIMIT, description=f"items per page (1 to {MAX_LIMIT})", examples=[50]),
 ]
+_LEAD = "(?:[MN][DTjz]|O[DT])"  # the first two base64 characters of an ASCII digit's byte
+_THREE_DIGITS = f"{_LEAD}[AEIMQUYcgk][w-z0-5]"
+CURSOR_PATTERN = (
+    f"^YWZ0ZXI6(?:{_THREE_DIGITS}){{0,5}}(?:{_THREE_DIGITS}|{_LEAD}[AEIMQUYcgk]|[MN][AQgw]|O[AQ])$"
+)
+"""Every cursor :func:`encode_cursor` makes, as the OpenAPI documents state it: unpadded URL-safe
+base64 of ``after:`` (``YWZ0ZXI6``) and 1 to 18 ASCII digits, character by character (a group of
+three digits encodes as four characters, a last one or two as two or three). Each such cursor is
+accepted (it pages after the id it holds); 18 digits keep every id inside a signed 64-bit
+integer, as :data:`MAX_CURSOR_ID` does, and far beyond any id the services hand out."""
 Cursor = Annotated[
     str | None,
     Query(
-        max_length=64,
-        description="the `next` of the previous page; absent: the first page",
+        max_length=32,
+        pattern=CURSOR_PATTERN,
+        description="the `next` of the previous page, passed back unchanged; absent: the first page",
         examples=["YWZ0ZXI6NDI"],
     ),
 ]

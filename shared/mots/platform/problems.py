@@ -250,12 +250,56 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail, default=str)
     code = getattr(exc, "code", None)
-    return problem_response(exc.status_code, detail, headers=exc.headers, code=code)
+    headers = exc.headers
+    allowed = allowed_methods(request) if exc.status_code == 405 else []
+    if allowed:  # a path outside the OpenAPI document (/healthz) keeps Starlette's Allow
+        headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+        detail = f"method: {request.method} is not one of this path's methods ({headers['Allow']})"
+    return problem_response(exc.status_code, detail, headers=headers, code=code)
+
+
+_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the app's OpenAPI document gives the request's path, sorted (a 405's
+    ``Allow``, RFC 9110 §15.5.6). Starlette's own lists only the first route whose path matched,
+    so a path served by two routes (``GET`` and ``POST /v1/clients``) advertised one method of
+    two (issue 37). A path the document names literally (``/v1/clients/bulk``) is that entry's:
+    a template that would read it as an id (``/v1/clients/{client_id}``) does not count there."""
+    path = request.scope.get("path", "")
+    literal: set[str] = set()
+    templated: set[str] = set()
+    for template, item in request.app.openapi().get("paths", {}).items():
+        methods = {m.upper() for m in item if m in _METHODS}
+        if template == path:
+            literal |= methods
+        elif "{" in template and re.fullmatch(_TEMPLATE.sub("[^/]+", re.escape(template)), path):
+            templated |= methods
+    return sorted(literal or templated)
+
+
+_TEMPLATE = re.compile(r"\\\{[^/]+?\\\}")
+"""A path parameter (``{client_id}``) in a template that :func:`re.escape` has escaped."""
+
+
+def _not_this_path(request: Request, errors: Sequence[FieldProblem]) -> Response | None:
+    """A 405 where a path parameter failed only because the path is another route's literal path
+    (``DELETE /v1/clients/bulk``: ``bulk`` is no client id, the path takes ``POST`` only)."""
+    if not any(e.loc[:1] == ["path"] for e in errors):
+        return None
+    allowed = allowed_methods(request)  # the literal route's, where one names this path
+    if not allowed or request.method in allowed:
+        return None
+    allow = ", ".join(allowed)
+    detail = f"method: {request.method} is not one of this path's methods ({allow})"
+    return problem_response(405, detail, headers={"Allow": allow})
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    return validation_problem(field_problems(exc.errors()))
+    errors = field_problems(exc.errors())
+    return _not_this_path(request, errors) or validation_problem(errors)
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:

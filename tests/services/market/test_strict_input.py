@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from tests.services.market.conftest import OPERATOR
 
 LOOSE_AMOUNTS = [" 1", "1_000", "+5", "1e3", "0x10", "\u0661", "01", "1.0000001", True]
-NOT_IDS = ["1", 1.0, True]
+NOT_IDS = ["1", 1.5, True]
 
 
 def _field(r: Any) -> list[str]:
@@ -50,7 +50,8 @@ def test_loose_amounts_are_refused_naming_the_field(market: TestClient, register
 def test_ids_are_json_integers_only(
     market: TestClient, register, fund, open_round, bad: object
 ) -> None:
-    """round_id of a purchase and client_id of a deposit: "1", 1.0 and true are refused."""
+    """round_id of a purchase and client_id of a deposit: "1", 1.5 and true are refused (1.0 is
+    the integer 1, as JSON Schema's ``integer`` says: test_integral_numbers_are_ids)."""
     c = register()
     fund(c["id"], "10")
     open_round(price="1")
@@ -67,6 +68,19 @@ def test_ids_are_json_integers_only(
     )
     assert _field(r) == ["body.client_id"]
     assert Decimal(market.get("/v1/me/balance", headers=c["auth"]).json()["balance"]) == 10
+
+
+def test_integral_numbers_are_ids(market: TestClient, register) -> None:
+    """Issue 37: the OpenAPI document says ``"type": "integer"``, which holds 7.0 as well as 7,
+    so a deposit to client 1.0 is a deposit to client 1 (schemathesis sent one)."""
+    c = register()
+    r = market.post(
+        "/v1/deposits",
+        json={"client_id": float(c["id"]), "amount": "1"},
+        headers={**OPERATOR, "Idempotency-Key": "integral-id-0001"},
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["client_id"] == c["id"]
 
 
 def test_money_limits_are_stated_in_the_users_units(market: TestClient, register) -> None:

@@ -18,20 +18,61 @@ from pydantic import (
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
+from mots.platform.money import (
+    FRACTION_RE,
+    NONZERO_FRACTION_RE,
+    ZERO_FRACTION_RE,
+    amount_schema,
+    canonical_amount,
+    money_str,
+)
 from mots.platform.money import Money as Money
-from mots.platform.money import canonical_amount, money_str
 
 MAX_AMOUNT = Decimal(10**9)
 """Largest amount one call may move or declare (keeps every balance far inside BIGINT micro-units)."""
+_UP_TO_A_BILLION = rf"1000000000{ZERO_FRACTION_RE}"
 PositiveMoney = Annotated[
     Decimal,
     BeforeValidator(canonical_amount),
     Field(gt=0, le=MAX_AMOUNT, max_digits=18, decimal_places=6),
     PlainSerializer(money_str, return_type=str, when_used="json"),
+    amount_schema(
+        rf"^(?:[1-9][0-9]{{0,8}}{FRACTION_RE}|0{NONZERO_FRACTION_RE}|{_UP_TO_A_BILLION})$",
+        "a decimal string above 0 and at most 1000000000, at most 6 decimals",
+    ),
 ]
+"""An amount one call moves: more than 0, at most :data:`MAX_AMOUNT`."""
+BoundedMoney = Annotated[
+    Decimal,
+    BeforeValidator(canonical_amount),
+    Field(ge=0, le=MAX_AMOUNT, max_digits=18, decimal_places=6),
+    PlainSerializer(money_str, return_type=str, when_used="json"),
+    amount_schema(
+        rf"^(?:-?0{ZERO_FRACTION_RE}|(?:0|[1-9][0-9]{{0,8}}){FRACTION_RE}|{_UP_TO_A_BILLION})$",
+        "a decimal string from 0 to 1000000000, at most 6 decimals",
+    ),
+]
+"""An amount one call declares (a cost, a deposit per wallet, a budget): 0 to :data:`MAX_AMOUNT`."""
 MAX_ID = 2**31 - 1
-Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier")]
-"""An id in a request body: a JSON integer only ("1", 1.0 and true are refused)."""
+
+
+def json_integer(value: Any) -> Any:
+    """An integral JSON number (``7.0``) as the integer it is: JSON Schema's ``integer`` holds
+    every number with a zero fraction, so the OpenAPI documents' ``"type": "integer"`` takes it
+    (issue 37). Anything else is left for :class:`~pydantic.Strict` to refuse (``"7"``, ``true``,
+    ``7.5``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Id = Annotated[
+    int,
+    BeforeValidator(json_integer),
+    Strict(),
+    Field(ge=1, le=MAX_ID, description="a positive 32-bit identifier"),
+]
+"""An id in a request body: a JSON integer only ("1", 1.5 and true are refused; 1.0 is 1)."""
 TypeName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 

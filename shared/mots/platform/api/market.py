@@ -14,8 +14,8 @@ from pydantic import (
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
 from mots.platform.api.base import (
-    MAX_AMOUNT,
     TOKEN_EXAMPLE,
+    BoundedMoney,
     Id,
     PositiveMoney,
     RoundState,
@@ -54,8 +54,8 @@ class ClientRegistration(Schema):
     data_size: int | None = Field(
         None, ge=1, le=10_000_000, description="D_i, training samples held (the code's if omitted)"
     )
-    cost: Money | None = Field(
-        None, ge=0, le=MAX_AMOUNT, description="C_i, participation cost (the code's if omitted)"
+    cost: BoundedMoney | None = Field(
+        None, description="C_i, participation cost (the code's if omitted)"
     )
 
 
@@ -116,7 +116,7 @@ class BulkType(Schema):
 
     type_name: TypeName
     data_size: int = Field(..., ge=1, le=10_000_000, description="D_i, training samples held")
-    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i, participation cost")
+    cost: BoundedMoney = Field(..., description="C_i, participation cost")
     count: int = Field(..., ge=1, le=MAX_BULK_CLIENTS, description="clients of this type")
     name_prefix: str = Field("client-", min_length=1, max_length=100)
 
@@ -127,7 +127,7 @@ class BulkRegistration(Schema):
     model_config = example({"types": [BULK_TYPE_EXAMPLE], "deposit": "10.000000"})
 
     types: list[BulkType] = Field(..., min_length=1, max_length=64)
-    deposit: Money = Field(Decimal(0), ge=0, le=MAX_AMOUNT, description="paid into each wallet")
+    deposit: BoundedMoney = Field(Decimal(0), description="paid into each wallet")
 
     @model_validator(mode="after")
     def _at_most_max(self) -> BulkRegistration:
@@ -204,7 +204,7 @@ class EnrolmentIn(Schema):
 
     type_name: TypeName
     data_size: int = Field(..., ge=1, le=10_000_000, description="D_i the operator attests")
-    cost: Money = Field(..., ge=0, le=MAX_AMOUNT, description="C_i the operator attests")
+    cost: BoundedMoney = Field(..., description="C_i the operator attests")
     uses: int = Field(1, ge=1, le=MAX_ENROLMENT_USES, description="registrations the code admits")
     ttl_s: int = Field(
         7 * 86_400, ge=60, le=MAX_ENROLMENT_TTL_S, description="seconds until the code expires"

@@ -12,7 +12,7 @@ from pydantic import (
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
 from mots.economics.scenario import SCENARIO_EXAMPLE
-from mots.platform.api.base import MAX_AMOUNT, PRICED_EXAMPLE, Schema, example
+from mots.platform.api.base import PRICED_EXAMPLE, BoundedMoney, Schema, example
 from mots.platform.money import Money as Money
 from mots.platform.money import QuotedMoney, money
 
@@ -68,7 +68,7 @@ class WhatIfRequest(Schema):
     eps_req: float | None = Field(None, gt=0, description="another ε_req (absent: keep)")
     no_requirement: bool = Field(False, description="drop ε_req (ε_req = +∞)")
     type_name: str | None = Field(None, description="type whose cost changes")
-    cost: Money | None = Field(None, ge=0, le=MAX_AMOUNT, description="new C_i of type_name")
+    cost: BoundedMoney | None = Field(None, description="new C_i of type_name")
 
 
 class PricingResult(Schema):

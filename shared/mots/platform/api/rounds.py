@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mots.economics.scenario import SCENARIO_EXAMPLE, Scenario
 from mots.platform.api.base import (
-    MAX_AMOUNT,
     PRICED_EXAMPLE,
     SETTLE_EXAMPLE,
     TERMINAL_STATES,
+    BoundedMoney,
     RoundState,
     Schema,
     example,
@@ -111,10 +111,8 @@ class RoundStart(BaseModel):
         json_schema_extra={"examples": [{"subsidy_budget": "50.000000", "collect_seconds": 120}]},
     )
 
-    subsidy_budget: Money | None = Field(
+    subsidy_budget: BoundedMoney | None = Field(
         None,
-        ge=0,
-        le=MAX_AMOUNT,
         description="most the platform subsidises this round (currency units); payouts beyond it"
         " are scaled down at settlement. Omitted: MOTS_ROUND_SUBSIDY_BUDGET",
     )
