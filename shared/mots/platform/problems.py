@@ -182,7 +182,37 @@ def complete_problem_docs(openapi: dict[str, Any]) -> dict[str, Any]:
                     phrase = _title(int(code)) if code.isdigit() else None
                     if response.get("description") in (None, "", phrase):
                         response["description"] = PROBLEM_STATUSES.get(int(code), phrase)
+    for schema in openapi.get("components", {}).get("schemas", {}).values():
+        _state_string_rule(schema)
     return openapi
+
+
+JSON_STRING_PATTERN = r"^[^\x00]*$"
+"""Every JSON string a body may hold, as the OpenAPI documents state it: no NUL character
+(:class:`StrictJSONMiddleware` refuses a body with one, before any route). An unpaired surrogate,
+refused too, is no character of Unicode at all, so no JSON Schema string holds one to exclude (a
+range of surrogates in the pattern is what Schemathesis cannot use)."""
+
+
+def _state_string_rule(schema: Any) -> None:
+    """Give every free string of ``schema`` (no pattern, enum, format or const of its own) and
+    every free object's keys :data:`JSON_STRING_PATTERN`, in place (issue 37: a schema-valid body
+    is one the middleware takes)."""
+    if isinstance(schema, list):
+        for item in schema:
+            _state_string_rule(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string" and not {"pattern", "enum", "format", "const"} & set(schema):
+        schema["pattern"] = JSON_STRING_PATTERN
+    if schema.get("type") == "object" and schema.get("additionalProperties") not in (None, False):
+        schema.setdefault("propertyNames", {"pattern": JSON_STRING_PATTERN})
+    for key in ("properties", "$defs"):
+        for sub in (schema.get(key) or {}).values():
+            _state_string_rule(sub)
+    for key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "prefixItems", "not"):
+        _state_string_rule(schema.get(key))
 
 
 _RFC_9110_TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}

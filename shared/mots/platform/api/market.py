@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from pydantic import (
+    ConfigDict,
     Field,
     model_validator,
 )
@@ -39,7 +40,27 @@ class ClientRegistration(Schema):
     operator's token, or open registration (``MOTS_OPEN_REGISTRATION``), must vouch for the type.
     A claimed type that differs from the code's is refused (409)."""
 
-    model_config = example({"name": "pi-07", "type_name": "type-1", "data_size": 50, "cost": "0.5"})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"name": "pi-07", "type_name": "type-1", "data_size": 50, "cost": "0.5"}],
+            # with a code, or else the whole type (routes/clients.py's _claimed; issue 37)
+            "anyOf": [
+                {
+                    "required": ["enrolment_code"],
+                    "properties": {"enrolment_code": {"type": "string"}},
+                },
+                {
+                    "required": ["type_name", "data_size", "cost"],
+                    "properties": {
+                        "type_name": {"type": "string"},
+                        "data_size": {"type": "integer"},
+                        "cost": {"type": "string"},
+                    },
+                },
+            ],
+        },
+    )
 
     name: str = Field(..., min_length=1, max_length=128, description="display name of the client")
     enrolment_code: str | None = Field(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     model_validator,
 )
@@ -52,15 +53,28 @@ class PricingRequest(Schema):
 class WhatIfRequest(Schema):
     """A what-if query: the same scenario with another ε_req or another cost of one type."""
 
-    model_config = example(
-        {
-            "scenario": SCENARIO_EXAMPLE,
-            "mechanism": "swan_robust",
-            "eps_req": None,
-            "no_requirement": False,
-            "type_name": "type-2",
-            "cost": "0.800000",
-        }
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "scenario": SCENARIO_EXAMPLE,
+                    "mechanism": "swan_robust",
+                    "eps_req": None,
+                    "no_requirement": False,
+                    "type_name": "type-2",
+                    "cost": "0.800000",
+                }
+            ],
+            # type_name and cost together or neither (mots.platform.quotes.what_if; issue 37)
+            "anyOf": [
+                {"properties": {"type_name": {"type": "null"}, "cost": {"type": "null"}}},
+                {
+                    "required": ["type_name", "cost"],
+                    "properties": {"type_name": {"type": "string"}, "cost": {"type": "string"}},
+                },
+            ],
+        },
     )
 
     scenario: dict[str, Any]
