@@ -102,6 +102,43 @@ def test_http_errors_unknown_routes_and_failures_are_problems() -> None:
         assert client.post("/v1/echo", json={"x": 2.5}).json() == {"x": 2.5, "name": "n"}
 
 
+def test_a_405_allows_every_method_of_its_path() -> None:
+    """Issue 37: ``Allow`` lists the methods of every route of the path (Starlette's named only
+    the first route's), and a path named literally (``/v1/things/bulk``) is not read as an id by
+    a templated route: its other methods are 405 with its own ``Allow``, not a 422 on the id."""
+    router = APIRouter()
+
+    @router.get("/v1/things")
+    def things() -> list[int]:
+        return []
+
+    @router.post("/v1/things")
+    def add() -> int:
+        return 1
+
+    @router.post("/v1/things/bulk")
+    def bulk() -> int:
+        return 2
+
+    @router.delete("/v1/things/{thing_id}")
+    def remove(thing_id: int) -> int:
+        return thing_id
+
+    app = service_app("demo", "A demonstration.", PlatformSettings(), [router])
+    with TestClient(app) as client:
+        r = client.options("/v1/things")
+        assert _is_problem(r, 405) and r.headers["allow"] == "GET, POST"
+        r = client.delete("/v1/things/bulk")
+        body = _is_problem(r, 405)
+        assert r.headers["allow"] == "POST" and "DELETE" in body["detail"]
+        r = client.put("/v1/things/7")
+        assert _is_problem(r, 405) and r.headers["allow"] == "DELETE"
+        assert _is_problem(client.delete("/v1/things/x7"), 422)["errors"][0]["field"] == (
+            "path.thing_id"
+        )
+        assert client.delete("/v1/things/7").json() == 7
+
+
 def test_an_oversized_body_is_413() -> None:
     with _app() as client:
         raw = '{"x": 1, "name": "' + "a" * MAX_BODY_BYTES + '"}'
