@@ -47,16 +47,17 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, dict
         stack.stop()
 
 
-def schemathesis(url: str, token: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    """``schemathesis run`` against the OpenAPI document at ``url`` with ``token``, every check."""
+def schemathesis(url: str, token: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``schemathesis run`` against the OpenAPI document at ``url`` with ``token``, every check
+    (run in ``cwd``, where it keeps its cache, ``.schemathesis/``)."""
     binary = Path(sys.executable).with_name("schemathesis")
     argv = [
         str(binary), "--config-file", str(CONFIG), "--no-color", "run", f"{url}/openapi.json",
         "--checks", "all", "--max-examples", str(EXAMPLES), "--seed", str(SEED),
         "--workers", "1", "--suppress-health-check", "all", "--request-timeout", "30",
-        "--header", f"Authorization: Bearer {token}", *extra,
+        "--header", f"Authorization: Bearer {token}",
     ]  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, timeout=400, check=False)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=400, check=False, cwd=cwd)
 
 
 @pytest.mark.parametrize("who", ["operator", "client"])
@@ -64,7 +65,7 @@ def schemathesis(url: str, token: str, *extra: str) -> subprocess.CompletedProce
 def test_schemathesis_finds_nothing(live: tuple[Stack, dict[str, str]], api: str, who: str) -> None:
     """Every operation of the API, with this caller's token: no failure of any check."""
     stack, tokens = live
-    run = schemathesis(stack.url(api), tokens[who])
+    run = schemathesis(stack.url(api), tokens[who], stack.workdir)
     report = run.stdout + run.stderr
     assert run.returncode == 0, report[-12000:]
     counts = re.search(r"(\d+) generated, (\d+) passed", report)
