@@ -207,8 +207,8 @@ def retry_delay(exc: DBAPIError, attempt: int) -> float:
     dropped connection (50 ms doubling, at most 1 s), so a database that is restarting or whose
     connections are being terminated has time to take new ones (issue 37)."""
     if dropped_connection(exc):
-        return min(0.05 * (2**attempt), 1.0)
-    return 0.002 * (2**attempt)
+        return min(0.05 * 2.0**attempt, 1.0)
+    return 0.002 * 2.0**attempt
 
 
 def in_transaction(
