@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from mots.platform.contracts import MARKET_CLOSE_ROUND, MARKET_SETTLE_ROUND
-from services.orchestration.rounds.ports import CURRENT_STEP
+from services.orchestration.rounds.ports import CURRENT_STEP, RoundInFlight, RoundUpdate
+from services.orchestration.rounds.sql_store import _RETRYING, SqlRoundStore
 from tests.services.dropped import killing
 from tests.services.orchestration.rounds.test_replies import PUBLISHED_PATH, S, Wire
 
@@ -66,3 +67,34 @@ def test_a_service_whose_database_was_away_is_asked_again(wire: Wire, task: str)
     assert wire.path(round_id) == PUBLISHED_PATH
     rnd = wire.store.load(round_id)
     assert rnd is not None and rnd.rule is None
+
+
+def test_a_retried_write_whose_commit_landed_reads_as_its_own(store: SqlRoundStore) -> None:
+    """A drop that hits the COMMIT leaves the write done but unanswered; run again (as the store
+    runs an operation after a dropped connection), the creation returns the round it made and
+    the move its seconds, so the step that made them goes on. A first try (or a move another
+    delivery made) still answers "in flight" / None."""
+    round_id = store.create()
+    with pytest.raises(RoundInFlight):
+        store.create()
+    again = _RETRYING.set(True)
+    try:
+        assert SqlRoundStore.create.__wrapped__(store) == round_id  # type: ignore[attr-defined]
+        moved = store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate())
+        assert moved is not None
+        retried = SqlRoundStore.move.__wrapped__(  # type: ignore[attr-defined]
+            store, round_id, S.OPEN, S.COLLECTING, "", RoundUpdate()
+        )
+        assert retried == moved
+        assert (
+            SqlRoundStore.move.__wrapped__(  # type: ignore[attr-defined]
+                store, round_id, S.OPEN, S.FAILED, "", RoundUpdate()
+            )
+            is None
+        )
+        with pytest.raises(RoundInFlight):  # collecting: no longer the round just opened
+            SqlRoundStore.create.__wrapped__(store)  # type: ignore[attr-defined]
+    finally:
+        _RETRYING.reset(again)
+    assert store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate()) is None
+    assert [t.to_state for t in store.transitions(round_id)] == ["collecting"]
