@@ -10,11 +10,13 @@
 - ``xff_spoof``: 15 enrolment-code guesses from one peer under a rotating ``X-Forwarded-For``
   (caught when the limit answers 429 after 10), and guesses claiming a victim's address followed
   by the victim's own registration from that address (caught when it is 201). Twice each.
-- ``db_connection_killed``: an honest round whose declarations, purchases and settlement meet
-  every connection of the market's PostgreSQL database terminated every half second
-  (``pg_terminate_backend``, from the quote to the round's end); caught when the round
-  ends published or settled by rule and no participant is booked other than quoted. Twice, on
-  PostgreSQL only (an embedded SQLite database has no connection to drop).
+- ``db_connection_killed``: an honest round that meets every connection to the platform's
+  PostgreSQL databases terminated every half second (``pg_terminate_backend``), from before the
+  operator opens it to its end: its opening, collection, close, training, evaluation and
+  settlement; caught when the round publishes and every participant is booked exactly its quote.
+  The orchestration's database is on PostgreSQL in both suites, so the row runs on both: with
+  the market's ledger on SQLite only the orchestration's connections drop (an embedded SQLite
+  database has none), with it on PostgreSQL both services' do. Twice per database.
 
 Any 5xx answer is a miss. The honest rounds count as honest participant-rounds. The killed
 connections run after the other rows: a connection the pool still holds after a kill answers
@@ -30,7 +32,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -53,20 +55,22 @@ TRIES = 2
 
 @contextmanager
 def market_database(kind: str) -> Iterator[dict[str, str]]:
-    """The market's database: SQLite (the launcher's file), or a fresh PostgreSQL one."""
-    if kind == "sqlite":
-        yield {}
-        return
+    """The services' databases: the market's SQLite (the launcher's file) or a fresh PostgreSQL
+    one, and a fresh PostgreSQL one for the orchestration either way (its connections are what
+    ``db_connection_killed`` drops beside the market's)."""
     import psycopg
 
-    name = f"mots_durability_{uuid.uuid4().hex[:8]}"
+    services = ("orchestration", "market") if kind == "postgresql" else ("orchestration",)
+    names = {s: f"mots_durability_{s[:4]}_{uuid.uuid4().hex[:8]}" for s in services}
     with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        for name in names.values():
+            admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield {"market": f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"}
+        yield {s: f"postgresql+psycopg://postgres@127.0.0.1:5432/{n}" for s, n in names.items()}
     finally:
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            for name in names.values():
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _dead_tokens(p: MoneyPlatform) -> dict[str, int]:
@@ -146,25 +150,39 @@ def xff_spoof(p: MoneyPlatform, attacker: str, out: Attack) -> None:
         p.market.delete(f"/v1/clients/{r.json()['id']}", headers=OPERATOR)
 
 
-@contextmanager
-def connections_killed(database_url: str, every_s: float = 0.5) -> Iterator[list[int]]:
-    """Terminate every connection to ``database_url``'s database every ``every_s`` seconds while
-    the block runs; yields the running count of terminated connections."""
+def _round_state(orchestration_url: str) -> str:
+    """The newest round's state in the orchestration's database ("opening" before there is one)."""
     import psycopg
 
-    name = database_url.rsplit("/", 1)[1]
-    killed = [0]
+    with psycopg.connect(orchestration_url.replace("+psycopg", ""), autocommit=True) as conn:
+        row = conn.execute("SELECT state FROM rounds ORDER BY id DESC LIMIT 1").fetchone()
+    return "opening" if row is None or row[0] in TERMINAL else str(row[0])
+
+
+TERMINAL = {"published", "settled_by_rule"}
+
+
+@contextmanager
+def connections_killed(urls: dict[str, str], every_s: float = 0.5) -> Iterator[Counter[str]]:
+    """Terminate every connection to the databases of ``urls`` (service → URL) every
+    ``every_s`` seconds while the block runs; yields the terminated connections counted by the
+    round's state when they were (read from the orchestration's database just before)."""
+    import psycopg
+
+    names = [url.rsplit("/", 1)[1] for url in urls.values()]
+    killed: Counter[str] = Counter()
     stop = threading.Event()
 
     def kill() -> None:
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             while not stop.wait(every_s):
+                state = _round_state(urls["orchestration"])
                 rows = admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()",
-                    (name,),
+                    "WHERE datname = ANY(%s) AND pid <> pg_backend_pid()",
+                    (names,),
                 ).fetchall()
-                killed[0] += sum(1 for (done,) in rows if done)
+                killed[state] += sum(1 for (done,) in rows if done)
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
@@ -175,41 +193,57 @@ def connections_killed(database_url: str, every_s: float = 0.5) -> Iterator[list
         thread.join(timeout=10)
 
 
+def _answered(call: Callable[[], httpx.Response], tries: int = 20) -> httpx.Response:
+    """``call``'s answer, a 503 (a connection found dropped; ``Retry-After``, nothing done)
+    retried as the SDK retries it; any other failure raised."""
+    for _ in range(tries):
+        r = call()
+        if r.status_code != 503:
+            break
+        time.sleep(float(r.headers.get("Retry-After", "1")) / 4)
+    return r.raise_for_status()
+
+
 def _balances(p: MoneyPlatform, agents: list[Agent]) -> dict[int, Decimal]:
-    """Each agent's wallet, read as the SDK reads: a 503 (a pooled connection found dropped;
-    ``Retry-After``, nothing booked) retried, any other failure raised."""
-    out = {}
-    for a in agents:
-        for _ in range(20):
-            r = p.market.get("/v1/me/balance", headers=a.auth)
-            if r.status_code != 503:
-                break
-            time.sleep(float(r.headers.get("Retry-After", "1")) / 4)
-        out[a.id] = Decimal(r.raise_for_status().json()["balance"])
-    return out
+    """Each agent's wallet, read as the SDK reads (:func:`_answered`)."""
+    return {
+        a.id: Decimal(
+            _answered(lambda a=a: p.market.get("/v1/me/balance", headers=a.auth)).json()["balance"]
+        )
+        for a in agents
+    }
 
 
-def db_connection_killed(p: MoneyPlatform, database_url: str, out: Attack) -> tuple[int, int]:
-    """An honest round (every client best-responds to the quote) whose declarations, purchases
-    and the orchestration's polls meet terminated connections; the wallets are read before and
-    after (a read that meets a connection killed a moment before is answered 503 with
-    ``Retry-After`` and retried, as the SDK does): (participants, booked other than quoted)."""
+def _terminal(p: MoneyPlatform, round_id: int, timeout_s: float = money.ROUND_TIMEOUT_S) -> Any:
+    """:func:`money.wait_terminal` with the operator's reads retried on a 503."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = _answered(lambda: p.orchestration.get(f"/v1/rounds/{round_id}")).json()
+        if body["state"] in TERMINAL:
+            return body
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"round {round_id} still {body['state']} after {timeout_s}s")
+        time.sleep(0.5)
+
+
+def db_connection_killed(p: MoneyPlatform, urls: dict[str, str], out: Attack) -> tuple[int, int]:
+    """An honest round (every client best-responds to the quote) whose every stage meets
+    terminated connections (:func:`connections_killed`, from before the opening); the wallets are
+    read before and after: (participants, booked other than quoted)."""
     from mots.economics.utility import PowerUtility
-    from mots.local.agents import choose
+    from mots.local.agents import act, choose, wait_for_quote
     from mots.platform.api.base import Strategy
 
     utility = PowerUtility.model_validate(money.UTILITY)
     before = _balances(p, p.honest)
-    from mots.local.agents import act, wait_for_quote
-
-    r = p.orchestration.post("/v1/rounds", headers=OPERATOR).raise_for_status()
-    round_id = int(r.json()["round_id"])
-    quote = wait_for_quote(p.market, p.honest[0], round_id)
-    choices = choose(p.honest, quote, utility)
-    with connections_killed(database_url) as killed:  # during declarations and purchases
+    with connections_killed(urls) as killed:
         try:
+            opened = _answered(lambda: p.orchestration.post("/v1/rounds", headers=OPERATOR))
+            round_id = int(opened.json()["round_id"])
+            quote = wait_for_quote(p.market, p.honest[0], round_id)
+            choices = choose(p.honest, quote, utility)
             act(p.market, p.honest, round_id, choices)
-            body = money.wait_terminal(p, round_id)
+            body = _terminal(p, round_id)
         except (httpx.HTTPError, TimeoutError) as exc:
             out.record(False, f"the round did not end: {exc}")
             return 0, 0
@@ -217,13 +251,12 @@ def db_connection_killed(p: MoneyPlatform, database_url: str, out: Attack) -> tu
     quoted = {t.type_name: t.reward for t in quote.types}
     joined = [a for a in p.honest if choices[a.id] == Strategy.JOIN]
     flagged = sum(1 for a in joined if after[a.id] - before[a.id] != quoted[a.type_name])
-    ended = body["state"] in {"published", "settled_by_rule"}
     out.record(
-        ended and flagged == 0,
-        f"round {body['id']} {body['state']}, {flagged} booked other than quoted,"
-        f" {killed[0]} connections killed",
+        body["state"] == "published" and flagged == 0,
+        f"round {body['id']} {body['state']} ({body.get('rule')}), {flagged} booked other than"
+        f" quoted, connections killed by stage {dict(killed)}",
     )
-    out.extra.append({"round_id": body["id"], "state": body["state"], "killed": killed[0]})
+    out.extra.append({"round_id": body["id"], "state": body["state"], "killed": dict(killed)})
     return len(joined), flagged
 
 
@@ -238,10 +271,8 @@ def run_on(kind: str, workdir: Path, result: SuiteResult) -> None:
             for i in range(TRIES):
                 idle_burst(p, agent, rows["idle_burst"])
                 xff_spoof(p, f"127.0.0.{3 + i}", rows["xff_spoof"])
-            for _ in range(TRIES if urls else 0):  # after the others: see the module's note
-                joined, flagged = db_connection_killed(
-                    p, urls["market"], rows["db_connection_killed"]
-                )
+            for _ in range(TRIES):  # after the others: see the module's note
+                joined, flagged = db_connection_killed(p, urls, rows["db_connection_killed"])
                 result.honest_rounds += joined
                 result.honest_flagged += flagged
             for _ in range(TRIES):

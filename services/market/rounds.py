@@ -50,10 +50,11 @@ from mots.platform.contracts import (
     SettlePayload,
 )
 from mots.platform.db import one_of
-from mots.platform.money import from_micros, to_micros
+from mots.platform.money import MAX_BALANCE_MICROS, from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
 from services.market import join_fees, ledger
 from services.market.decisions import declared
+from services.market.errors import OutOfRange
 from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
 
 _CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
@@ -196,10 +197,26 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     session.add(rnd)
     session.flush()
     rnd.population = _enrol_members(session, quote.round_id)  # the clients it waits for
+    guard_pool(rnd.price_micros, rnd.population)
     session.flush()
     for name in (ledger.pool_name(quote.round_id), *ledger.pool_shard_names(quote.round_id)):
         ledger.ensure_account(session, name)
     return rnd
+
+
+def guard_pool(price_micros: int, population: int) -> None:
+    """Refuse (:class:`OutOfRange`, nothing written) a round whose purchases could take its pool
+    past :data:`~mots.platform.money.MAX_BALANCE_MICROS`: the purchase batcher credits the pool
+    shards without reading them (its hot path), and that is sound because only the round's
+    members buy, each once, at the round's price, so the shards together never hold more than
+    price × population (issue 37: the batcher's credit side)."""
+    if price_micros * population > MAX_BALANCE_MICROS:
+        raise OutOfRange(
+            "price",
+            f"{from_micros(price_micros):f} × {population} members could take the round's pool "
+            f"past the limit of {from_micros(MAX_BALANCE_MICROS):f} an account may hold "
+            "(MAX_BALANCE_MICROS); the round was not opened",
+        )
 
 
 def _enrol_members(session: Session, rid: int) -> int:

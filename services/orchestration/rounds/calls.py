@@ -39,6 +39,12 @@ LOST = (
 )
 """What a send raises when the broker is away."""
 
+DATABASE_AWAY = ("OperationalError:", "InterfaceError:", "DisconnectionError:")
+"""A called service's answer that its database was out of reach (its own retries spent: a
+connection dropped again and again, the server restarting; SQLAlchemy's error names, as
+``reply_error`` writes them): the call is lost, not refused, so the step runs again (within its
+deadline) instead of failing the round. Every round call is safe to repeat (issue 37)."""
+
 In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
 
@@ -81,6 +87,8 @@ class CallPort:
             raise RuntimeError(f"call {seq} of the step was {entry.task}, now {spec.name}")
         if entry.reply is not None:
             return spec.output.model_validate(entry.reply)
+        if entry.error is not None and entry.error.startswith(DATABASE_AWAY):
+            raise ServiceUnavailable(f"{spec.name}: {entry.error}")
         if entry.error is not None:
             raise ServiceError(f"{spec.name}: {entry.error}")
         if self.clock() > entry.sent_at + entry.timeout_s:

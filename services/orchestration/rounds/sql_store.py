@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -20,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.rounds import TrainingProgress
+from mots.platform.db import dropped_connection
 from services.orchestration.models import Round, RoundCall, SentCall, Transition
 from services.orchestration.rounds.ports import (
     CallEntry,
@@ -41,15 +44,33 @@ def as_utc(at: datetime) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
+DROP_TRIES = 6
+"""Tries of one store operation whose connection dropped (``pg_terminate_backend``, a restart):
+each is its own transaction, so it runs again on a fresh connection (waits 0.05 s doubling, 1.55 s
+in all) before the step is left to run again later (:class:`ServiceUnavailable`)."""
+_RETRYING: ContextVar[bool] = ContextVar("mots_rounds_store_retrying", default=False)
+"""Set while an operation runs again after a dropped connection: a write whose COMMIT the drop
+may have hit then recognises its own committed work (:meth:`SqlRoundStore.move`,
+:meth:`SqlRoundStore.create`)."""
+
+
 def database(method: Callable[P, R]) -> Callable[P, R]:
-    """Turn a lost database connection into :class:`ServiceUnavailable`."""
+    """Run the operation again after a dropped connection (:data:`DROP_TRIES` in all); turn a
+    database still unreachable, or any other operational error, into :class:`ServiceUnavailable`."""
 
     @functools.wraps(method)
     def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except (OperationalError, InterfaceError) as exc:
-            raise ServiceUnavailable(f"the rounds database: {exc.orig or exc}") from exc
+        for attempt in range(DROP_TRIES):
+            token = _RETRYING.set(attempt > 0)
+            try:
+                return method(*args, **kwargs)
+            except (OperationalError, InterfaceError) as exc:
+                if attempt == DROP_TRIES - 1 or not dropped_connection(exc):
+                    raise ServiceUnavailable(f"the rounds database: {exc.orig or exc}") from exc
+                time.sleep(0.05 * 2**attempt)
+            finally:
+                _RETRYING.reset(token)
+        raise AssertionError("unreachable")
 
     return wrapped
 
@@ -63,6 +84,14 @@ def record(row: Round) -> RoundRecord:
     if row.artifact_expired_at is not None:
         values["artifact_expired_at"] = as_utc(row.artifact_expired_at)
     return RoundRecord(**values)
+
+
+def _just_opened(row: Round) -> bool:
+    """The round is still ``open`` with no transition, made in the last minute: on a try after
+    a dropped connection, the round our first try created (a duplicate delivery of the opening
+    is harmless: its first step runs once, the others find it moved)."""
+    age = (datetime.now(UTC) - as_utc(row.created_at)).total_seconds()
+    return row.state == RoundState.OPEN.value and age < 60
 
 
 class SqlRoundStore:
@@ -79,6 +108,8 @@ class SqlRoundStore:
         given); refuse while another round is in flight."""
         with self.sessions() as session, session.begin():
             busy = session.scalars(select(Round).where(_UNFINISHED).with_for_update()).first()
+            if busy is not None and _RETRYING.get() and _just_opened(busy):
+                return busy.id  # our first try committed before its connection dropped
             if busy is not None:
                 raise RoundInFlight(f"round {busy.id} is still {busy.state}; one round at a time")
             rnd = Round(
@@ -130,7 +161,7 @@ class SqlRoundStore:
                 .values(state=dst.value, state_entered_at=now, **update)
             )
             if not cast(CursorResult[Any], result).rowcount:
-                return None
+                return self._moved_before(session, round_id, src, dst)
             session.add(
                 Transition(
                     round_id=round_id,
@@ -141,6 +172,22 @@ class SqlRoundStore:
                 )
             )
         return seconds
+
+    @staticmethod
+    def _moved_before(
+        session: Session, round_id: int, src: RoundState, dst: RoundState
+    ) -> float | None:
+        """On a try after a dropped connection: the seconds of our own ``src`` → ``dst`` move if
+        the first try committed it (the round's latest transition), so the step that moved it
+        goes on; else None (another delivery moved the round)."""
+        if not _RETRYING.get():
+            return None
+        last = session.scalars(
+            select(Transition).where(Transition.round_id == round_id).order_by(Transition.id.desc())
+        ).first()
+        if last is None or (last.from_state, last.to_state) != (src.value, dst.value):
+            return None
+        return last.seconds_in_from
 
     @database
     def record_progress(self, round_id: int, progress: TrainingProgress) -> None:

@@ -166,8 +166,35 @@ T = TypeVar("T")
 RETRYABLE_SQLSTATES = {"40001", "40P01"}
 
 
+DISCONNECT_SQLSTATE_CLASSES = ("08", "57P")
+"""SQLSTATE classes of a lost connection: connection exceptions (08…) and operator intervention
+(57P01 ``admin_shutdown``, what ``pg_terminate_backend`` sends; 57P02 crash; 57P03 starting)."""
+DISCONNECT_MESSAGES = (
+    "terminating connection",
+    "server closed the connection",
+    "connection is closed",
+    "connection is lost",
+    "consuming input failed",
+    "the database system is",
+)
+"""What a dropped connection says when the driver gives no SQLSTATE (the socket closed under a
+query)."""
+
+
+def dropped_connection(exc: BaseException) -> bool:
+    """``exc`` says the database connection was lost (the server restarted, the backend was
+    terminated): nothing of the transaction committed, unless the drop hit the COMMIT itself."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = getattr(exc, "orig", None) or exc
+    code = getattr(orig, "sqlstate", None) or ""
+    if code.startswith(DISCONNECT_SQLSTATE_CLASSES):
+        return True
+    return any(m in str(orig) for m in DISCONNECT_MESSAGES)
+
+
 def _retryable(exc: DBAPIError) -> bool:
-    if isinstance(exc, IntegrityError) or exc.connection_invalidated:
+    if isinstance(exc, IntegrityError) or dropped_connection(exc):
         # A dropped connection (e.g. the database restarted): its transaction did not commit,
         # or, if the drop hit the COMMIT, the retry reads what it booked (idempotency keys).
         return True
@@ -175,10 +202,20 @@ def _retryable(exc: DBAPIError) -> bool:
     return code in RETRYABLE_SQLSTATES or "database is locked" in str(exc.orig)
 
 
+def retry_delay(exc: DBAPIError, attempt: int) -> float:
+    """Seconds before the next try: short for a lock or a conflict (2 ms doubling), longer for a
+    dropped connection (50 ms doubling, at most 1 s), so a database that is restarting or whose
+    connections are being terminated has time to take new ones (issue 37)."""
+    if dropped_connection(exc):
+        return min(0.05 * 2.0**attempt, 1.0)
+    return 0.002 * 2.0**attempt
+
+
 def in_transaction(
     factory: sessionmaker[Session], work: Callable[[Session], T], tries: int = 8
 ) -> T:
-    """Run ``work`` in a fresh transaction, committing on success and retrying retryable errors."""
+    """Run ``work`` in a fresh transaction, committing on success and retrying retryable errors
+    (:func:`retry_delay` apart)."""
     for attempt in range(tries):
         try:
             with factory() as session, session.begin():
@@ -186,7 +223,7 @@ def in_transaction(
         except DBAPIError as exc:
             if attempt == tries - 1 or not _retryable(exc):
                 raise
-            time.sleep(0.002 * (2**attempt))
+            time.sleep(retry_delay(exc, attempt))
     raise AssertionError("unreachable")
 
 
@@ -201,7 +238,7 @@ async def in_transaction_async(
         except DBAPIError as exc:
             if attempt == tries - 1 or not _retryable(exc):
                 raise
-            await asyncio.sleep(0.002 * (2**attempt))
+            await asyncio.sleep(retry_delay(exc, attempt))
     raise AssertionError("unreachable")
 
 
