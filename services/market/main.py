@@ -54,7 +54,7 @@ from services.market.booking import (
     registration_batcher,
 )
 from services.market.core.config import Settings, get_settings
-from services.market.metrics import watch_ledger
+from services.market.metrics import unwatch_ledger, watch_ledger
 from services.market.migrations import upgrade
 from services.market.models import Client
 from services.market.purchases_pg import PgPurchaseBook
@@ -185,6 +185,7 @@ def market_lifespan(parts: MarketParts) -> Lifespan:
             yield
         finally:
             gc.set_threshold(*thresholds)
+            unwatch_ledger(parts.sessions)
             await parts.close()
 
     return lifespan

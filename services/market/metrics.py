@@ -100,3 +100,11 @@ def watch_ledger(factory: sessionmaker[Session]) -> LedgerCollector:
         _collector.factory = factory
         _collector.refresh()
         return _collector
+
+
+def unwatch_ledger(factory: sessionmaker[Session]) -> None:
+    """Stop reading this database (an app's shutdown): the gauge keeps its last totals, and the
+    thread does not read a database its app has closed (or a test has dropped)."""
+    with _lock:
+        if _collector is not None and _collector.factory is factory:
+            _collector.factory = None
