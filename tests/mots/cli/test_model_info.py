@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 from click.testing import CliRunner
 
 from mots.cli.main import cli
-from mots.training.artifacts import save_artifact
 from mots.training.datasets import CLASS_NAMES, PREPROCESSING
+from tests.mots.client.model_files import write_model
 
 META = {
     "dataset": "fashion-mnist",
@@ -31,8 +30,8 @@ META = {
 
 
 def _file(tmp_path: Path) -> Path:
-    path = tmp_path / "mots-round-3.pt"
-    save_artifact(path, ["w"], [np.ones((10, 784), np.float32)], META)
+    path = tmp_path / "mots-round-3.pt2"
+    write_model(path, META)
     return path
 
 

@@ -7,18 +7,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from mots.client.model_file import ModelFileError, load_payload, read_model_info, write_sidecar
-from mots.training.artifacts import save_artifact
+from mots.client.model_file import (
+    ModelFileError,
+    file_metadata,
+    load_state,
+    read_model_info,
+    write_sidecar,
+)
+from tests.mots.client.model_files import write_model
 
 
 def _model(tmp_path: Path) -> tuple[Path, str]:
-    path = tmp_path / "mots-round-3.pt"
+    path = tmp_path / "mots-round-3.pt2"
     meta = {"dataset": "fashion-mnist", "model": "logistic", "participants": [0, 2], "round": 2}
-    digest = save_artifact(path, ["w"], [np.ones((2, 3), np.float32)], {**meta, "epsilon": 0.7})
+    digest = write_model(path, {**meta, "epsilon": 0.7})
     return path, digest
 
 
@@ -33,9 +38,9 @@ def test_metadata_reads_without_torch_and_checks_the_digest(tmp_path: Path) -> N
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "3"
-    payload = load_payload(path)
-    assert payload["metadata"]["participants"] == [0, 2]
-    np.testing.assert_array_equal(payload["state_dict"]["w"].numpy(), np.ones((2, 3)))
+    payload = file_metadata(path)
+    assert payload["format"] == "mots-model/2" and payload["metadata"]["participants"] == [0, 2]
+    assert load_state(path)["linear.weight"].shape == (10, 784)
     path.write_bytes(path.read_bytes()[:-1] + b"x")
     with pytest.raises(ModelFileError, match="differs from the"):
         read_model_info(path)
@@ -54,5 +59,5 @@ def test_missing_or_broken_sidecars_are_named(tmp_path: Path) -> None:
     with pytest.raises(ModelFileError, match="not readable JSON"):
         read_model_info(path)
     torch.save({"state_dict": {}}, tmp_path / "x.pt")
-    with pytest.raises(ModelFileError, match="not a mots-model/1 file"):
-        load_payload(tmp_path / "x.pt")
+    with pytest.raises(ModelFileError, match="not a mots-model/2 or mots-model/1 file"):
+        file_metadata(tmp_path / "x.pt")
