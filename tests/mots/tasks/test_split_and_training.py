@@ -42,7 +42,7 @@ def test_a_task_trains_on_the_folders_to_a_model_file(tmp_path: Path) -> None:
     the task, the labels and the standardisation, and beats the majority class."""
     task = load_task("breast-cancer")
     folders = split_public(task, tmp_path / "data")
-    model = train_task(task, [(i, f) for (i, _), f in folders.items()], tmp_path / "m.pt")
+    model = train_task(task, [(i, f) for (i, _), f in folders.items()], tmp_path / "m.pt2")
     payload = torch.load(model.path, weights_only=True)
     meta = payload["metadata"]
     assert meta["task"] == {"name": "breast-cancer", "version": 1}
@@ -57,7 +57,7 @@ def test_training_refuses_a_folder_below_its_types_d(tmp_path: Path) -> None:
     task = load_task("breast-cancer")
     folders = split_public(task, tmp_path / "data")
     with pytest.raises(ValueError, match="holds 15 samples, fewer than the 60"):
-        train_task(task, [(2, folders[(0, 0)])], tmp_path / "m.pt")
+        train_task(task, [(2, folders[(0, 0)])], tmp_path / "m.pt2")
 
 
 def test_mots_data_split_and_check(tmp_path: Path) -> None:
