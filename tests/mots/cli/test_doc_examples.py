@@ -182,9 +182,11 @@ def test_every_example_of_the_error_and_cli_docs_runs_as_written(shell: dict[str
             assert "Traceback" not in said, said
             if not expected:
                 assert result.returncode == 0, said
-            errors = [x for x in expected if x.startswith("Error: ") or x.startswith('{"error"')]
-            if errors and "echo" not in line:
-                assert result.returncode != 0, said
+            errors = [x for x in expected if x.startswith("Error: ")]
+            if errors and "echo" not in line:  # a refusal exits 1, a role or usage error 2
+                assert result.returncode == (1 if re.match(r"Error: \d{3}: ", errors[0]) else 2), (
+                    said
+                )
             assert len(got) >= len(expected), said
             for want, have in zip(expected, got[-len(expected) :] if expected else [], strict=True):
                 assert _matches(want, have), f"{said}\nexpected: {want}\ngot:      {have}"
