@@ -143,7 +143,10 @@ def check_archive(path: str | Path) -> None:
     with zipfile.ZipFile(p) as z:
         for name in z.namelist():
             if name.endswith("_config.json") and "/data/" in name:
-                config = json.loads(z.read(name)).get("config", {})
+                try:
+                    config = dict(json.loads(z.read(name)).get("config", {}))
+                except (ValueError, TypeError, AttributeError) as exc:
+                    raise ModelFileError(f"{p}: {name} is not a weights config ({exc})") from exc
                 for fqn, entry in config.items():
                     pickled = bool(entry.get("use_pickle"))
                     if pickled or not str(entry.get("path_name", "")).startswith(
