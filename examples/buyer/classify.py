@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Classify a test set with a MoTS model file, using PyTorch alone.
 
-A buyer needs nothing of the MoTS project: the model file (``mots-round-N.pt``, a plain
-``torch.save`` dict loaded with ``weights_only=True``) carries the network as plain data, its
-weights, the preprocessing, the input shape, the class names and the test accuracy the platform
-measured. This script rebuilds the network with ``torch.nn``, reads the test set's IDX files,
-classifies every image and prints one JSON line::
+A buyer needs nothing of the MoTS project: the model file (``mots-round-N.pt2``, a ``torch.export``
+archive, format ``mots-model/2``) loads in one call, ``torch.export.load(path).module()``, as a
+callable network with its weights; its metadata (the preprocessing, the input shape, the class
+names and the test accuracy the platform measured) is a JSON file inside the archive, read by the
+same call. This script checks the file's SHA-256 against the ``.json`` the market sent beside it,
+loads it, reads the test set, classifies every sample and prints one JSON line::
 
     {"accuracy": <measured here>, "metadata_accuracy": <the model's own record>}
 
@@ -29,26 +30,13 @@ import struct
 import sys
 import warnings
 import zipfile
-from collections import OrderedDict
 from pathlib import Path
 
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy
 import torch  # noqa: E402
-from torch import nn  # noqa: E402
 
-LAYERS = {"Sequential", "Flatten", "Linear", "Conv2d", "ReLU", "MaxPool2d"}
 DEFAULT_DATA = Path("/usr/share/datasets/fashion-mnist")
-
-
-def build(spec: dict) -> nn.Module:
-    """A torch.nn module from the model file's ``network`` description (known layers only)."""
-    kind = spec["type"]
-    if kind not in LAYERS:
-        raise SystemExit(f"network: unknown layer type {kind!r}")
-    if kind == "Sequential":
-        layers = spec["layers"]
-        return nn.Sequential(OrderedDict((str(layer["name"]), build(layer)) for layer in layers))
-    return getattr(nn, kind)(**spec.get("args", {}))
+METADATA = "mots/metadata.json"  # the metadata's name among the archive's extra files
 
 
 def read_idx(directory: Path, stem: str) -> torch.Tensor:
@@ -130,11 +118,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="the test set (IDX files, or a task's folder)")
     args = parser.parse_args()
     check_digest(args.model_file)
-    payload = torch.load(args.model_file, map_location="cpu", weights_only=True)
-    meta = payload["metadata"]
-    model = build(meta["network"])
-    model.load_state_dict(payload["state_dict"])
-    model.eval()
+    extra = {METADATA: ""}
+    model = torch.export.load(args.model_file, extra_files=extra).module()  # the one call
+    meta = json.loads(extra[METADATA])
     prep = meta["preprocessing"]
     if "data_format" in meta:  # a task's model: the buyer's data in the task's own format
         if args.data is None:

@@ -27,7 +27,7 @@ def test_a_task_model_classifies_the_tasks_own_format_with_torch_alone(
     in the task's format, classify it in a torch-only environment: the file's accuracy to 0.1%."""
     task = load_task(name)
     folders = split_public(task, tmp_path / "data")
-    model = train_task(task, [(i, f) for (i, _), f in folders.items()], tmp_path / "model.pt")
+    model = train_task(task, [(i, f) for (i, _), f in folders.items()], tmp_path / "model.pt2")
     public = load_public(str(task.evaluation.public))
     buyer = write_folder(task.data, tmp_path / "buyer", public.x_test, public.y_test)
     got = run_classify(torch_only_python(), model.path, "--data", str(buyer))

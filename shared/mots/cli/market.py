@@ -35,7 +35,7 @@ def market() -> None:
       export MOTS_PROFILE=alice
       mots market quote --wait 60
       mots market buy 1
-      mots market download 1               # mots-round-1.pt, SHA-256 checked, and its .json
+      mots market download 1               # mots-round-1.pt2, SHA-256 checked, and its .json
     """
 
 
@@ -414,7 +414,7 @@ def ledger(session: Session, limit: int, everything: bool) -> None:
     "--out",
     "dest",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="the file (default: mots-round-ROUND_ID.pt here); its metadata goes beside it as .json",
+    help="the file (default: mots-round-ROUND_ID.pt2 here); its metadata goes beside it as .json",
 )
 @connection
 def download(session: Session, round_id: int, dest: Path | None) -> None:
@@ -422,9 +422,9 @@ def download(session: Session, round_id: int, dest: Path | None) -> None:
 
     \b
     Example:
-      mots market download 1 --out models/mots-round-1.pt
+      mots market download 1 --out models/mots-round-1.pt2
     """
-    path = dest or Path(f"mots-round-{round_id}.pt")
+    path = dest or Path(f"mots-round-{round_id}.pt2")
     with session.market() as m:
         got = m.download_model(round_id, path)
     info = {"round_id": got.round_id, "path": str(got.path), "sha256": got.sha256, "size": got.size}
@@ -443,7 +443,7 @@ def model() -> None:
 
     \b
     Example:
-      mots market model info mots-round-1.pt
+      mots market model info mots-round-1.pt2
     """
 
 
@@ -456,7 +456,7 @@ def model_info(path: Path, as_json: bool) -> None:
 
     \b
     Example:
-      mots market model info mots-round-1.pt
+      mots market model info mots-round-1.pt2
     """
     try:
         info = read_model_info(path)

@@ -1,6 +1,6 @@
 """`mots model info FILE`: what a model file is, read from the file alone (issue 40 item 5).
 
-A model file (``mots-round-N.pt``, :mod:`mots.client.model_file`) carries its own metadata: the
+A model file (``mots-round-N.pt2``, :mod:`mots.client.model_file`) carries its own metadata: the
 task (data set, classes), the preprocessing a buyer must apply, the accuracy the platform measured
 on the whole test split, ε, the coalition and the FedAvg round. This command shows them without
 the ``.json`` sidecar a download writes beside it; where the sidecar is there too, it adds what
@@ -17,7 +17,7 @@ import click
 
 from mots.client.model_file import (
     ModelFileError,
-    load_payload,
+    file_metadata,
     read_model_info,
     sha256_file,
     sidecar_path,
@@ -31,19 +31,24 @@ def model() -> None:
 
     \b
     Example:
-      mots model info mots-round-1.pt
+      mots model info mots-round-1.pt2
     """
 
 
 def describe_file(path: Path) -> dict[str, Any]:
-    """The file's own metadata (loaded with ``weights_only=True``: no code in it runs), its
+    """The file's own metadata (read from the archive with zipfile: nothing in it runs), its
     SHA-256 and, where a sidecar lies beside it, the market round the sidecar records (after
     checking the file against the sidecar's digest)."""
-    payload = load_payload(path)
+    payload = file_metadata(path)
     meta = payload.get("metadata")
     if not isinstance(meta, dict):
         raise ModelFileError(f"{path}: no metadata in the file")
-    shown: dict[str, Any] = {"file": path.name, "sha256": sha256_file(path), "metadata": meta}
+    shown: dict[str, Any] = {
+        "file": path.name,
+        "format": payload["format"],
+        "sha256": sha256_file(path),
+        "metadata": meta,
+    }
     if sidecar_path(path).is_file():
         side = read_model_info(path)  # refuses a file that differs from its sidecar
         shown["market_round"] = side.get("round_id")
@@ -68,6 +73,7 @@ def _lines(shown: dict[str, Any]) -> list[tuple[str, object]]:
     rounds = f"{meta['round']}/{meta['rounds']}" if "round" in meta and "rounds" in meta else None
     return [
         ("file", shown["file"]),
+        ("format", shown.get("format")),
         ("sha256", shown["sha256"]),
         ("task", task and f"{task} ({meta.get('dataset', '?')})"),
         ("classes", ", ".join(str(c) for c in classes) if isinstance(classes, list) else None),
@@ -92,7 +98,7 @@ def info(path: Path, as_json: bool) -> None:
 
     \b
     Example:
-      mots model info mots-round-1.pt
+      mots model info mots-round-1.pt2
     """
     try:
         shown = describe_file(path)
@@ -137,7 +143,7 @@ def verify(path: Path, public_key: str) -> None:
 
     \b
     Example:
-      mots model verify mots-round-1.pt --public-key market-key.json
+      mots model verify mots-round-1.pt2 --public-key market-key.json
     """
     try:
         info_ = verify_origin(path, _public_key(public_key))

@@ -1,30 +1,38 @@
-"""A downloaded model file ``mots-round-N.pt`` and its metadata sidecar ``mots-round-N.json``.
+"""A downloaded model file ``mots-round-N.pt2`` and its metadata sidecar ``mots-round-N.json``.
 
-The ``.pt`` is a plain ``torch.save`` dict (format ``mots-model/1``, loads with
-``torch.load(path, weights_only=True)``)::
-
-    {"format": "mots-model/1",
-     "metadata": {"dataset", "model", "participants" (K per type), "round" (FedAvg rounds),
-                  "epsilon", "input_shape", "num_classes", "network" (the layers as plain
-                  data), "preprocessing", "class_names", "test_metric", …},
-     "state_dict": {layer name: float32 tensor}}
-
-:func:`load_model` rebuilds the network from the file's own ``network`` with ``torch.nn``
-alone, as ``examples/buyer/classify.py`` does without this project.
+The ``.pt2`` is a ``torch.export`` archive (format ``mots-model/2``, docs/training.md "The model
+file"): the network as an exported graph of ATen operations with its weights, loaded in one call
+with PyTorch alone, ``torch.export.load(path).module()``, plus the model's metadata as a JSON
+member of the archive (``extra/mots/metadata.json``: ``dataset``, ``model``, ``participants`` (K
+per type), ``round`` (FedAvg rounds), ``epsilon``, ``input_shape``, ``num_classes``, ``network``
+(the layers as plain data), ``preprocessing``, ``class_names``, ``test_metric``, …), which
+:func:`file_metadata` reads with :mod:`zipfile` alone (no torch). Files of the first format
+(``mots-model/1``, a ``torch.save`` dict with a ``state_dict``) are still read.
 
 The ``.json`` beside it is the market's :class:`~mots.platform.api.market.ModelInfo` (round, file,
-SHA-256, size, coalition, ε, the same metadata): readable without torch, and the file's digest
-can be checked against it (:func:`read_model_info`).
+SHA-256, size, coalition, ε, the same metadata, the market's signature): readable without torch,
+and the file's digest can be checked against it (:func:`read_model_info`). The signature stays
+there, outside the file: it covers the file's SHA-256 and the price, which only the market states,
+and the file is written by the trainer before any market signs it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
-FORMAT = "mots-model/1"
+FORMAT = "mots-model/2"
+"""The format the platform writes: a ``torch.export`` archive with the metadata inside."""
+FORMAT_V1 = "mots-model/1"
+"""The first format (before issue 40): a ``torch.save`` dict, read for files bought before."""
+METADATA_MEMBER = "mots/metadata.json"
+"""The metadata's name among the archive's extra files (``<root>/extra/mots/metadata.json``)."""
+FORMAT_MEMBER = "mots/format"
+"""The format tag's name among the archive's extra files."""
 
 
 class ModelFileError(ValueError):
@@ -32,7 +40,7 @@ class ModelFileError(ValueError):
 
 
 def sidecar_path(path: str | Path) -> Path:
-    """``mots-round-N.json`` for ``mots-round-N.pt``."""
+    """``mots-round-N.json`` for ``mots-round-N.pt2``."""
     return Path(path).with_suffix(".json")
 
 
@@ -76,15 +84,85 @@ def read_model_info(path: str | Path) -> dict[str, Any]:
     return info
 
 
-def load_payload(path: str | Path) -> dict[str, Any]:
-    """The ``.pt``'s dict (``format``, ``metadata``, ``state_dict`` of tensors), loaded with
-    ``weights_only=True`` (no code in the file runs). Needs torch."""
+def _extra_member(names: list[str], member: str) -> str | None:
+    """The archive member holding extra file ``member`` (under the archive's root folder)."""
+    suffix = f"/extra/{member}"
+    found = [n for n in names if n.endswith(suffix) and n.count("/") == suffix.count("/")]
+    return found[0] if len(found) == 1 else None
+
+
+def file_metadata(path: str | Path) -> dict[str, Any]:
+    """``{"format", "metadata"}`` of a model file, read from the file alone: a ``mots-model/2``
+    archive's metadata member with :mod:`zipfile` (no torch, nothing in the file runs); a
+    ``mots-model/1`` file with ``torch.load(weights_only=True)``."""
+    p = Path(path)
+    if zipfile.is_zipfile(p):
+        with zipfile.ZipFile(p) as z:
+            names = z.namelist()
+            tag, meta = _extra_member(names, FORMAT_MEMBER), _extra_member(names, METADATA_MEMBER)
+            if tag is not None and meta is not None:
+                fmt = z.read(tag).decode("utf-8", "replace").strip()
+                try:
+                    metadata = json.loads(z.read(meta))
+                except ValueError as exc:
+                    raise ModelFileError(f"{p}: {METADATA_MEMBER} is not JSON ({exc})") from exc
+                if fmt != FORMAT or not isinstance(metadata, dict):
+                    raise ModelFileError(f"{p}: format {fmt!r}, not {FORMAT}")
+                return {"format": fmt, "metadata": metadata}
+    payload = _load_v1(p)
+    return {"format": FORMAT_V1, "metadata": payload["metadata"]}
+
+
+def _load_v1(path: Path) -> dict[str, Any]:
+    """A ``mots-model/1`` file's dict, loaded with ``weights_only=True``."""
+    import pickle
+
     import torch
 
-    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ModelFileError(f"{path}: not a {FORMAT} file")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, OSError, EOFError) as exc:
+        raise ModelFileError(f"{path}: not a {FORMAT} or {FORMAT_V1} file ({exc})") from exc
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT_V1:
+        raise ModelFileError(f"{path}: not a {FORMAT} or {FORMAT_V1} file")
     return payload
+
+
+def check_archive(path: str | Path) -> None:
+    """Refuse a ``torch.export`` archive that would make ``torch.export.load`` unpickle
+    anything: ``torch.export.load`` unpickles weights or constants marked ``use_pickle``, custom
+    and opaque objects, and retries its sample inputs (and a legacy weights file) with
+    ``weights_only=False`` when they do not load safely, which runs whatever code the pickle
+    names. A file the platform wrote has none of
+    these (its weights are raw tensor bytes, its sample inputs plain tensors)."""
+    import pickle
+
+    import torch
+
+    p = Path(path)
+    with zipfile.ZipFile(p) as z:
+        for name in z.namelist():
+            if name.endswith("_config.json") and "/data/" in name:
+                try:
+                    config = dict(json.loads(z.read(name)).get("config", {}))
+                except (ValueError, TypeError, AttributeError) as exc:
+                    raise ModelFileError(f"{p}: {name} is not a weights config ({exc})") from exc
+                for fqn, entry in config.items():
+                    pickled = bool(entry.get("use_pickle"))
+                    if pickled or not str(entry.get("path_name", "")).startswith(
+                        ("weight_", "tensor_")
+                    ):
+                        raise ModelFileError(
+                            f"{p}: {name} entry {fqn!r} is a pickled object, not raw tensor "
+                            "bytes: refused (loading it would run code)"
+                        )
+            elif "/data/" in name and name.endswith(".pt"):  # sample inputs, legacy weights
+                try:
+                    torch.load(io.BytesIO(z.read(name)), weights_only=True)
+                except (RuntimeError, pickle.UnpicklingError, EOFError) as exc:
+                    raise ModelFileError(
+                        f"{p}: {name} is not plain tensors: refused (loading it would run code)"
+                    ) from exc
 
 
 LAYERS = frozenset({"Sequential", "Flatten", "Linear", "Conv2d", "ReLU", "MaxPool2d"})
@@ -108,15 +186,23 @@ def build_network(spec: dict[str, Any]) -> Any:
 
 
 def load_model(path: str | Path, sha256: str | None = None) -> Any:
-    """The model file's network, with its weights, in eval mode (a ``torch.nn.Module``): the
-    one meaning of ``load_model`` here. ``sha256`` (or the sidecar's digest, when there is one)
-    is checked first; the network is rebuilt from the file's own description."""
+    """The model file's network with its weights, as a callable ``torch.nn.Module``: the one
+    meaning of ``load_model`` here. ``sha256`` (or the sidecar's digest, when there is one) is
+    checked first. A ``mots-model/2`` file is checked by :func:`check_archive`, then loaded as a
+    buyer does with PyTorch alone, ``torch.export.load(path).module()`` (a graph captured in eval
+    mode: the module refuses ``.eval()`` and ``.train()``, and needs neither); a ``mots-model/1``
+    file is rebuilt from its own network description, in eval mode."""
     p = Path(path)
     if sha256 is None and sidecar_path(p).is_file():
         read_model_info(p)  # refuses a file that differs from its metadata
     elif sha256 is not None and sha256_file(p) != sha256.strip().lower():
         raise ModelFileError(f"{p}: SHA-256 does not match {sha256}")
-    payload = load_payload(p)
+    if file_metadata(p)["format"] == FORMAT:
+        import torch
+
+        check_archive(p)
+        return torch.export.load(p).module()
+    payload = _load_v1(p)
     spec = payload["metadata"].get("network")
     if not isinstance(spec, dict):
         raise ModelFileError(f"{p}: no network description (written before issue 26)")
@@ -124,6 +210,17 @@ def load_model(path: str | Path, sha256: str | None = None) -> Any:
     model.load_state_dict(payload["state_dict"])
     model.eval()
     return model
+
+
+def load_state(path: str | Path) -> dict[str, Any]:
+    """The model file's weights by layer name (float32 tensors), of either format."""
+    p = Path(path)
+    if file_metadata(p)["format"] == FORMAT:
+        import torch
+
+        check_archive(p)
+        return {k: v.detach() for k, v in torch.export.load(p).state_dict.items()}
+    return dict(_load_v1(p)["state_dict"])
 
 
 def verify_origin(path: str | Path, public_key: str) -> dict[str, Any]:

@@ -174,7 +174,7 @@ def _download_as_buyer(
         return
     try:
         got = market.with_token(buyer.token).download_model(
-            round_id, out_dir / f"model-round-{round_id}.pt"
+            round_id, out_dir / f"model-round-{round_id}.pt2"
         )
         ok, size = True, got.size
     except ModelIntegrityError:

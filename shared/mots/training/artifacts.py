@@ -1,8 +1,8 @@
 """Model artifacts: the global model of a round, with metadata, that the market sells and serves,
 and what training produces around them (:class:`TrainingResult`).
 
-``<stem>.pt`` holds the weights and metadata (a plain ``torch.save`` dict that loads with
-``weights_only=True``); ``<stem>.json`` beside it repeats the metadata and adds the file's SHA-256,
+``<stem>.pt2`` holds the network, its weights and metadata (a ``torch.export`` archive that PyTorch
+alone loads in one call, format ``mots-model/2``, docs/training.md); ``<stem>.json`` beside it repeats the metadata and adds the file's SHA-256,
 so a buyer can :func:`verify` what they downloaded against the digest the market published. Both
 engines, the in-process runner and the deployment launcher with the Flower ServerApp, write a
 round's artifact with :class:`ArtifactWriter` (its metadata from :func:`round_metadata`) and
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from mots.client.model_file import FORMAT, sha256_file, write_sidecar
+from mots.client.model_file import FORMAT, METADATA_MEMBER, sha256_file, write_sidecar
 
 if TYPE_CHECKING:
     from mots.training.config import TrainConfig
@@ -53,28 +53,48 @@ def save_artifact(
     """Write the model and its metadata (data set, coalition, round, ε, …); return the SHA-256.
 
     ``metadata`` must be JSON-serialisable; it must name ``dataset``, ``model``, ``participants``,
-    ``round`` and ``epsilon``.
+    ``round``, ``epsilon``, ``network`` (the layers as plain data) and ``input_shape``. The network
+    is built from ``network``, given ``weights`` (every layer's, by ``names``) and exported with
+    ``torch.export`` for any batch size; the metadata goes into the archive beside it
+    (:data:`~mots.client.model_file.METADATA_MEMBER`).
     """
+    import io
+
     import torch
 
-    for key in ("dataset", "model", "participants", "round", "epsilon"):
+    from mots.client.model_file import FORMAT_MEMBER, ModelFileError, build_network
+
+    for key in ("dataset", "model", "participants", "round", "epsilon", "network", "input_shape"):
         if key not in metadata:
             raise ArtifactError(f"metadata.{key} is required")
     if len(names) != len(weights):
         raise ArtifactError(f"names ({len(names)}) and weights ({len(weights)}) differ in length")
     meta = json.loads(json.dumps(metadata))  # plain JSON values only
+    try:
+        model = build_network(meta["network"])
+        model.load_state_dict(
+            {
+                n: torch.from_numpy(np.ascontiguousarray(w))
+                for n, w in zip(names, weights, strict=True)
+            }
+        )
+    except (ModelFileError, RuntimeError, TypeError, KeyError) as exc:
+        raise ArtifactError(f"metadata.network: the weights do not fit it ({exc})") from exc
+    model.eval()
+    example = torch.zeros(2, *(int(s) for s in meta["input_shape"]))
+    batch = torch.export.Dim("batch")
+    with torch.no_grad():
+        program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
+    archive = io.BytesIO()
+    torch.export.save(
+        program,
+        archive,
+        extra_files={METADATA_MEMBER: json.dumps(meta), FORMAT_MEMBER: FORMAT},
+    )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "format": FORMAT,
-        "metadata": meta,
-        "state_dict": {
-            n: torch.from_numpy(np.ascontiguousarray(w))
-            for n, w in zip(names, weights, strict=True)
-        },
-    }
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, tmp)
+    tmp.write_bytes(archive.getvalue())
     tmp.replace(path)
     digest = sha256_file(path)
     write_sidecar(path, {**meta, "format": FORMAT, "file": path.name, "sha256": digest})
@@ -91,24 +111,40 @@ def load_artifact(
     path: str | Path, sha256: str | None = None
 ) -> tuple[dict[str, FloatArray], dict[str, Any]]:
     """(state_dict as arrays, metadata); refuses a file whose digest differs from ``sha256``."""
-    import torch
+    from mots.client.model_file import ModelFileError, file_metadata, load_state
 
     p = Path(path)
     if sha256 is not None and not verify(p, sha256):
         raise ArtifactError(f"artifact {p}: SHA-256 does not match {sha256}")
-    payload = torch.load(p, map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ArtifactError(f"artifact {p}: not a {FORMAT} file")
-    state = {k: v.numpy() for k, v in payload["state_dict"].items()}
-    return state, dict(payload["metadata"])
+    try:
+        meta = file_metadata(p)["metadata"]
+        state = {k: v.numpy() for k, v in load_state(p).items()}
+    except ModelFileError as exc:
+        raise ArtifactError(f"artifact {exc}") from exc
+    return state, dict(meta)
 
 
 def load_model(path: str | Path, sha256: str | None = None) -> Any:
-    """The artifact's model as a ``torch.nn.Module`` in eval mode: the one meaning of
+    """The artifact's model as a callable ``torch.nn.Module``: the one meaning of
     ``load_model`` (:func:`mots.client.model_file.load_model`, plain PyTorch)."""
     from mots.client.model_file import load_model as load
 
     return load(path, sha256)
+
+
+def platform_model(path: str | Path, sha256: str | None = None) -> Any:
+    """The artifact's model as the platform builds it: the network from the file's own
+    ``network``, its weights loaded, in eval mode (what the evaluation measures; a buyer's one
+    call, :func:`load_model`, gives the same predictions)."""
+    import torch
+
+    from mots.client.model_file import build_network
+
+    state, meta = load_artifact(path, sha256)
+    model = build_network(meta["network"])
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    model.eval()
+    return model
 
 
 def round_metadata(
@@ -160,7 +196,7 @@ class ArtifactWriter:
         self, names: list[str], weights: list[FloatArray], metadata: dict[str, Any]
     ) -> tuple[Path, str]:
         """Save one round's artifact; return (path, sha256)."""
-        path = self.directory / f"round-{int(metadata['round']):04d}.pt"
+        path = self.directory / f"round-{int(metadata['round']):04d}.pt2"
         metadata = {**metadata, "test_metric": measure_test_metric(metadata, names, weights)}
         digest = save_artifact(path, names, weights, metadata)
         self.entries.append(
@@ -212,13 +248,14 @@ def evaluate(
     """(test loss, accuracy) of the artifact's model on its data set's test split."""
     import torch
 
+    from mots.client.model_file import file_metadata
     from mots.training.datasets import load_dataset, to_float
     from mots.training.local import evaluate as evaluate_model
     from mots.training.local import torch_threads
     from mots.training.partition import evaluation_indices
 
-    _, meta = load_artifact(path)
-    model = load_model(path)
+    meta = file_metadata(path)["metadata"]
+    model = platform_model(path)
     ds = load_dataset(
         str(meta["dataset"]), data_dir if data_dir is not None else meta.get("data_dir")
     )

@@ -54,7 +54,7 @@ NEVER_RUN: dict[str, str] = {
     "mots reproduce --quick": "every setting of the paper's evaluation, CNN included: minutes "
     "to an hour (`make reproduce`); its --rounds 10 iid_logistic line runs here",
     "mots reproduce --full --seeds 30": "the paper's protocol: hours to days on CPU",
-    "mots model verify mots-round-1.pt --public-key market-key.json": "needs the market's key "
+    "mots model verify mots-round-1.pt2 --public-key market-key.json": "needs the market's key "
     "saved from its /.well-known/mots-model-key first; tests/services/market/"
     "test_model_signing.py runs `mots model verify` with it",
 }

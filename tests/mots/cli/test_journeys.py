@@ -200,7 +200,7 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
     assert isinstance(entries, list)
     assert sum(Decimal(e["amount"]) for e in entries) == Decimal(ledger["balance"])
     for name in (buyer, participants[0]):
-        dest = tmp_path / name / f"mots-round-{round_id}.pt"
+        dest = tmp_path / name / f"mots-round-{round_id}.pt2"
         dest.parent.mkdir()
         got = _json(
             "market", "download", round_id, "--out", str(dest), MOTS_TOKEN=tokens[name], **w
@@ -211,7 +211,7 @@ def test_buyer_and_participant_journeys(workdir: Path, tmp_path: Path) -> None:
         assert (info["round_id"], info["participants"]) == (int(round_id), [0, 2])
         assert info["sha256"] == got["sha256"] and info["epsilon"] > 0
     # the buyer with PyTorch alone: the downloaded model classifies the test set as recorded
-    classified = run_classify(torch_only_python(), tmp_path / buyer / f"mots-round-{round_id}.pt")
+    classified = run_classify(torch_only_python(), tmp_path / buyer / f"mots-round-{round_id}.pt2")
     assert abs(classified["accuracy"] - classified["metadata_accuracy"]) <= 0.001, classified
     assert "balanced" in _ok("market", "ledger-check", **w)
 

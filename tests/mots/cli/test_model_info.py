@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 from click.testing import CliRunner
 
 from mots.cli.main import cli
-from mots.training.artifacts import save_artifact
 from mots.training.datasets import CLASS_NAMES, PREPROCESSING
+from tests.mots.client.model_files import write_model
 
 META = {
     "dataset": "fashion-mnist",
@@ -31,8 +30,8 @@ META = {
 
 
 def _file(tmp_path: Path) -> Path:
-    path = tmp_path / "mots-round-3.pt"
-    save_artifact(path, ["w"], [np.ones((10, 784), np.float32)], META)
+    path = tmp_path / "mots-round-3.pt2"
+    write_model(path, META)
     return path
 
 
@@ -63,3 +62,19 @@ def test_info_checks_a_sidecar_beside_the_file(tmp_path: Path) -> None:
     path.with_suffix(".json").write_text(json.dumps({**side, "sha256": "0" * 64}))
     refused = CliRunner().invoke(cli, ["model", "info", str(path)])
     assert refused.exit_code == 1 and "differs from the" in refused.output
+
+
+def test_info_imports_no_torch(tmp_path: Path) -> None:
+    """`mots model info` reads the archive's metadata with zipfile: torch is never imported."""
+    import subprocess
+    import sys
+
+    path = _file(tmp_path)
+    code = (
+        "import sys; from click.testing import CliRunner; from mots.cli.model import model;"
+        f"r = CliRunner().invoke(model, ['info', {str(path)!r}]);"
+        "assert r.exit_code == 0, r.output; assert 'torch' not in sys.modules, 'torch';"
+        "print(r.output.splitlines()[1])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "format         mots-model/2", out.stderr

@@ -100,7 +100,7 @@ def test_a_fourth_task_from_a_file_and_one_module(
             assert check_data(task.name, task.data, folder, int(t.data_size)).ok
             folders.append((i, folder))
 
-    result = train_task(task, folders, tmp_path / "rings.pt", evaluation_base=tasks)
+    result = train_task(task, folders, tmp_path / "rings.pt2", evaluation_base=tasks)
 
     assert result.accuracy > 0.8 and result.losses[-1] < result.losses[0]
     model = load_model(result.path)  # rebuilt from the file's own network

@@ -12,6 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from mots.cli.main import cli
+from mots.client.model_file import file_metadata, load_state
 from mots.tasks.local_data import read_folder
 from mots.tasks.public import load_public
 from mots.tasks.split import split_public
@@ -38,17 +39,18 @@ def test_the_split_is_the_training_partition(tmp_path: Path, partition: str) -> 
 
 
 def test_a_task_trains_on_the_folders_to_a_model_file(tmp_path: Path) -> None:
-    """breast-cancer (CSV): the model file rebuilds from its network with torch alone, carries
+    """breast-cancer (CSV): the model file loads in one call with torch alone, carries
     the task, the labels and the standardisation, and beats the majority class."""
     task = load_task("breast-cancer")
     folders = split_public(task, tmp_path / "data")
-    model = train_task(task, [(i, f) for (i, _), f in folders.items()], tmp_path / "m.pt")
-    payload = torch.load(model.path, weights_only=True)
-    meta = payload["metadata"]
+    model = train_task(task, [(i, f) for (i, _), f in folders.items()], tmp_path / "m.pt2")
+    meta = file_metadata(model.path)["metadata"]
     assert meta["task"] == {"name": "breast-cancer", "version": 1}
     assert meta["class_names"] == ["malignant", "benign"] and meta["input_shape"] == [30]
     assert len(meta["preprocessing"]["offset"]) == 30 and meta["participants"] == [4, 3, 2]
-    assert list(payload["state_dict"]) == ["linear.weight", "linear.bias"]
+    assert list(load_state(model.path)) == ["linear.weight", "linear.bias"]
+    rows = torch.rand(5, 30)
+    assert torch.export.load(model.path).module()(rows).shape == (5, 2)  # PyTorch alone
     assert model.accuracy > 0.9 and model.losses[-1] < model.losses[0]
 
 
@@ -57,7 +59,7 @@ def test_training_refuses_a_folder_below_its_types_d(tmp_path: Path) -> None:
     task = load_task("breast-cancer")
     folders = split_public(task, tmp_path / "data")
     with pytest.raises(ValueError, match="holds 15 samples, fewer than the 60"):
-        train_task(task, [(2, folders[(0, 0)])], tmp_path / "m.pt")
+        train_task(task, [(2, folders[(0, 0)])], tmp_path / "m.pt2")
 
 
 def test_mots_data_split_and_check(tmp_path: Path) -> None:

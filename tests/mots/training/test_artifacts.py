@@ -17,7 +17,7 @@ def test_train_coalition_saves_every_round(tiny: TrainConfig, tmp_path: Path) ->
     res = train_coalition([1, 0, 2], tiny, artifact_dir=tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())["artifacts"]
     assert [a["round"] for a in manifest] == [1, 2, 3]
-    assert res.artifact_path == tmp_path / "round-0003.pt"
+    assert res.artifact_path == tmp_path / "round-0003.pt2"
     assert res.artifact_sha256 == manifest[-1]["sha256"]
     assert artifacts.verify(res.artifact_path, res.artifact_sha256)
     _, meta = artifacts.load_artifact(res.artifact_path, res.artifact_sha256)
@@ -49,7 +49,7 @@ def test_metadata_required(tmp_path: Path) -> None:
     """An artifact without its coalition or ε is refused, naming the missing key."""
     with pytest.raises(artifacts.ArtifactError, match=r"metadata\.epsilon"):
         artifacts.save_artifact(
-            tmp_path / "m.pt",
+            tmp_path / "m.pt2",
             [],
             [],
             {"dataset": "x", "model": "logistic", "participants": [1], "round": 1},
@@ -76,7 +76,7 @@ def test_the_network_description_rebuilds_the_model_with_torch_alone(name: str) 
 
 def test_the_model_file_carries_what_a_buyer_needs(tiny: TrainConfig, tmp_path: Path) -> None:
     """network, preprocessing, input shape, class names and the whole test split's accuracy;
-    both load_model functions mean one thing: the network in eval mode, digest checked."""
+    both load_model functions mean one thing: the file's exported network, digest checked."""
     import torch
 
     from mots.client import model_file
@@ -92,8 +92,35 @@ def test_the_model_file_carries_what_a_buyer_needs(tiny: TrainConfig, tmp_path: 
     assert metric["value"] == pytest.approx(acc, abs=1e-9)
     a = artifacts.load_model(res.artifact_path, res.artifact_sha256)
     b = model_file.load_model(res.artifact_path, res.artifact_sha256)
-    assert isinstance(a, torch.nn.Module) and not a.training and not b.training
+    assert isinstance(a, torch.nn.Module) and isinstance(b, torch.nn.Module)
     x = torch.rand(3, 1, 28, 28)
     assert torch.equal(a(x), b(x))
     with pytest.raises(model_file.ModelFileError, match="SHA-256"):
         model_file.load_model(res.artifact_path, "0" * 64)
+
+
+@pytest.mark.parametrize("model", ["logistic", "cnn"])
+def test_the_one_call_load_predicts_as_the_platforms_model_on_the_test_set(
+    model: str, tiny: TrainConfig, tmp_path: Path
+) -> None:
+    """A buyer's one call with PyTorch alone, ``torch.export.load(path).module()``, gives the
+    logits of the network the platform builds and evaluates, on all 10,000 Fashion-MNIST test
+    images (any batch size: the file is exported with a dynamic batch dimension)."""
+    import torch
+
+    from mots.training.datasets import load_dataset, to_float
+
+    config = tiny.model_copy(update={"rounds": 1, "model": model})
+    res = train_coalition([0, 0, 1], config, artifact_dir=tmp_path)
+    assert res.artifact_path is not None and res.artifact_path.suffix == ".pt2"
+    bought = torch.export.load(res.artifact_path).module()  # the README's one call
+    platform = artifacts.platform_model(res.artifact_path, res.artifact_sha256)
+    ds = load_dataset("fashion-mnist", tiny.data_dir)
+    x = torch.from_numpy(to_float(ds.x_test))
+    with torch.no_grad():
+        for batch in (x[:1], x[1:4097], x[4097:]):
+            assert torch.equal(bought(batch), platform(batch))
+        predicted = bought(x).argmax(1).numpy()
+    accuracy = float((predicted == ds.y_test).mean())
+    _, meta = artifacts.load_artifact(res.artifact_path)
+    assert accuracy == pytest.approx(meta["test_metric"]["value"], abs=1e-9)

@@ -8,7 +8,6 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
@@ -18,18 +17,18 @@ from mots.client import MarketClient
 from mots.client.model_file import ModelFileError, verify_origin
 from mots.platform.contracts import SettlePayload
 from mots.platform.db import in_transaction
-from mots.training.artifacts import save_artifact
 from services.market import rounds
+from tests.mots.client.model_files import write_model
 from tests.services.market.test_sdk_against_market import LoseAnswers
 
 
 def _published(market: TestClient, register, fund, open_round) -> tuple[dict, Path]:  # type: ignore[no-untyped-def]
     """A round trained by one client, bought by another at 2.5, published with a real file."""
     root = Path(market.app.state.settings.artifact_dir)
-    artifact = root / "round-0001.pt"
+    artifact = root / "round-0001.pt2"
     meta = {"dataset": "fashion-mnist", "model": "logistic", "participants": [1], "round": 1,
             "epsilon": 0.7}  # fmt: skip
-    digest = save_artifact(artifact, ["w"], [np.ones((2, 3), np.float32)], meta)
+    digest = write_model(artifact, meta)
     trainer, buyer = register(name="t"), register(name="b")
     fund(buyer["id"], "10")
     open_round(price="2.5", rewards={"small": "0.5"})

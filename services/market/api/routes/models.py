@@ -78,7 +78,7 @@ ENTITLEMENT_ERRORS: dict[int | str, dict[str, Any]] = {
     response_class=FileResponse,
     responses={
         200: {
-            "description": "the model file (mots-round-N.pt); X-Model-SHA256 is its digest",
+            "description": "the model file (mots-round-N.pt2); X-Model-SHA256 is its digest",
             "content": {
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
             },

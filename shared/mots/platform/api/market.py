@@ -525,10 +525,10 @@ class ModelInfo(Schema):
     model_config = example(
         {
             "round_id": 3,
-            "file": "mots-round-3.pt",
+            "file": "mots-round-3.pt2",
             "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
             "size": 431517,
-            "format": "mots-model/1",
+            "format": "mots-model/2",
             "participants": [0, 0, 5],
             "epsilon": 0.341,
             "metadata": {"dataset": "fashion-mnist", "fedavg_rounds": 5},
@@ -536,10 +536,12 @@ class ModelInfo(Schema):
     )
 
     round_id: int = Field(..., description="the market round that produced the model")
-    file: str = Field(..., description="the file name a download gets: mots-round-N.pt")
+    file: str = Field(..., description="the file name a download gets: mots-round-N.pt2")
     sha256: str = Field(..., description="hex SHA-256 of the file, as X-Model-SHA256 sends it")
     size: int = Field(..., description="bytes")
-    format: str | None = Field(..., description="the file's format tag (mots-model/1)")
+    format: str | None = Field(
+        ..., description="the file's format tag (mots-model/2; mots-model/1 before issue 40)"
+    )
     participants: list[int] | None = Field(..., description="the coalition K: trainers per type")
     epsilon: float | None = Field(..., description="the training's test loss ε of the model")
     metadata: dict[str, Any] = Field(
