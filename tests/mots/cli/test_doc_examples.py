@@ -33,6 +33,11 @@ BIN = Path(sys.executable).parent
 REQUEST_ID = "5f0c2b6e9d8a4c1f8e7d6c5b4a392817"  # the id docs/errors.md's examples name
 NOT_RUN_HERE = {
     "make install": "installs the virtualenv this test runs in",
+    "mots platform up --detach --free-ports --workdir /tmp/mots": "a second platform beside "
+    "this test's own (tests/mots/local/ start and stop platforms; the lines below run on this "
+    "test's)",
+    "schemathesis ": "every check over every operation: minutes (tests/services/test_spec_truth.py "
+    "runs it against each API with both tokens)",
     "mots train -k 2,0,5 --artifacts": "a full training, 5 rounds on Fashion-MNIST "
     "(tests/mots/cli/test_help_long_examples.py runs `mots train -k 2,0,5`)",
     "mots sweep ": "the Fig. 5 grid: minutes (tests/mots/training/test_sweep.py)",
