@@ -7,17 +7,23 @@ have had alone, in the batch's order: the stored result of its Idempotency-Key (
 (round not collecting, already bought, key reused with another body), 402, or 201 with two ledger
 entries (wallet −p, a shard of the round's pool +p), a ``purchases`` row, a buy decision and the
 key's stored result. Core statements, no ORM objects: this is the market's hottest path.
+
+Late sales (issue 40): once a round is published its model stays on sale at the round's price
+p*, to anyone but its trainers (who have it); the money goes wallet → ``platform:subsidy`` in a
+``late_purchase`` transaction and no decision is written, so the round's settlement, its pool
+and its figures stay as they were. Why p* and the subsidy account keep SWAN's equilibrium and
+budget: docs/mechanisms.md#late-sales.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import String, and_, cast, literal_column, or_, select
+from sqlalchemy import String, and_, cast, literal_column, or_, select, union_all
 from sqlalchemy.orm import Session
 
 from mots.platform.api.base import RoundState, Strategy
@@ -31,6 +37,7 @@ from services.market.models import (
     Account,
     Base,
     Client,
+    Decision,
     LedgerTransaction,
     MarketRound,
     Purchase,
@@ -38,6 +45,11 @@ from services.market.models import (
 )
 
 OPEN_FOR_PURCHASE = {RoundState.COLLECTING}
+LATE_SALE = {RoundState.PUBLISHED}
+"""States whose model is sold after the round, at the round's price (docs/mechanisms.md#late-sales)."""
+LATE_KIND = "late_purchase"
+"""The ledger kind of a late sale: wallet → :data:`ledger.SUBSIDY`."""
+NO_MODEL = {RoundState.FAILED, RoundState.SETTLED_BY_RULE}
 PATH = "/v1/purchases"
 
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
@@ -46,6 +58,8 @@ _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
 _MEMBERS = Base.metadata.tables[RoundMember.__tablename__]
+_DECISIONS = Base.metadata.tables[Decision.__tablename__]
+BOUGHT, TRAINED = "bought", "trained"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +124,7 @@ class BatchReads(NamedTuple):
     rounds: Any  # (id, state, price) with shared locks
     wallets: Any  # (client id, account id, balance) of the callers' wallets, locked
     stored_keys: Any  # the callers' stored Idempotency-Keys among ``keys``
-    bought: Any  # (round id, client id) of the callers' purchases in the rounds
+    bought: Any  # (round id, client id, BOUGHT | TRAINED): the callers' purchases and trainings
     members: Any  # (round id, client id) of the callers in the rounds' populations
     accounts: Any  # (name, id) of the accounts ``names``
 
@@ -156,9 +170,23 @@ def batch_reads(dialect: str) -> BatchReads:
         .order_by(_ACCOUNTS.c.id)
         .with_for_update(),
         stored_keys=idempotency.stored_keys(dialect, _callers_as("client:", dialect)),
-        bought=select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
-            one_of(_PURCHASES.c.round_id, "round_ids", dialect),
-            one_of_select(_PURCHASES.c.client_id, _callers_as("", dialect), dialect),
+        # What the callers already have of the rounds: bought, or trained (a join not dropped,
+        # which only a published round's late sale refuses).
+        bought=union_all(
+            select(
+                _PURCHASES.c.round_id, _PURCHASES.c.client_id, literal_column(f"'{BOUGHT}'")
+            ).where(
+                one_of(_PURCHASES.c.round_id, "round_ids", dialect),
+                one_of_select(_PURCHASES.c.client_id, _callers_as("", dialect), dialect),
+            ),
+            select(
+                _DECISIONS.c.round_id, _DECISIONS.c.client_id, literal_column(f"'{TRAINED}'")
+            ).where(
+                one_of(_DECISIONS.c.round_id, "round_ids", dialect),
+                one_of_select(_DECISIONS.c.client_id, _callers_as("", dialect), dialect),
+                _DECISIONS.c.strategy == literal_column("'join'"),
+                _DECISIONS.c.dropped.is_(False),
+            ),
         ),
         members=select(_MEMBERS.c.round_id, _MEMBERS.c.client_id).where(
             one_of(_MEMBERS.c.round_id, "round_ids", dialect),
@@ -185,6 +213,17 @@ class BatchView:
     stored: dict[tuple[str, str], tuple[str, int, str]]  # (principal, key) → (hash, code, JSON)
     bought: set[tuple[int, int]]  # (round id, client id) already bought
     members: set[tuple[int, int]] | None = None  # (round id, client id) in its population
+    trained: set[tuple[int, int]] = field(default_factory=set)  # (round id, client id) joined
+
+
+def split_bought(
+    rows: Any,
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """The ``bought`` read's rows as (bought, trained) sets of (round id, client id)."""
+    bought, trained = set(), set()
+    for round_id, client_id, what in rows:
+        (bought if what == BOUGHT else trained).add((round_id, client_id))
+    return bought, trained
 
 
 @dataclass(slots=True)
@@ -254,12 +293,20 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
             outcomes[i] = NotFound("round_id", f"round {req.round_id} does not exist")
             continue
         state, price = found
-        if state not in OPEN_FOR_PURCHASE:
+        late = state in LATE_SALE
+        if state not in OPEN_FOR_PURCHASE and not late:
+            outcomes[i] = not_on_sale(req.round_id, state)
+        elif late and (req.round_id, req.client_id) in view.trained:
             outcomes[i] = Conflict(
                 "round_id",
-                f"round {req.round_id} is {state}; purchases are taken while it is collecting",
+                f"client {req.client_id} trained round {req.round_id}: its model is the"
+                f" client's already (GET /v1/rounds/{req.round_id}/model)",
             )
-        elif view.members is not None and (req.round_id, req.client_id) not in view.members:
+        elif (
+            not late
+            and view.members is not None
+            and (req.round_id, req.client_id) not in view.members
+        ):
             outcomes[i] = not_a_member(req.client_id, req.round_id)
         elif (req.round_id, req.client_id) in bought:
             outcomes[i] = Conflict(
@@ -279,9 +326,39 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
     return Verdict(todo, outcomes, accepted, left, aliases)
 
 
+def not_on_sale(round_id: int, state: str) -> Conflict:
+    """The 409 of a round whose model is not on sale: when it will be, or that it never will."""
+    if state in NO_MODEL:
+        why = "it published no model (its buyers were refunded), so there is nothing to buy"
+    elif state == RoundState.OPEN:
+        why = "purchases open when it starts collecting (GET /v1/quote)"
+    else:
+        why = (
+            "its model is on sale once it is published, at the round's price"
+            " (GET /v1/quote lists what is on sale now)"
+        )
+    return Conflict("round_id", f"round {round_id} is {state}; {why}")
+
+
+def is_late(view: BatchView, round_id: int) -> bool:
+    """Whether a purchase of ``round_id`` is a late sale (its round published)."""
+    return view.rounds[round_id][0] in LATE_SALE
+
+
 def shard_names(requests: Sequence[PurchaseRequest | _Buy], shard: int) -> list[str]:
-    """The pool shard accounts the payments of ``requests`` land in (one per round)."""
-    return sorted({ledger.pool_shard_name(r.round_id, shard) for r in requests})
+    """The accounts the payments of ``requests`` may land in: the pool shard of each round, and
+    the subsidy account (late sales)."""
+    return sorted({ledger.pool_shard_name(r.round_id, shard) for r in requests} | {ledger.SUBSIDY})
+
+
+def destination_names(buys: Sequence[_Buy], view: BatchView, shard: int) -> list[str]:
+    """The accounts the accepted ``buys`` pay into (pool shards; the subsidy for late sales)."""
+    return sorted(
+        {
+            ledger.SUBSIDY if is_late(view, r.round_id) else ledger.pool_shard_name(r.round_id, shard)
+            for r in buys
+        }
+    )
 
 
 def queue_bookings(
@@ -303,13 +380,17 @@ def queue_bookings(
     buys = verdict.buys()
     price = {r.round_id: view.rounds[r.round_id][1] for r in buys}
     paid = [r for r in buys if price[r.round_id] > 0]  # a free model moves no money
-    ledger.queue_transfers(
+    ledger.queue_moves(
         writes,
-        "purchase",
         [
             (
+                LATE_KIND if is_late(view, r.round_id) else "purchase",
                 view.wallets[r.client_id][0],
-                shard_ids[ledger.pool_shard_name(r.round_id, shard)],
+                shard_ids[
+                    ledger.SUBSIDY
+                    if is_late(view, r.round_id)
+                    else ledger.pool_shard_name(r.round_id, shard)
+                ],
                 price[r.round_id],
                 r.round_id,
                 r.client_id,
@@ -336,8 +417,14 @@ def queue_bookings(
             for pid, r in zip(purchase_ids, buys, strict=False)
         ],
     )
-    # A buyer who had not declared has declared now.
-    queue_decisions(writes, [(r.round_id, r.client_id, Strategy.BUY) for r in buys], shard, now)
+    # A buyer who had not declared has declared now (a late buyer declares nothing: the round's
+    # decisions are closed and settled).
+    queue_decisions(
+        writes,
+        [(r.round_id, r.client_id, Strategy.BUY) for r in buys if not is_late(view, r.round_id)],
+        shard,
+        now,
+    )
     results = [
         purchase_body(
             purchase_id,
@@ -346,6 +433,7 @@ def queue_bookings(
             price[r.round_id],
             txn_of.get((r.round_id, r.client_id)),
             balance,
+            late=is_late(view, r.round_id),
         )
         for r, purchase_id, balance in zip(buys, purchase_ids, verdict.left, strict=False)
     ]
@@ -367,6 +455,7 @@ def purchase_body(
     price_micros: int,
     transaction_id: int | None,
     balance_micros: int,
+    late: bool = False,
 ) -> dict[str, Any]:
     """:class:`PurchaseOut`'s JSON, built by the model (``model_construct``: every value comes
     from the ledger, so the hot path skips validating them again)."""
@@ -377,6 +466,7 @@ def purchase_body(
         price=from_micros(price_micros),
         transaction_id=transaction_id,
         balance=from_micros(balance_micros),
+        late=late,
     ).model_dump(mode="json")
 
 
@@ -449,14 +539,14 @@ def book_purchases(
     rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, params)}
     wallets = _lock_wallets(session, q, client_ids)
     stored = {(r[0], r[1]): (r[2], r[3], r[4]) for r in conn.execute(q.stored_keys, params)}
-    bought = {(r[0], r[1]) for r in conn.execute(q.bought, params)}
+    bought, trained = split_bought(conn.execute(q.bought, params))
     members = {(r[0], r[1]) for r in conn.execute(q.members, params)}
-    view = BatchView(client_of, rounds, wallets, stored, bought, members)
+    view = BatchView(client_of, rounds, wallets, stored, bought, members, trained)
     verdict = decide(requests, view)
     buys = verdict.buys()
     if buys:
         known = account_ids if account_ids is not None else {}
-        missing = [n for n in shard_names(buys, shard) if n not in known]
+        missing = [n for n in destination_names(buys, view, shard) if n not in known]
         if missing:
             names = conn.execute(q.accounts, {"names": missing})
             found: dict[str, int] = {n: i for n, i in names}

@@ -267,8 +267,28 @@ class TypeQuote(Schema):
     target_buyers: int
 
 
+class OnSale(Schema):
+    """A model a client may buy now: the collecting round's (at its quote, declaring ``buy``) or
+    a published round's (a late sale at the round's price p*; docs/mechanisms.md#late-sales)."""
+
+    model_config = example(
+        {"round_id": 2, "state": "published", "price": "0.750000", "epsilon": 0.3227, "late": True}
+    )
+
+    round_id: int
+    state: RoundState
+    price: Money
+    epsilon: float = Field(..., description="the quote's predicted ε (measured: the model's file)")
+    late: bool = Field(..., description="true: sold after its round, not part of its game")
+
+
+NOT_SCHEDULED = "not scheduled: the operator opens rounds (`mots rounds open`)"
+"""The quote's ``next_round`` when no round is open: rounds open when the operator opens them."""
+
+
 class QuoteOut(Schema):
-    """The current round's published quote: price p, rewards r_i, predicted ε and welfare."""
+    """The current round's published quote: price p, rewards r_i, predicted ε and welfare; what is
+    on sale now and when the next round opens."""
 
     model_config = example(
         {
@@ -293,6 +313,23 @@ class QuoteOut(Schema):
             "epsilon": 0.3227,
             "welfare": 170199.74,
             "incentive_cost": "0.000000",
+            "on_sale": [
+                {
+                    "round_id": 3,
+                    "state": "collecting",
+                    "price": "0.750000",
+                    "epsilon": 0.3227,
+                    "late": False,
+                },
+                {
+                    "round_id": 2,
+                    "state": "published",
+                    "price": "0.700000",
+                    "epsilon": 0.3301,
+                    "late": True,
+                },
+            ],
+            "next_round": "round 3 is open now (collecting)",
         }
     )
 
@@ -306,6 +343,16 @@ class QuoteOut(Schema):
     incentive_cost: Money
     collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions (ISO 8601, UTC)"
+    )
+    on_sale: list[OnSale] = Field(
+        default_factory=list,
+        description="what may be bought now, newest first: the collecting round, then published"
+        " rounds (late sales at their round's price; the 20 newest)",
+    )
+    next_round: str = Field(
+        NOT_SCHEDULED,
+        description="when the next round opens: open now, or not scheduled (the operator opens"
+        " rounds; the market keeps no schedule)",
     )
 
 
@@ -347,6 +394,7 @@ class PurchaseOut(Schema):
             "price": "0.750000",
             "transaction_id": 41,
             "balance": "9.250000",
+            "late": False,
         }
     )
 
@@ -356,6 +404,11 @@ class PurchaseOut(Schema):
     price: Money
     transaction_id: int | None = Field(..., description="absent when the price is zero")
     balance: Money
+    late: bool = Field(
+        False,
+        description="bought after the round published (a late sale at the round's price p*,"
+        " booked to the platform's subsidy account; docs/mechanisms.md#late-sales)",
+    )
 
 
 class PurchaseRecord(Schema):
