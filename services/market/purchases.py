@@ -12,7 +12,7 @@ Late sales (issue 40): once a round is published its model stays on sale at the 
 p*, to anyone but its trainers (who have it); the money goes wallet → ``platform:subsidy`` in a
 ``late_purchase`` transaction and no decision is written, so the round's settlement, its pool
 and its figures stay as they were. Why p* and the subsidy account keep SWAN's equilibrium and
-budget: docs/mechanisms.md#late-sales.
+budget: docs/mechanisms.md §7.3.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from services.market.models import (
 
 OPEN_FOR_PURCHASE = {RoundState.COLLECTING}
 LATE_SALE = {RoundState.PUBLISHED}
-"""States whose model is sold after the round, at the round's price (docs/mechanisms.md#late-sales)."""
+"""States whose model is sold after the round, at the round's price (docs/mechanisms.md §7.3)."""
 LATE_KIND = "late_purchase"
 """The ledger kind of a late sale: wallet → :data:`ledger.SUBSIDY`."""
 NO_MODEL = {RoundState.FAILED, RoundState.SETTLED_BY_RULE}
@@ -220,7 +220,8 @@ def split_bought(
     rows: Any,
 ) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
     """The ``bought`` read's rows as (bought, trained) sets of (round id, client id)."""
-    bought, trained = set(), set()
+    bought: set[tuple[int, int]] = set()
+    trained: set[tuple[int, int]] = set()
     for round_id, client_id, what in rows:
         (bought if what == BOUGHT else trained).add((round_id, client_id))
     return bought, trained
@@ -355,7 +356,9 @@ def destination_names(buys: Sequence[_Buy], view: BatchView, shard: int) -> list
     """The accounts the accepted ``buys`` pay into (pool shards; the subsidy for late sales)."""
     return sorted(
         {
-            ledger.SUBSIDY if is_late(view, r.round_id) else ledger.pool_shard_name(r.round_id, shard)
+            ledger.SUBSIDY
+            if is_late(view, r.round_id)
+            else ledger.pool_shard_name(r.round_id, shard)
             for r in buys
         }
     )

@@ -250,11 +250,14 @@ def renew(session: Session) -> None:
 )
 @connection
 def quote(session: Session, round_id: int | None, wait_s: float) -> None:
-    """The round's price p, rewards r_i, targets and predicted ε (SWAN's quote).
+    """The round's price p, rewards r_i, targets and predicted ε (SWAN's quote), what is on sale
+    now (the collecting round, and published rounds sold late at their round's price) and when
+    the next round opens.
 
     \b
-    Example:
+    Examples:
       mots market quote --wait 60
+      mots market quote --round 1
     """
     with session.market() as m:
         q = m.quote(round_id)
@@ -274,8 +277,23 @@ def quote(session: Session, round_id: int | None, wait_s: float) -> None:
         + (f"\n{_when(deadline)}" if deadline else "")
         + "\n"
         + table(rows, ("type", "reward", "join (K*)", "buy (B*)"))
+        + _on_sale_lines(q)
     )
     session.emit(q, human)
+
+
+def _on_sale_lines(q: QuoteOut) -> str:
+    """What is on sale now and when the next round opens, in words (after the quote's table)."""
+    sale = [
+        f"round {s.round_id} at {money(s.price)}"
+        + (" (published: bought late, `mots market buy N`)" if s.late else f" ({s.state.value})")
+        for s in q.on_sale
+    ]
+    return (
+        "\non sale now: "
+        + ("; ".join(sale) if sale else "nothing")
+        + f"\nnext round: {q.next_round}"
+    )
 
 
 def _when(at: object) -> str:
@@ -328,17 +346,23 @@ def declare(session: Session, round_id: int, strategy: str) -> None:
 def buy(session: Session, round_id: int, idempotency_key: str | None) -> None:
     """Buy a round's model at its price (paid from the wallet; retried safely with one key).
 
+    While the round collects this declares buy and pays its quote; once the round is published
+    the model is still sold, at the same price p* (a late sale; `mots market quote` lists what
+    is on sale).
+
     \b
-    Example:
+    Examples:
       mots market buy 1
+      mots market buy 1 --idempotency-key my-retry-key-1
     """
     key = announce_key(idempotency_key, f"mots market buy {round_id}")
     with session.market() as m:
         out = m.buy(round_id, idempotency_key=key)
     session.emit(
         out,
-        f"purchase {out.purchase_id}: round {out.round_id} for {money(out.price)}, "
-        f"balance {money(out.balance)}",
+        f"purchase {out.purchase_id}: round {out.round_id} for {money(out.price)}"
+        + (" (late sale: bought after the round published)" if out.late else "")
+        + f", balance {money(out.balance)}",
     )
 
 

@@ -1,5 +1,5 @@
 """Issue 40 item 4: a published round's model is sold after the round, at the round's price p*,
-its money booked to the platform's subsidy account (docs/mechanisms.md#late-sales), on the real
+its money booked to the platform's subsidy account (docs/mechanisms.md §7.3), on the real
 market app over SQLite and PostgreSQL (the PostgreSQL fast purchase path included)."""
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ def test_a_late_buyer_pays_p_star_into_the_subsidy_account_and_downloads(
 
 def test_late_sales_refuse_with_the_reason(market: TestClient, register, fund, open_round) -> None:
     """402 without funds (naming the balance), 404 for an unknown round, 409 for a round not
-    published yet (saying when it sells), for a participant (who has the model) and for the
-    in-round buyer; none of them moves money."""
+    published yet (saying when it sells), for one settled by rule (no model), for a participant
+    (who has the model) and for the in-round buyer; none of them moves money."""
     who = _published_round(market, register, fund, open_round)
     poor = register(name="poor")
     fund(poor["id"], "1")
@@ -106,6 +106,10 @@ def test_late_sales_refuse_with_the_reason(market: TestClient, register, fund, o
     r = _buy(market, poor, 2, "training")
     assert r.status_code == 409
     assert "round 2 is training" in r.text and "on sale once it is published" in r.text
+    failed = SettlePayload(round_id=2, rewards={}, participants=[], refund_buyers=True)
+    in_transaction(market.app.state.sessions, lambda s: rounds.settle_round(s, failed))
+    r = _buy(market, poor, 2, "settled-by-rule")
+    assert r.status_code == 409 and "round 2 is settled_by_rule; it published no model" in r.text
     r = _buy(market, who["trainer"], 1, "trainer")
     assert r.status_code == 409 and "trained round 1" in r.text
     r = _buy(market, who["buyer"], 1, "again")

@@ -25,7 +25,7 @@ _SELLING = (RoundState.COLLECTING, RoundState.PUBLISHED)
 
 def _on_sale(session: Session) -> list[OnSale]:
     """The models on sale now, newest first: a collecting round (bought at its quote) and the
-    published ones (late sales at the round's price p*; docs/mechanisms.md#late-sales)."""
+    published ones (late sales at the round's price p*; docs/mechanisms.md §7.3)."""
     rows = session.scalars(
         select(MarketRound)
         .where(MarketRound.state.in_([s.value for s in _SELLING]))

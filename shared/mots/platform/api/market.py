@@ -269,7 +269,7 @@ class TypeQuote(Schema):
 
 class OnSale(Schema):
     """A model a client may buy now: the collecting round's (at its quote, declaring ``buy``) or
-    a published round's (a late sale at the round's price p*; docs/mechanisms.md#late-sales)."""
+    a published round's (a late sale at the round's price p*; docs/mechanisms.md §7.3)."""
 
     model_config = example(
         {"round_id": 2, "state": "published", "price": "0.750000", "epsilon": 0.3227, "late": True}
@@ -407,7 +407,7 @@ class PurchaseOut(Schema):
     late: bool = Field(
         False,
         description="bought after the round published (a late sale at the round's price p*,"
-        " booked to the platform's subsidy account; docs/mechanisms.md#late-sales)",
+        " booked to the platform's subsidy account; docs/mechanisms.md §7.3)",
     )
 
 
