@@ -64,7 +64,9 @@ def test_the_readmes_day_two_runs_as_written(tmp_path: Path) -> None:
         assert "(late sale: bought after the round published)" in text, text
         assert "mots-round-2.pt: signed by the market (key " in text, text
         assert "balanced:" in text and " 0 unbalanced, 0 mismatched accounts" in text, text
-        assert "left the market" in text or "left" in text
+        assert "client 2 (pi-2) has left the market" in text, text
+        assert len(re.findall(r"round \d: published", text)) >= 2, text  # both rounds, watched
+        print(text)  # the transcript (pytest -rP shows it)
     finally:
         for work in tmp_path.glob("tmp.*/platform"):  # stop what a failed run left
             subprocess.run(
