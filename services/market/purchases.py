@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from sqlalchemy import String, and_, cast, literal_column, or_, select, union_all
@@ -121,7 +122,7 @@ class BatchReads(NamedTuple):
     """
 
     callers: Any  # (token verifier, client id) of the active callers
-    rounds: Any  # (id, state, price) with shared locks
+    rounds: Any  # (id, state, price, artifact path) with shared locks
     wallets: Any  # (client id, account id, balance) of the callers' wallets, locked
     stored_keys: Any  # the callers' stored Idempotency-Keys among ``keys``
     bought: Any  # (round id, client id, BOUGHT | TRAINED): the callers' purchases and trainings
@@ -159,7 +160,9 @@ def batch_reads(dialect: str) -> BatchReads:
         # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and
         # they for it), so no purchase lands in a round after it closed. (SQLite: BEGIN
         # IMMEDIATE serialises.)
-        rounds=select(_ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros)
+        rounds=select(
+            _ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros, _ROUNDS.c.artifact_path
+        )
         .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
         .with_for_update(read=True),
         # The buyers' wallets, locked in ascending id order so that two batches never deadlock
@@ -214,6 +217,13 @@ class BatchView:
     bought: set[tuple[int, int]]  # (round id, client id) already bought
     members: set[tuple[int, int]] | None = None  # (round id, client id) in its population
     trained: set[tuple[int, int]] = field(default_factory=set)  # (round id, client id) joined
+    gone: set[int] = field(default_factory=set)  # published rounds whose model file is gone
+
+
+def gone_models(rows: Any) -> set[int]:
+    """The published rounds among the ``rounds`` read's rows whose model file is no longer kept
+    (artifact retention removed it): not on sale (one stat per published round in the batch)."""
+    return {r[0] for r in rows if r[1] in LATE_SALE and not (r[3] and Path(r[3]).is_file())}
 
 
 def split_bought(
@@ -297,6 +307,12 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
         late = state in LATE_SALE
         if state not in OPEN_FOR_PURCHASE and not late:
             outcomes[i] = not_on_sale(req.round_id, state)
+        elif late and req.round_id in view.gone:
+            outcomes[i] = Conflict(
+                "round_id",
+                f"round {req.round_id}'s model is no longer kept (artifact retention), so it is"
+                " not on sale",
+            )
         elif late and (req.round_id, req.client_id) in view.trained:
             outcomes[i] = Conflict(
                 "round_id",
@@ -539,12 +555,15 @@ def book_purchases(
         "round_ids": sorted({r.round_id for r in requests}),
         "keys": sorted({r.key for r in requests}),
     }
-    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, params)}
+    round_rows = conn.execute(q.rounds, params).all()
+    rounds = {r[0]: (r[1], r[2]) for r in round_rows}
     wallets = _lock_wallets(session, q, client_ids)
     stored = {(r[0], r[1]): (r[2], r[3], r[4]) for r in conn.execute(q.stored_keys, params)}
     bought, trained = split_bought(conn.execute(q.bought, params))
     members = {(r[0], r[1]) for r in conn.execute(q.members, params)}
-    view = BatchView(client_of, rounds, wallets, stored, bought, members, trained)
+    view = BatchView(
+        client_of, rounds, wallets, stored, bought, members, trained, gone_models(round_rows)
+    )
     verdict = decide(requests, view)
     buys = verdict.buys()
     if buys:

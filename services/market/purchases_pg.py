@@ -53,6 +53,7 @@ from services.market.purchases import (
     decide,
     destination_names,
     finish,
+    gone_models,
     queue_bookings,
     shard_names,
     split_bought,
@@ -246,6 +247,7 @@ class PgPurchaseBook:
                 bought=had,
                 members={(r[0], r[1]) for r in members},
                 trained=trained,
+                gone=gone_models(rounds),
             )
             found: dict[str, int] = dict(accounts[0]) if accounts else {}
             if any(c not in view.wallets for c in (*client_of.values(), *known_ids)):

@@ -93,7 +93,8 @@ def test_a_late_buyer_pays_p_star_into_the_subsidy_account_and_downloads(
 def test_late_sales_refuse_with_the_reason(market: TestClient, register, fund, open_round) -> None:
     """402 without funds (naming the balance), 404 for an unknown round, 409 for a round not
     published yet (saying when it sells), for one settled by rule (no model), for a participant
-    (who has the model) and for the in-round buyer; none of them moves money."""
+    (who has the model), for the in-round buyer and for a model retention removed; none of them
+    moves money."""
     who = _published_round(market, register, fund, open_round)
     poor = register(name="poor")
     fund(poor["id"], "1")
@@ -116,6 +117,14 @@ def test_late_sales_refuse_with_the_reason(market: TestClient, register, fund, o
     assert r.status_code == 409 and "already bought round 1" in r.text
     check = market.get("/v1/ledger/check", headers=OPERATOR).json()
     assert Decimal(check["accounts"]["wallets"]) == Decimal("1") + Decimal("7.5") + Decimal("2.5")
+    # retention removed the model file: not listed on sale, not sold
+    rich = register(name="rich")
+    fund(rich["id"], "10")
+    assert [s["round_id"] for s in market.get("/v1/quote", headers=rich["auth"]).json()["on_sale"]]
+    (Path(market.app.state.settings.artifact_dir) / "model.pt").unlink()
+    assert market.get("/v1/quote", headers=rich["auth"]).json()["on_sale"] == []
+    r = _buy(market, rich, 1, "gone")
+    assert r.status_code == 409 and "round 1's model is no longer kept" in r.text
 
 
 def test_the_quote_says_what_is_on_sale_and_when_the_next_round_opens(

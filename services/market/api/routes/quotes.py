@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -41,6 +43,8 @@ def _on_sale(session: Session) -> list[OnSale]:
             late=r.state == RoundState.PUBLISHED,
         )
         for r in rows
+        # a published model whose file retention removed is not on sale (nor bought: 409)
+        if r.state != RoundState.PUBLISHED or (r.artifact_path and Path(r.artifact_path).is_file())
     ][:ON_SALE_SHOWN]
 
 
