@@ -273,9 +273,11 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
 
     In order: 401 (unknown token), the stored result of a replayed key (409 if its body
     differs), a repeat of a key booked earlier in the batch, 404 (no such round), 409 (round
-    not collecting), 403 (not in the round's population: registered or approved after it
-    opened), 409 (already bought, in the batch included), 402 (balance below the price),
-    else booked at the round's price, the balance carried to the buyer's next request.
+    neither collecting nor published); for a published round (a late sale) 409 when its model
+    file is gone or the caller trained it, else for a collecting one 403 (not in the round's
+    population: registered or approved after it opened); 409 (already bought, in the batch
+    included), 402 (balance below the price), else booked at the round's price, the balance
+    carried to the buyer's next request.
     """
     outcomes: list[Outcome | None] = [None] * len(requests)
     todo = resolve_callers(requests, view.client_of, outcomes)
