@@ -285,12 +285,13 @@ def quote(session: Session, round_id: int | None, wait_s: float) -> None:
 def _on_sale_lines(q: QuoteOut) -> str:
     """What is on sale now and when the next round opens, in words (after the quote's table)."""
     sale = [
-        f"round {s.round_id} at {money(s.price)}"
-        + (" (published: bought late, `mots market buy N`)" if s.late else f" ({s.state.value})")
+        f"round {s.round_id} at {money(s.price)} ("
+        + ("published, a late sale" if s.late else s.state.value)
+        + ")"
         for s in q.on_sale
     ]
     return (
-        "\non sale now: "
+        "\non sale now (`mots market buy N`): "
         + ("; ".join(sale) if sale else "nothing")
         + f"\nnext round: {q.next_round}"
     )

@@ -60,7 +60,10 @@ def test_the_readmes_day_two_runs_as_written(tmp_path: Path) -> None:
             )  # fmt: skip
         text = out.read_text(errors="replace")
         assert done.returncode == 0, text[-6000:]
-        assert re.search(r"on sale now: round 2 at [\d.]+ \(published.*round 1 at", text), text
+        assert re.search(
+            r"on sale now \(`mots market buy N`\): round 2 at [\d.]+ \(published, a late sale\); round 1",
+            text,
+        ), text
         assert "(late sale: bought after the round published)" in text, text
         assert "mots-round-2.pt: signed by the market (key " in text, text
         assert "balanced:" in text and " 0 unbalanced, 0 mismatched accounts" in text, text
