@@ -382,6 +382,28 @@ def destination_names(buys: Sequence[_Buy], view: BatchView, shard: int) -> list
     )
 
 
+def _payments(
+    paid: Sequence[_Buy], view: BatchView, account_ids: dict[str, int], shard: int
+) -> list[ledger.Transfer]:
+    """The paid purchases' transfers: wallet → pool shard ``shard`` (a purchase in the round),
+    or wallet → the subsidy account (a late sale, :data:`LATE_KIND`)."""
+    out: list[ledger.Transfer] = []
+    for r in paid:
+        late = is_late(view, r.round_id)
+        to = ledger.SUBSIDY if late else ledger.pool_shard_name(r.round_id, shard)
+        out.append(
+            (
+                LATE_KIND if late else "purchase",
+                view.wallets[r.client_id][0],
+                account_ids[to],
+                view.rounds[r.round_id][1],
+                r.round_id,
+                r.client_id,
+            )
+        )
+    return out
+
+
 def queue_bookings(
     verdict: Verdict,
     view: BatchView,
@@ -401,26 +423,7 @@ def queue_bookings(
     buys = verdict.buys()
     price = {r.round_id: view.rounds[r.round_id][1] for r in buys}
     paid = [r for r in buys if price[r.round_id] > 0]  # a free model moves no money
-    ledger.queue_moves(
-        writes,
-        [
-            (
-                LATE_KIND if is_late(view, r.round_id) else "purchase",
-                view.wallets[r.client_id][0],
-                shard_ids[
-                    ledger.SUBSIDY
-                    if is_late(view, r.round_id)
-                    else ledger.pool_shard_name(r.round_id, shard)
-                ],
-                price[r.round_id],
-                r.round_id,
-                r.client_id,
-            )
-            for r in paid
-        ],
-        txn_ids,
-        now,
-    )
+    ledger.queue_moves(writes, _payments(paid, view, shard_ids, shard), txn_ids, now)
     txn_of = {(r.round_id, r.client_id): t for r, t in zip(paid, txn_ids, strict=False)}
     if len(purchase_ids) < len(buys):
         raise ValueError("purchase_ids: one reserved id per accepted purchase is needed")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 import click
 
-from mots.cli.client import Session, connection, decimal_amount, from_now, money, table
+from mots.cli.client import Session, connection, decimal_amount, money, table
+from mots.cli.quote_text import on_sale_lines, when
 from mots.client.config import ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
@@ -274,36 +274,12 @@ def quote(session: Session, round_id: int | None, wait_s: float) -> None:
     human = (
         f"round {q.round_id} ({q.state.value}, {q.mechanism}): price {money(q.price)}, "
         f"ε {q.epsilon:.4f}, welfare {q.welfare:.4f}, incentive cost {money(q.incentive_cost)}"
-        + (f"\n{_when(deadline)}" if deadline else "")
+        + (f"\n{when(deadline)}" if deadline else "")
         + "\n"
         + table(rows, ("type", "reward", "join (K*)", "buy (B*)"))
-        + _on_sale_lines(q)
+        + on_sale_lines(q)
     )
     session.emit(q, human)
-
-
-def _on_sale_lines(q: QuoteOut) -> str:
-    """What is on sale now and when the next round opens, in words (after the quote's table)."""
-    sale = [
-        f"round {s.round_id} at {money(s.price)} ("
-        + ("published, a late sale" if s.late else s.state.value)
-        + ")"
-        for s in q.on_sale
-    ]
-    return (
-        "\non sale now (`mots market buy N`): "
-        + ("; ".join(sale) if sale else "nothing")
-        + f"\nnext round: {q.next_round}"
-    )
-
-
-def _when(at: object) -> str:
-    """The collection deadline in words: when it closes (``in N s``) or that it has closed."""
-    if not isinstance(at, datetime):
-        return f"collection closes {at}"
-    left = (at - datetime.now(UTC)).total_seconds()
-    stamp = f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({from_now(left)})"
-    return f"collection closes {stamp}" if left >= 0 else f"collection closed {stamp}"
 
 
 def _wait_latest(m: MarketClient, wait_s: float) -> QuoteOut | None:

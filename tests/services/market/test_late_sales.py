@@ -137,7 +137,7 @@ def test_the_quote_says_what_is_on_sale_and_when_the_next_round_opens(
     fund(late["id"], "3")
     q = market.get("/v1/quote", headers=late["auth"]).json()
     assert q["on_sale"] == [
-        {"round_id": 1, "state": "published", "price": "2.500000", "epsilon": 0.6, "late": True}
+        {"round_id": 1, "state": "published", "price": "2.500000", "late": True}
     ]
     assert q["next_round"] == "not scheduled: the operator opens rounds (`mots rounds open`)"
     open_round(round_id=2, price="1.0", rewards={"small": "1.0"})

@@ -39,7 +39,6 @@ def _on_sale(session: Session) -> list[OnSale]:
             round_id=r.id,
             state=RoundState(r.state),
             price=from_micros(r.price_micros),
-            epsilon=stored_quote(r).epsilon,
             late=r.state == RoundState.PUBLISHED,
         )
         for r in rows

@@ -29,6 +29,8 @@ from mots.platform.api.node_keys import NodeKeyChallenge as NodeKeyChallenge
 from mots.platform.api.node_keys import NodeKeyIn as NodeKeyIn
 from mots.platform.api.node_keys import NodeKeyOut as NodeKeyOut
 from mots.platform.api.node_keys import NodeKeyProof as NodeKeyProof
+from mots.platform.api.sales import NOT_SCHEDULED as NOT_SCHEDULED
+from mots.platform.api.sales import OnSale as OnSale
 from mots.platform.money import Money as Money
 from mots.platform.money import QuotedMoney
 from mots.platform.timestamps import Timestamp
@@ -267,25 +269,6 @@ class TypeQuote(Schema):
     target_buyers: int
 
 
-class OnSale(Schema):
-    """A model a client may buy now: the collecting round's (at its quote, declaring ``buy``) or
-    a published round's (a late sale at the round's price p*; docs/mechanisms.md §7.3)."""
-
-    model_config = example(
-        {"round_id": 2, "state": "published", "price": "0.750000", "epsilon": 0.3227, "late": True}
-    )
-
-    round_id: int
-    state: RoundState
-    price: Money
-    epsilon: float = Field(..., description="the quote's predicted ε (measured: the model's file)")
-    late: bool = Field(..., description="true: sold after its round, not part of its game")
-
-
-NOT_SCHEDULED = "not scheduled: the operator opens rounds (`mots rounds open`)"
-"""The quote's ``next_round`` when no round is open: rounds open when the operator opens them."""
-
-
 class QuoteOut(Schema):
     """The current round's published quote: price p, rewards r_i, predicted ε and welfare; what is
     on sale now and when the next round opens."""
@@ -318,14 +301,12 @@ class QuoteOut(Schema):
                     "round_id": 3,
                     "state": "collecting",
                     "price": "0.750000",
-                    "epsilon": 0.3227,
                     "late": False,
                 },
                 {
                     "round_id": 2,
                     "state": "published",
                     "price": "0.700000",
-                    "epsilon": 0.3301,
                     "late": True,
                 },
             ],
