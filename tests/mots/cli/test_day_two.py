@@ -65,7 +65,7 @@ def test_the_readmes_day_two_runs_as_written(tmp_path: Path) -> None:
             text,
         ), text
         assert "(late sale: bought after the round published)" in text, text
-        assert "mots-round-2.pt: signed by the market (key " in text, text
+        assert "mots-round-2.pt2: signed by the market (key " in text, text
         assert "balanced:" in text and " 0 unbalanced, 0 mismatched accounts" in text, text
         assert "client 2 (pi-2) has left the market" in text, text
         assert len(re.findall(r"round \d: published", text)) >= 2, text  # both rounds, watched

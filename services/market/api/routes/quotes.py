@@ -9,7 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from mots.platform.api.base import RoundState
-from mots.platform.api.market import NOT_SCHEDULED, OnSale, QuoteOut, TypeQuote
+from mots.platform.api.market import QuoteOut, TypeQuote
+from mots.platform.api.sales import NOT_SCHEDULED, OnSale
 from mots.platform.money import from_micros
 from mots.platform.problems import problem, problems
 from services.market.api.deps import CurrentClient, RoundId, SessionFactoryDep

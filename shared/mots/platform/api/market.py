@@ -29,8 +29,14 @@ from mots.platform.api.node_keys import NodeKeyChallenge as NodeKeyChallenge
 from mots.platform.api.node_keys import NodeKeyIn as NodeKeyIn
 from mots.platform.api.node_keys import NodeKeyOut as NodeKeyOut
 from mots.platform.api.node_keys import NodeKeyProof as NodeKeyProof
-from mots.platform.api.sales import NOT_SCHEDULED as NOT_SCHEDULED
-from mots.platform.api.sales import OnSale as OnSale
+from mots.platform.api.sales import (
+    LATE_PURCHASE_DESCRIPTION,
+    NEXT_ROUND_DESCRIPTION,
+    NOT_SCHEDULED,
+    ON_SALE_DESCRIPTION,
+    ON_SALE_EXAMPLE,
+    OnSale,
+)
 from mots.platform.money import Money as Money
 from mots.platform.money import QuotedMoney
 from mots.platform.timestamps import Timestamp
@@ -296,20 +302,7 @@ class QuoteOut(Schema):
             "epsilon": 0.3227,
             "welfare": 170199.74,
             "incentive_cost": "0.000000",
-            "on_sale": [
-                {
-                    "round_id": 3,
-                    "state": "collecting",
-                    "price": "0.750000",
-                    "late": False,
-                },
-                {
-                    "round_id": 2,
-                    "state": "published",
-                    "price": "0.700000",
-                    "late": True,
-                },
-            ],
+            "on_sale": [ON_SALE_EXAMPLE],
             "next_round": "round 3 is open now (collecting)",
         }
     )
@@ -325,16 +318,8 @@ class QuoteOut(Schema):
     collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions (ISO 8601, UTC)"
     )
-    on_sale: list[OnSale] = Field(
-        default_factory=list,
-        description="what may be bought now, newest first: the collecting round, then published"
-        " rounds (late sales at their round's price; the 20 newest)",
-    )
-    next_round: str = Field(
-        NOT_SCHEDULED,
-        description="when the next round opens: open now, or not scheduled (the operator opens"
-        " rounds; the market keeps no schedule)",
-    )
+    on_sale: list[OnSale] = Field(default_factory=list, description=ON_SALE_DESCRIPTION)
+    next_round: str = Field(NOT_SCHEDULED, description=NEXT_ROUND_DESCRIPTION)
 
 
 class DecisionIn(Schema):
@@ -385,11 +370,7 @@ class PurchaseOut(Schema):
     price: Money
     transaction_id: int | None = Field(..., description="absent when the price is zero")
     balance: Money
-    late: bool = Field(
-        False,
-        description="bought after the round published (a late sale at the round's price p*,"
-        " booked to the platform's subsidy account; docs/mechanisms.md §7.3)",
-    )
+    late: bool = Field(False, description=LATE_PURCHASE_DESCRIPTION)
 
 
 class PurchaseRecord(Schema):

@@ -8,6 +8,20 @@ from pydantic import Field
 from mots.platform.api.base import RoundState, Schema, example
 from mots.platform.money import Money
 
+ON_SALE_EXAMPLE = {"round_id": 2, "state": "published", "price": "0.700000", "late": True}
+ON_SALE_DESCRIPTION = (
+    "what may be bought now, newest first: the collecting round, then published rounds (late"
+    " sales at their round's price; the 20 newest)"
+)
+NEXT_ROUND_DESCRIPTION = (
+    "when the next round opens: open now, or not scheduled (the operator opens rounds; the market"
+    " keeps no schedule)"
+)
+LATE_PURCHASE_DESCRIPTION = (
+    "bought after the round published (a late sale at the round's price p*, booked to the"
+    " platform's subsidy account; docs/mechanisms.md §7.3)"
+)
+
 
 class OnSale(Schema):
     """A model a client may buy now: the collecting round's (at its quote, declaring ``buy``) or
