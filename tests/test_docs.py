@@ -33,9 +33,10 @@ def _anchors(page: Path) -> set[str]:
     return out
 
 
-def test_the_readme_is_under_300_lines() -> None:
-    """A newcomer reads it in five minutes; the rest is in docs/."""
-    assert len((ROOT / "README.md").read_text().splitlines()) < 300
+def test_the_readme_is_under_340_lines() -> None:
+    """A newcomer reads it in five minutes; the rest is in docs/. (300 until issue 40 asked for
+    the day-two journey in the README itself: 33 lines, run as written by test_day_two.)"""
+    assert len((ROOT / "README.md").read_text().splitlines()) < 340
 
 
 def test_the_readme_shows_the_two_commands_install_and_three_journeys() -> None:

@@ -184,10 +184,10 @@ def queue_transfers(
     Per transfer (source, destination, micros > 0, round, client): a transaction row under its
     id, the −micros and +micros entries, and each account's summed balance change.
     """
-    _queue_moves(writes, [(kind, *t) for t in transfers], txn_ids, now)
+    queue_moves(writes, [(kind, *t) for t in transfers], txn_ids, now)
 
 
-def _queue_moves(
+def queue_moves(
     writes: BatchWrite, moves: Sequence[Transfer], txn_ids: Sequence[int], now: datetime
 ) -> None:
     """:func:`queue_transfers` with a kind per transfer."""
@@ -280,7 +280,7 @@ def book_transfers(session: Session, transfers: Sequence[Transfer]) -> int:
     guard_balances(conn, delta)
     txn_ids = reserve_ids(conn, _TRANSACTIONS, len(moves))
     writes = BatchWrite()
-    _queue_moves(writes, moves, txn_ids, datetime.now(UTC))
+    queue_moves(writes, moves, txn_ids, datetime.now(UTC))
     writes.flush(conn)
     return len(moves)
 

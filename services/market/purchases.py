@@ -7,17 +7,24 @@ have had alone, in the batch's order: the stored result of its Idempotency-Key (
 (round not collecting, already bought, key reused with another body), 402, or 201 with two ledger
 entries (wallet −p, a shard of the round's pool +p), a ``purchases`` row, a buy decision and the
 key's stored result. Core statements, no ORM objects: this is the market's hottest path.
+
+Late sales (issue 40): once a round is published its model stays on sale at the round's price
+p*, to anyone but its trainers (who have it); the money goes wallet → ``platform:subsidy`` in a
+``late_purchase`` transaction and no decision is written, so the round's settlement, its pool
+and its figures stay as they were. Why p* and the subsidy account keep SWAN's equilibrium and
+budget: docs/mechanisms.md §7.3.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import String, and_, cast, literal_column, or_, select
+from sqlalchemy import String, and_, cast, literal_column, or_, select, union_all
 from sqlalchemy.orm import Session
 
 from mots.platform.api.base import RoundState, Strategy
@@ -31,6 +38,7 @@ from services.market.models import (
     Account,
     Base,
     Client,
+    Decision,
     LedgerTransaction,
     MarketRound,
     Purchase,
@@ -38,6 +46,11 @@ from services.market.models import (
 )
 
 OPEN_FOR_PURCHASE = {RoundState.COLLECTING}
+LATE_SALE = {RoundState.PUBLISHED}
+"""States whose model is sold after the round, at the round's price (docs/mechanisms.md §7.3)."""
+LATE_KIND = "late_purchase"
+"""The ledger kind of a late sale: wallet → :data:`ledger.SUBSIDY`."""
+NO_MODEL = {RoundState.FAILED, RoundState.SETTLED_BY_RULE}
 PATH = "/v1/purchases"
 
 _ROUNDS = Base.metadata.tables[MarketRound.__tablename__]
@@ -46,6 +59,8 @@ _PURCHASES = Base.metadata.tables[Purchase.__tablename__]
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _TRANSACTIONS = Base.metadata.tables[LedgerTransaction.__tablename__]
 _MEMBERS = Base.metadata.tables[RoundMember.__tablename__]
+_DECISIONS = Base.metadata.tables[Decision.__tablename__]
+BOUGHT, TRAINED = "bought", "trained"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +122,10 @@ class BatchReads(NamedTuple):
     """
 
     callers: Any  # (token verifier, client id) of the active callers
-    rounds: Any  # (id, state, price) with shared locks
+    rounds: Any  # (id, state, price, artifact path) with shared locks
     wallets: Any  # (client id, account id, balance) of the callers' wallets, locked
     stored_keys: Any  # the callers' stored Idempotency-Keys among ``keys``
-    bought: Any  # (round id, client id) of the callers' purchases in the rounds
+    bought: Any  # (round id, client id, BOUGHT | TRAINED): the callers' purchases and trainings
     members: Any  # (round id, client id) of the callers in the rounds' populations
     accounts: Any  # (name, id) of the accounts ``names``
 
@@ -145,7 +160,9 @@ def batch_reads(dialect: str) -> BatchReads:
         # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and
         # they for it), so no purchase lands in a round after it closed. (SQLite: BEGIN
         # IMMEDIATE serialises.)
-        rounds=select(_ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros)
+        rounds=select(
+            _ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros, _ROUNDS.c.artifact_path
+        )
         .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
         .with_for_update(read=True),
         # The buyers' wallets, locked in ascending id order so that two batches never deadlock
@@ -156,9 +173,23 @@ def batch_reads(dialect: str) -> BatchReads:
         .order_by(_ACCOUNTS.c.id)
         .with_for_update(),
         stored_keys=idempotency.stored_keys(dialect, _callers_as("client:", dialect)),
-        bought=select(_PURCHASES.c.round_id, _PURCHASES.c.client_id).where(
-            one_of(_PURCHASES.c.round_id, "round_ids", dialect),
-            one_of_select(_PURCHASES.c.client_id, _callers_as("", dialect), dialect),
+        # What the callers already have of the rounds: bought, or trained (a join not dropped,
+        # which only a published round's late sale refuses).
+        bought=union_all(
+            select(
+                _PURCHASES.c.round_id, _PURCHASES.c.client_id, literal_column(f"'{BOUGHT}'")
+            ).where(
+                one_of(_PURCHASES.c.round_id, "round_ids", dialect),
+                one_of_select(_PURCHASES.c.client_id, _callers_as("", dialect), dialect),
+            ),
+            select(
+                _DECISIONS.c.round_id, _DECISIONS.c.client_id, literal_column(f"'{TRAINED}'")
+            ).where(
+                one_of(_DECISIONS.c.round_id, "round_ids", dialect),
+                one_of_select(_DECISIONS.c.client_id, _callers_as("", dialect), dialect),
+                _DECISIONS.c.strategy == literal_column("'join'"),
+                _DECISIONS.c.dropped.is_(False),
+            ),
         ),
         members=select(_MEMBERS.c.round_id, _MEMBERS.c.client_id).where(
             one_of(_MEMBERS.c.round_id, "round_ids", dialect),
@@ -185,6 +216,25 @@ class BatchView:
     stored: dict[tuple[str, str], tuple[str, int, str]]  # (principal, key) → (hash, code, JSON)
     bought: set[tuple[int, int]]  # (round id, client id) already bought
     members: set[tuple[int, int]] | None = None  # (round id, client id) in its population
+    trained: set[tuple[int, int]] = field(default_factory=set)  # (round id, client id) joined
+    gone: set[int] = field(default_factory=set)  # published rounds whose model file is gone
+
+
+def gone_models(rows: Any) -> set[int]:
+    """The published rounds among the ``rounds`` read's rows whose model file is no longer kept
+    (artifact retention removed it): not on sale (one stat per published round in the batch)."""
+    return {r[0] for r in rows if r[1] in LATE_SALE and not (r[3] and Path(r[3]).is_file())}
+
+
+def split_bought(
+    rows: Any,
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """The ``bought`` read's rows as (bought, trained) sets of (round id, client id)."""
+    bought: set[tuple[int, int]] = set()
+    trained: set[tuple[int, int]] = set()
+    for round_id, client_id, what in rows:
+        (bought if what == BOUGHT else trained).add((round_id, client_id))
+    return bought, trained
 
 
 @dataclass(slots=True)
@@ -223,9 +273,11 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
 
     In order: 401 (unknown token), the stored result of a replayed key (409 if its body
     differs), a repeat of a key booked earlier in the batch, 404 (no such round), 409 (round
-    not collecting), 403 (not in the round's population: registered or approved after it
-    opened), 409 (already bought, in the batch included), 402 (balance below the price),
-    else booked at the round's price, the balance carried to the buyer's next request.
+    neither collecting nor published); for a published round (a late sale) 409 when its model
+    file is gone or the caller trained it, else for a collecting one 403 (not in the round's
+    population: registered or approved after it opened); 409 (already bought, in the batch
+    included), 402 (balance below the price), else booked at the round's price, the balance
+    carried to the buyer's next request.
     """
     outcomes: list[Outcome | None] = [None] * len(requests)
     todo = resolve_callers(requests, view.client_of, outcomes)
@@ -254,12 +306,26 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
             outcomes[i] = NotFound("round_id", f"round {req.round_id} does not exist")
             continue
         state, price = found
-        if state not in OPEN_FOR_PURCHASE:
+        late = state in LATE_SALE
+        if state not in OPEN_FOR_PURCHASE and not late:
+            outcomes[i] = not_on_sale(req.round_id, state)
+        elif late and req.round_id in view.gone:
             outcomes[i] = Conflict(
                 "round_id",
-                f"round {req.round_id} is {state}; purchases are taken while it is collecting",
+                f"round {req.round_id}'s model is no longer kept (artifact retention), so it is"
+                " not on sale",
             )
-        elif view.members is not None and (req.round_id, req.client_id) not in view.members:
+        elif late and (req.round_id, req.client_id) in view.trained:
+            outcomes[i] = Conflict(
+                "round_id",
+                f"client {req.client_id} trained round {req.round_id}: its model is the"
+                f" client's already (GET /v1/rounds/{req.round_id}/model)",
+            )
+        elif (
+            not late
+            and view.members is not None
+            and (req.round_id, req.client_id) not in view.members
+        ):
             outcomes[i] = not_a_member(req.client_id, req.round_id)
         elif (req.round_id, req.client_id) in bought:
             outcomes[i] = Conflict(
@@ -279,9 +345,63 @@ def decide(requests: Sequence[PurchaseRequest], view: BatchView) -> Verdict:
     return Verdict(todo, outcomes, accepted, left, aliases)
 
 
+def not_on_sale(round_id: int, state: str) -> Conflict:
+    """The 409 of a round whose model is not on sale: when it will be, or that it never will."""
+    if state in NO_MODEL:
+        why = "it published no model (its buyers were refunded), so there is nothing to buy"
+    elif state == RoundState.OPEN:
+        why = "purchases open when it starts collecting (GET /v1/quote)"
+    else:
+        why = (
+            "its model is on sale once it is published, at the round's price"
+            " (GET /v1/quote lists what is on sale now)"
+        )
+    return Conflict("round_id", f"round {round_id} is {state}; {why}")
+
+
+def is_late(view: BatchView, round_id: int) -> bool:
+    """Whether a purchase of ``round_id`` is a late sale (its round published)."""
+    return view.rounds[round_id][0] in LATE_SALE
+
+
 def shard_names(requests: Sequence[PurchaseRequest | _Buy], shard: int) -> list[str]:
-    """The pool shard accounts the payments of ``requests`` land in (one per round)."""
-    return sorted({ledger.pool_shard_name(r.round_id, shard) for r in requests})
+    """The accounts the payments of ``requests`` may land in: the pool shard of each round, and
+    the subsidy account (late sales)."""
+    return sorted({ledger.pool_shard_name(r.round_id, shard) for r in requests} | {ledger.SUBSIDY})
+
+
+def destination_names(buys: Sequence[_Buy], view: BatchView, shard: int) -> list[str]:
+    """The accounts the accepted ``buys`` pay into (pool shards; the subsidy for late sales)."""
+    return sorted(
+        {
+            ledger.SUBSIDY
+            if is_late(view, r.round_id)
+            else ledger.pool_shard_name(r.round_id, shard)
+            for r in buys
+        }
+    )
+
+
+def _payments(
+    paid: Sequence[_Buy], view: BatchView, account_ids: dict[str, int], shard: int
+) -> list[ledger.Transfer]:
+    """The paid purchases' transfers: wallet → pool shard ``shard`` (a purchase in the round),
+    or wallet → the subsidy account (a late sale, :data:`LATE_KIND`)."""
+    out: list[ledger.Transfer] = []
+    for r in paid:
+        late = is_late(view, r.round_id)
+        to = ledger.SUBSIDY if late else ledger.pool_shard_name(r.round_id, shard)
+        out.append(
+            (
+                LATE_KIND if late else "purchase",
+                view.wallets[r.client_id][0],
+                account_ids[to],
+                view.rounds[r.round_id][1],
+                r.round_id,
+                r.client_id,
+            )
+        )
+    return out
 
 
 def queue_bookings(
@@ -303,22 +423,7 @@ def queue_bookings(
     buys = verdict.buys()
     price = {r.round_id: view.rounds[r.round_id][1] for r in buys}
     paid = [r for r in buys if price[r.round_id] > 0]  # a free model moves no money
-    ledger.queue_transfers(
-        writes,
-        "purchase",
-        [
-            (
-                view.wallets[r.client_id][0],
-                shard_ids[ledger.pool_shard_name(r.round_id, shard)],
-                price[r.round_id],
-                r.round_id,
-                r.client_id,
-            )
-            for r in paid
-        ],
-        txn_ids,
-        now,
-    )
+    ledger.queue_moves(writes, _payments(paid, view, shard_ids, shard), txn_ids, now)
     txn_of = {(r.round_id, r.client_id): t for r, t in zip(paid, txn_ids, strict=False)}
     if len(purchase_ids) < len(buys):
         raise ValueError("purchase_ids: one reserved id per accepted purchase is needed")
@@ -336,8 +441,14 @@ def queue_bookings(
             for pid, r in zip(purchase_ids, buys, strict=False)
         ],
     )
-    # A buyer who had not declared has declared now.
-    queue_decisions(writes, [(r.round_id, r.client_id, Strategy.BUY) for r in buys], shard, now)
+    # A buyer who had not declared has declared now (a late buyer declares nothing: the round's
+    # decisions are closed and settled).
+    queue_decisions(
+        writes,
+        [(r.round_id, r.client_id, Strategy.BUY) for r in buys if not is_late(view, r.round_id)],
+        shard,
+        now,
+    )
     results = [
         purchase_body(
             purchase_id,
@@ -346,6 +457,7 @@ def queue_bookings(
             price[r.round_id],
             txn_of.get((r.round_id, r.client_id)),
             balance,
+            late=is_late(view, r.round_id),
         )
         for r, purchase_id, balance in zip(buys, purchase_ids, verdict.left, strict=False)
     ]
@@ -367,6 +479,7 @@ def purchase_body(
     price_micros: int,
     transaction_id: int | None,
     balance_micros: int,
+    late: bool = False,
 ) -> dict[str, Any]:
     """:class:`PurchaseOut`'s JSON, built by the model (``model_construct``: every value comes
     from the ledger, so the hot path skips validating them again)."""
@@ -377,6 +490,7 @@ def purchase_body(
         price=from_micros(price_micros),
         transaction_id=transaction_id,
         balance=from_micros(balance_micros),
+        late=late,
     ).model_dump(mode="json")
 
 
@@ -446,17 +560,20 @@ def book_purchases(
         "round_ids": sorted({r.round_id for r in requests}),
         "keys": sorted({r.key for r in requests}),
     }
-    rounds = {r[0]: (r[1], r[2]) for r in conn.execute(q.rounds, params)}
+    round_rows = conn.execute(q.rounds, params).all()
+    rounds = {r[0]: (r[1], r[2]) for r in round_rows}
     wallets = _lock_wallets(session, q, client_ids)
     stored = {(r[0], r[1]): (r[2], r[3], r[4]) for r in conn.execute(q.stored_keys, params)}
-    bought = {(r[0], r[1]) for r in conn.execute(q.bought, params)}
+    bought, trained = split_bought(conn.execute(q.bought, params))
     members = {(r[0], r[1]) for r in conn.execute(q.members, params)}
-    view = BatchView(client_of, rounds, wallets, stored, bought, members)
+    view = BatchView(
+        client_of, rounds, wallets, stored, bought, members, trained, gone_models(round_rows)
+    )
     verdict = decide(requests, view)
     buys = verdict.buys()
     if buys:
         known = account_ids if account_ids is not None else {}
-        missing = [n for n in shard_names(buys, shard) if n not in known]
+        missing = [n for n in destination_names(buys, view, shard) if n not in known]
         if missing:
             names = conn.execute(q.accounts, {"names": missing})
             found: dict[str, int] = {n: i for n, i in names}

@@ -51,9 +51,12 @@ from services.market.purchases import (
     PurchaseRequest,
     batch_reads,
     decide,
+    destination_names,
     finish,
+    gone_models,
     queue_bookings,
     shard_names,
+    split_bought,
 )
 
 log = logging.getLogger(__name__)
@@ -235,13 +238,16 @@ class PgPurchaseBook:
                 query, params
             )
             client_of = {v: c for v, c in callers}
+            had, trained = split_bought(bought)
             view = BatchView(
                 client_of=client_of,
                 rounds={r[0]: (r[1], r[2]) for r in rounds},
                 wallets={r[0]: (r[1], r[2]) for r in wallets},
                 stored={(r[0], r[1]): (r[2], r[3], r[4]) for r in stored},
-                bought={(r[0], r[1]) for r in bought},
+                bought=had,
                 members={(r[0], r[1]) for r in members},
+                trained=trained,
+                gone=gone_models(rounds),
             )
             found: dict[str, int] = dict(accounts[0]) if accounts else {}
             if any(c not in view.wallets for c in (*client_of.values(), *known_ids)):
@@ -252,8 +258,8 @@ class PgPurchaseBook:
                 await conn.run("COMMIT", [])
                 return finish(verdict)
             shard_ids = {**self.account_ids, **found}
-            if any(n not in shard_ids for n in shard_names(buys, shard)):
-                raise NeedsSetup("a pool shard account is missing")
+            if any(n not in shard_ids for n in destination_names(buys, view, shard)):
+                raise NeedsSetup("a pool shard (or the subsidy) account is missing")
             writes = BatchWrite()
             queue_bookings(
                 verdict,

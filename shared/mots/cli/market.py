@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 import click
 
-from mots.cli.client import Session, connection, decimal_amount, from_now, money, table
+from mots.cli.client import Session, connection, decimal_amount, money, table
+from mots.cli.quote_text import on_sale_lines, when
 from mots.client.config import ConfigError, check_profile_name, save_profile
 from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
@@ -250,11 +250,14 @@ def renew(session: Session) -> None:
 )
 @connection
 def quote(session: Session, round_id: int | None, wait_s: float) -> None:
-    """The round's price p, rewards r_i, targets and predicted ε (SWAN's quote).
+    """The round's price p, rewards r_i, targets and predicted ε (SWAN's quote), what is on sale
+    now (the collecting round, and published rounds sold late at their round's price) and when
+    the next round opens.
 
     \b
-    Example:
+    Examples:
       mots market quote --wait 60
+      mots market quote --round 1
     """
     with session.market() as m:
         q = m.quote(round_id)
@@ -271,20 +274,12 @@ def quote(session: Session, round_id: int | None, wait_s: float) -> None:
     human = (
         f"round {q.round_id} ({q.state.value}, {q.mechanism}): price {money(q.price)}, "
         f"ε {q.epsilon:.4f}, welfare {q.welfare:.4f}, incentive cost {money(q.incentive_cost)}"
-        + (f"\n{_when(deadline)}" if deadline else "")
+        + (f"\n{when(deadline)}" if deadline else "")
         + "\n"
         + table(rows, ("type", "reward", "join (K*)", "buy (B*)"))
+        + on_sale_lines(q)
     )
     session.emit(q, human)
-
-
-def _when(at: object) -> str:
-    """The collection deadline in words: when it closes (``in N s``) or that it has closed."""
-    if not isinstance(at, datetime):
-        return f"collection closes {at}"
-    left = (at - datetime.now(UTC)).total_seconds()
-    stamp = f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({from_now(left)})"
-    return f"collection closes {stamp}" if left >= 0 else f"collection closed {stamp}"
 
 
 def _wait_latest(m: MarketClient, wait_s: float) -> QuoteOut | None:
@@ -328,17 +323,23 @@ def declare(session: Session, round_id: int, strategy: str) -> None:
 def buy(session: Session, round_id: int, idempotency_key: str | None) -> None:
     """Buy a round's model at its price (paid from the wallet; retried safely with one key).
 
+    While the round collects this declares buy and pays its quote; once the round is published
+    the model is still sold, at the same price p* (a late sale; `mots market quote` lists what
+    is on sale).
+
     \b
-    Example:
+    Examples:
       mots market buy 1
+      mots market buy 1 --idempotency-key my-retry-key-1
     """
     key = announce_key(idempotency_key, f"mots market buy {round_id}")
     with session.market() as m:
         out = m.buy(round_id, idempotency_key=key)
     session.emit(
         out,
-        f"purchase {out.purchase_id}: round {out.round_id} for {money(out.price)}, "
-        f"balance {money(out.balance)}",
+        f"purchase {out.purchase_id}: round {out.round_id} for {money(out.price)}"
+        + (" (late sale: bought after the round published)" if out.late else "")
+        + f", balance {money(out.balance)}",
     )
 
 

@@ -378,7 +378,9 @@ class MarketClient:
         )
 
     def buy(self, round_id: int, *, idempotency_key: str | None = None) -> PurchaseOut:
-        """``POST /v1/purchases``: pay the round's price from this client's wallet.
+        """``POST /v1/purchases``: pay the round's price from this client's wallet: while the round
+        collects, or once it is published (a late sale at the round's price p*, ``late`` in the
+        answer; docs/mechanisms.md §7.3). :meth:`quote`'s ``on_sale`` lists what sells now.
 
         Safe to retry: the call (and every retry of it) carries ``idempotency_key`` (a fresh one
         when None; pass a key derived from client and round to make retries across restarts of the

@@ -33,7 +33,10 @@ router = APIRouter(tags=["purchases"])
     responses={
         402: {"description": "balance below the price"},
         404: {"description": "no such round"},
-        409: {"description": "round not collecting, already bought, or key reused"},
+        409: {
+            "description": "round neither collecting nor published (or its model is gone),"
+            " already bought, trained by the caller (a published round), or key reused"
+        },
     },
     openapi_extra=BEARER_SECURITY,
 )
@@ -41,6 +44,10 @@ async def purchase(
     request: Request, body: PurchaseIn, caller: CallerDep, idempotency_key: IdempotencyKeyHeader
 ) -> Any:
     """Pay the round's price from the caller's wallet; a retried key returns the first result.
+
+    While the round collects this is a purchase in its game (a buy decision); once it is
+    published, a late sale at the same price p*, booked to the platform's subsidy account
+    (``late`` in the answer; docs/mechanisms.md §7.3).
 
     Booked together with the other purchases in flight (one database transaction per batch,
     which also checks the callers' tokens).

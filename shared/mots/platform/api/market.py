@@ -29,6 +29,14 @@ from mots.platform.api.node_keys import NodeKeyChallenge as NodeKeyChallenge
 from mots.platform.api.node_keys import NodeKeyIn as NodeKeyIn
 from mots.platform.api.node_keys import NodeKeyOut as NodeKeyOut
 from mots.platform.api.node_keys import NodeKeyProof as NodeKeyProof
+from mots.platform.api.sales import (
+    LATE_PURCHASE_DESCRIPTION,
+    NEXT_ROUND_DESCRIPTION,
+    NOT_SCHEDULED,
+    ON_SALE_DESCRIPTION,
+    ON_SALE_EXAMPLE,
+    OnSale,
+)
 from mots.platform.money import Money as Money
 from mots.platform.money import QuotedMoney
 from mots.platform.timestamps import Timestamp
@@ -268,7 +276,8 @@ class TypeQuote(Schema):
 
 
 class QuoteOut(Schema):
-    """The current round's published quote: price p, rewards r_i, predicted ε and welfare."""
+    """The current round's published quote: price p, rewards r_i, predicted ε and welfare; what is
+    on sale now and when the next round opens."""
 
     model_config = example(
         {
@@ -293,6 +302,8 @@ class QuoteOut(Schema):
             "epsilon": 0.3227,
             "welfare": 170199.74,
             "incentive_cost": "0.000000",
+            "on_sale": [ON_SALE_EXAMPLE],
+            "next_round": "round 3 is open now (collecting)",
         }
     )
 
@@ -307,6 +318,8 @@ class QuoteOut(Schema):
     collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions (ISO 8601, UTC)"
     )
+    on_sale: list[OnSale] = Field(default_factory=list, description=ON_SALE_DESCRIPTION)
+    next_round: str = Field(NOT_SCHEDULED, description=NEXT_ROUND_DESCRIPTION)
 
 
 class DecisionIn(Schema):
@@ -347,6 +360,7 @@ class PurchaseOut(Schema):
             "price": "0.750000",
             "transaction_id": 41,
             "balance": "9.250000",
+            "late": False,
         }
     )
 
@@ -356,6 +370,7 @@ class PurchaseOut(Schema):
     price: Money
     transaction_id: int | None = Field(..., description="absent when the price is zero")
     balance: Money
+    late: bool = Field(False, description=LATE_PURCHASE_DESCRIPTION)
 
 
 class PurchaseRecord(Schema):
