@@ -32,11 +32,17 @@ DATA_TIER = ("redis", "postgres")
 PLATFORM = (
     "market", "market-worker", "pricing", "pricing-worker", "orchestration",
     "orchestration-worker", "training-worker", "evaluation-worker", "superlink", "prometheus",
+    "alertmanager",
 )  # fmt: skip
-EDGE = tuple(f"{kind}-{d}" for d in ("1-0", "1-1", "2-0", "3-0") for kind in ("supernode", "agent"))
+DEVICES = ("1-0", "1-1", "2-0", "3-0")
+# Each device: its SuperNode, its market agent and its node-exporter.
+EDGE = tuple(
+    f"{kind}-{d}" for d in DEVICES for kind in ("supernode", "agent", "node-exporter")
+)  # fmt: skip
 ALL_SERVICES = DATA_TIER + PLATFORM + EDGE
 TYPES = {"type-1": (50, "0.5"), "type-2": (120, "1.2"), "type-3": (300, "3.0")}
-PORTS = {"market": 8000, "orchestration": 8001, "prometheus": 9090, "superlink": 9092}
+PORTS = {"market": 8000, "orchestration": 8001, "prometheus": 9090, "superlink": 9092,
+         "alertmanager": 9093}  # fmt: skip
 LEFT_OUT = {"grafana": "not in Debian; no reachable index ships its server; its Go module is AGPL"}
 WORK = ROOT / "out" / "deploy" / "compose"
 SECRETS = ROOT / "docker" / "secrets"
@@ -146,17 +152,19 @@ def prometheus_targets() -> tuple[int, int]:
     return sum(t["health"] == "up" for t in active), len(active)
 
 
-def drive_round(cli: dict[str, str], timeout: float) -> dict[str, Any]:
-    """A buyer registers and is funded, the operator opens a round, the buyer reads the quote and
-    buys; the round trains on the SuperNode containers, is evaluated and settled; the buyer
-    downloads the model (SHA-256 verified by the CLI, and again here) and the operator checks
-    the ledger."""
+def drive_round(
+    cli: dict[str, str], timeout: float, buyer_name: str = "buyer", open_args: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A buyer registers and is funded, the operator opens a round (`mots rounds open
+    OPEN_ARGS`), the buyer reads the quote and buys; the round trains on the SuperNode
+    containers, is evaluated and settled; the buyer downloads the model (SHA-256 verified by the
+    CLI, and again here) and the operator checks the ledger."""
     code = (SECRETS / "enrolment-type-1.code").read_text().strip()
-    buyer = mots("market", "register", "--name", "buyer", "--code", code, "--save-as", "buyer",
-                 env=cli)  # fmt: skip
+    buyer = mots("market", "register", "--name", buyer_name, "--code", code,
+                 "--save-as", buyer_name, env=cli)  # fmt: skip
     mots("market", "deposit", str(buyer["id"]), "10", env=cli)
-    round_id = mots("rounds", "open", env=cli)["round_id"]
-    as_buyer = dict(cli, MOTS_PROFILE="buyer")
+    round_id = mots("rounds", "open", *open_args, env=cli)["round_id"]
+    as_buyer = dict(cli, MOTS_PROFILE=buyer_name)
     quote = mots("market", "quote", "--wait", "60", env=as_buyer)
     purchase = mots("market", "buy", str(round_id), env=as_buyer)
     deadline = time.monotonic() + timeout
@@ -227,18 +235,26 @@ def payouts(cli: dict[str, str], round_id: int, summary: dict[str, Any]) -> dict
     return {"participants": out, "more_pages": page["next"] is not None}
 
 
-def up_and_round(
-    env_file: Path, cli: dict[str, str], files: Sequence[Path], edge: Sequence[str], timeout: float
-) -> dict[str, Any]:
-    """Start the tiers in order (each healthy before the next), enrol, start the edge, run the
-    round; return the round's facts with each service's seconds to healthy."""
+def up(
+    env_file: Path, cli: dict[str, str], files: Sequence[Path], edge: Sequence[str]
+) -> dict[str, float]:
+    """Start the tiers in order (each healthy before the next), enrol, start the edge; return
+    each service's seconds to healthy (the SuperNodes' are waited for after a round)."""
     compose("up", "-d", *DATA_TIER, env_file=env_file, files=files)
     health = wait_healthy(DATA_TIER, 120)
     compose("up", "-d", *PLATFORM, env_file=env_file, files=files)
     health |= wait_healthy(PLATFORM, 300)
     enrol(cli)
     compose("up", "-d", *edge, env_file=env_file, files=files)
-    health |= wait_healthy(tuple(s for s in edge if s.startswith("agent")), 300)
+    return health | wait_healthy(tuple(s for s in edge if s.startswith(("agent", "node-"))), 300)
+
+
+def up_and_round(
+    env_file: Path, cli: dict[str, str], files: Sequence[Path], edge: Sequence[str], timeout: float
+) -> dict[str, Any]:
+    """Start the tiers in order (each healthy before the next), enrol, start the edge, run the
+    round; return the round's facts with each service's seconds to healthy."""
+    health = up(env_file, cli, files, edge)
     result = drive_round(cli, timeout)
     # every SuperNode serving after the round (none exited while waiting for its key); its check
     # needs no round, but the host's load during start-up can hold it past its 5 s timeout

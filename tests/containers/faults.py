@@ -230,7 +230,9 @@ def run_faults(link: network.Netem = network.PI_WIFI) -> dict[str, Any]:
         compose.enrol(cli)
         up(*EDGES, env_file=env_file)
         compose.wait_healthy(tuple(s for s in EDGES if s.startswith("agent")), 600)
-        shaped = {s: network.shape(compose.container(s), link) for s in EDGES}
+        # the devices' SuperNodes and agents (their node-exporters, monitoring only, unshaped)
+        shaped = {s: network.shape(compose.container(s), link)
+                  for s in EDGES if not s.startswith("node-exporter")}  # fmt: skip
         stack = rnd.Stack(cli["MOTS_MARKET_URL"], cli["MOTS_ORCHESTRATION_URL"],
                           cli["MOTS_OPERATOR_TOKEN"])  # fmt: skip
         code = rnd.enrol(stack, {"type-1": rnd.TYPES["type-1"]}, uses=BUYERS + 6)["type-1"]

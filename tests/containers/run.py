@@ -75,9 +75,18 @@ def _network() -> object:
     return {"netem": netem, **got} | faults.verdict(got["faults"])
 
 
+def _alerts() -> object:
+    """Three alert conditions caused in the compose deployment, each seen at a webhook receiver
+    firing and resolved (tests/containers/alerts.py): alerts[{name, fired, resolved}]."""
+    from tests.containers import alerts
+
+    return alerts.run()
+
+
 PARTS: list[tuple[str, Part]] = [
     ("images", _images),
     ("compose", _compose),
+    ("alerts", _alerts),
     ("kube_play", _kube_play),
     ("arm64", _arm64),
     ("network", _network),
@@ -102,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
                 report.write_part(name, result)
                 if isinstance(result, dict) and (result.get("incomplete") or result.get("failed")):
                     failed.append(name)  # measured what it could; the rest is not done or failed
+                if isinstance(result, list) and not all(  # alerts[{name, fired, resolved}]
+                    r.get("fired") and r.get("resolved") for r in result
+                ):
+                    failed.append(name)
             except Exception as exc:  # every part runs; its failure goes into the report
                 traceback.print_exc()
                 report.write_part(name, {"error": f"{type(exc).__name__}: {exc}"[:2000]})

@@ -3,7 +3,8 @@ where no registry can be pulled (tests only): Debian bookworm's package of the s
 local base, one Containerfile per image under tests/containers/standins/NAME/, each saying which
 contract of the official image it keeps (the official uid, entrypoint behaviour for the arguments
 and env our files pass, data paths). What differs is the version: Redis 7.0, PostgreSQL 15 and
-Prometheus 2.42 from Debian against 7.4.2, 16.6 and 3.1.0.
+Prometheus 2.42, Alertmanager 0.25 and node-exporter 1.5 from Debian against 7.4.2, 16.6,
+3.1.0, 0.28.0 and 1.8.2.
 
 Each is tagged twice: with the name compose uses (fully qualified, as podman resolves it), so that
 compose runs as written, and as ``localhost/mots-stand-in/NAME:test``, which kube play's
@@ -25,16 +26,21 @@ STAND_INS = {
     "redis:7.4.2-alpine": "redis",
     "postgres:16.6-alpine": "postgres",
     "prom/prometheus:v3.1.0": "prometheus",
+    "prom/alertmanager:v0.28.0": "alertmanager",
+    "prom/node-exporter:v1.8.2": "node-exporter",
 }
 # The name podman resolves compose's short names to (docker.io's library/ for official images).
 QUALIFIED = {
     "redis": "docker.io/library/redis:7.4.2-alpine",
     "postgres": "docker.io/library/postgres:16.6-alpine",
     "prometheus": "docker.io/prom/prometheus:v3.1.0",
+    "alertmanager": "docker.io/prom/alertmanager:v0.28.0",
+    "node-exporter": "docker.io/prom/node-exporter:v1.8.2",
 }
 # What each stand-in runs instead of the official image's version.
 VERSIONS = {"redis": "Debian redis-server 7.0", "postgres": "Debian PostgreSQL 15",
-            "prometheus": "Debian Prometheus 2.42"}  # fmt: skip
+            "prometheus": "Debian Prometheus 2.42", "alertmanager": "Debian Alertmanager 0.25",
+            "node-exporter": "Debian node-exporter 1.5"}  # fmt: skip
 NONE_FOR = {"grafana/grafana:11.4.0": "Grafana has no Debian package; no image can be pulled"}
 __all__ = ["NONE_FOR", "STAND_INS", "base_image", "build", "build_standins", "images", "ref"]
 

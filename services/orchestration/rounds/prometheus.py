@@ -25,6 +25,9 @@ from services.orchestration.rounds.ports import RoundRecord, RoundStore
 
 log = logging.getLogger(__name__)
 
+PARTICIPANT_OUTCOMES = ("verified", "dropped", "failed_verification")
+"""A participant's training outcome (mots.training.participants: VERIFIED, DROPPED, FAILED; not
+imported here: that module loads the training engine)."""
 WORK_STATES = (RoundState.TRAINING.value, RoundState.EVALUATING.value)
 """The states whose time is the learning's, not the platform's."""
 WAITING_STATES = (RoundState.COLLECTING.value,)
@@ -104,6 +107,8 @@ def declare() -> None:
             metrics.ROUND_PHASE_DURATION.labels(state.value)
     for state in TERMINAL_STATES:
         metrics.ROUNDS.labels(state.value)
+    for outcome in PARTICIPANT_OUTCOMES:  # MotsFailedVerificationsSpike counts the failed ones
+        metrics.PARTICIPANT_VERIFICATIONS.labels(outcome)
     metrics.ROUND_SUBSIDY.inc(0)
     for kind in ("quote", "equilibrium"):  # the round's pricing runs here (steps._price)
         metrics.PRICING_DURATION.labels(kind)
@@ -167,6 +172,8 @@ def finished(summary: RoundSummary) -> None:
         metrics.BUYERS.labels(name).set(b)
     if summary.epsilon is not None:
         metrics.GENERALIZATION_ERROR.labels("measured").set(summary.epsilon)
+    for outcome in summary.verification.values():
+        metrics.PARTICIPANT_VERIFICATIONS.labels(outcome).inc()
 
 
 def retried(state: RoundState) -> None:

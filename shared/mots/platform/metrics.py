@@ -89,6 +89,12 @@ ROUNDS_REDRIVEN = Counter(
     "Rounds the reconciler re-drove because their state outlived its deadline, by state.",
     ["state"],
 )
+PARTICIPANT_VERIFICATIONS = Counter(
+    "mots_participant_verifications_total",
+    "Participants of finished rounds by their training outcome: verified, dropped (left or went "
+    "silent) or failed_verification (an update refused by the round's verification).",
+    ["outcome"],
+)
 ROUND_STEP_RETRIES = Counter(
     "mots_round_step_retries_total",
     "Round steps run again because a service call got no answer (a lost task), by state.",
