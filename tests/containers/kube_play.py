@@ -286,7 +286,7 @@ def run(
     images: dict[str, str],
     config_overrides: dict[str, dict[str, str]] | None = None,
     timeout_s: float = 1200,
-    skip: frozenset[str] = frozenset({"grafana", "prometheus"}),
+    skip: frozenset[str] = frozenset({"grafana", "prometheus", "alertmanager"}),
 ) -> dict[str, Any]:
     """Play the overlay and publish a round on it; the report's ``kube_play`` part."""
     started = time.monotonic()

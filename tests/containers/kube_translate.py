@@ -11,7 +11,8 @@ args, env, mounts, runAsUser, read-only root filesystems, probes):
   goes into the pods' ``hostAliases``, pointing at the static address of the one pod template the
   Service's selector matches (``service_targets`` checks it matches exactly one, on a port the
   pod's containers declare);
-- a hostPath is prefixed with the emulated node's root (each Pi has its own disk);
+- a hostPath is prefixed with the emulated node's root (each Pi has its own disk), but for the
+  kernel's /proc and /sys (the node-exporter's): the emulated Pis share the host's kernel;
 - ``fieldRef: spec.nodeName`` (unsupported by podman 4.3) becomes the emulated node's name;
 - ports: podman 4.3 publishes every containerPort on the host; each gets a free hostPort on
   127.0.0.1 (``hostIP``/``hostPort`` added, containerPort unchanged);
@@ -176,10 +177,14 @@ def _rewrite_images(spec: dict[str, Any], images: dict[str, str]) -> None:
             raise ValueError(f"no local image for {c['image']}")
 
 
+KERNEL_PATHS = ("/proc", "/sys")
+"""hostPaths that are the node's kernel, not its disk: every emulated Pi reads the host's."""
+
+
 def _pod_spec_for_node(spec: dict[str, Any], node: str, node_root: str) -> None:
     """The per-node parts: hostPath under the node's root, spec.nodeName as the node's name."""
     for v in spec.get("volumes", []):
-        if "hostPath" in v:
+        if "hostPath" in v and v["hostPath"]["path"] not in KERNEL_PATHS:
             v["hostPath"]["path"] = node_root.rstrip("/") + v["hostPath"]["path"]
         if "secret" in v and "optional" not in v["secret"]:
             v["secret"]["optional"] = False

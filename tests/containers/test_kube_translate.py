@@ -130,9 +130,11 @@ def test_each_edge_pod_has_its_own_node_disk_and_name(book) -> None:  # type: ig
         node = "pi-" + name.rsplit("-", 1)[-1]
         spec = pod_specs(doc)[0]
         paths = [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v]
-        assert paths and all(p.startswith(f"/srv/nodes/{node}/") for p in paths)
+        disk = [p for p in paths if p not in ("/proc", "/sys")]  # the node-exporter's kernel
+        assert disk and all(p.startswith(f"/srv/nodes/{node}/") for p in disk)
+        assert sorted(set(paths) - set(disk)) == ["/proc", "/sys"]
         assert all(v["secret"]["optional"] is False for v in spec["volumes"] if "secret" in v)
-        env = {e["name"]: e for c in spec["containers"] for e in c["env"]}
+        env = {e["name"]: e for c in spec["containers"] for e in c.get("env", [])}
         assert env["MOTS_EDGE_CLIENT_NAME"] == {"name": "MOTS_EDGE_CLIENT_NAME", "value": node}
 
 

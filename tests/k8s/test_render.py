@@ -88,7 +88,9 @@ def test_one_supernode_daemonset_on_every_arm64_edge_pi(overlay: list[dict]) -> 
     assert spec["nodeSelector"] == {"kubernetes.io/arch": "arm64", "mots.io/edge": "true"}
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["device"]["hostPath"] == {"path": "/etc/mots/device", "type": "Directory"}
-    for c in spec["containers"]:
+    edge = [c for c in spec["containers"] if c["name"] != "node-exporter"]
+    assert [c["name"] for c in edge] == ["supernode", "agent"]
+    for c in edge:
         env = {e["name"]: e for e in c["env"]}
         assert not {"MOTS_EDGE_CLIENT_TYPE", "MOTS_EDGE_DATA_SIZE", "MOTS_EDGE_COST"} & set(env)
         name_ref = env["MOTS_EDGE_CLIENT_NAME"]["valueFrom"]["fieldRef"]
@@ -96,6 +98,35 @@ def test_one_supernode_daemonset_on_every_arm64_edge_pi(overlay: list[dict]) -> 
         assert c["args"][:2] == ["--device-file", "/etc/mots/device/device.env"]
         mount = next(m for m in c["volumeMounts"] if m["name"] == "device")
         assert mount == {"name": "device", "mountPath": "/etc/mots/device", "readOnly": True}
+
+
+def test_every_pi_runs_a_node_exporter_that_prometheus_alone_scrapes(overlay: list[dict]) -> None:
+    """The edge pod's node-exporter reads the Pi's /proc and /sys read-only on port node-metrics
+    (Prometheus' job mots-edge-nodes keeps exactly that port of edge pods), and a NetworkPolicy
+    admits Prometheus, and no one else, to it."""
+    spec = _edge_daemonset(overlay)["spec"]["template"]["spec"]
+    exporter = next(c for c in spec["containers"] if c["name"] == "node-exporter")
+    assert exporter["image"].split("/")[-1].startswith("node-exporter:")
+    assert {"name": "node-metrics", "containerPort": 9100} in exporter["ports"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for m in exporter["volumeMounts"]:
+        assert m["readOnly"] is True, m
+        assert volumes[m["name"]]["hostPath"]["path"] in ("/proc", "/sys")
+    policies = [
+        r for r in _by_kind(overlay, "NetworkPolicy")
+        if r["spec"]["podSelector"].get("matchLabels") == {"app.kubernetes.io/component": "edge"}
+        and "Ingress" in r["spec"]["policyTypes"]
+    ]  # fmt: skip
+    assert len(policies) == 1
+    (rule,) = policies[0]["spec"]["ingress"]
+    assert rule["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    ]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9100}]
+    alertmanager = [
+        d for d in _by_kind(overlay, "Deployment") if d["metadata"]["name"] == "alertmanager"
+    ]
+    assert len(alertmanager) == 1
 
 
 def _device_files() -> dict[str, dict[str, str]]:

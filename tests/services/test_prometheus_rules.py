@@ -182,3 +182,152 @@ def test_promtool_fires_the_operations_alerts_and_resolves_the_ledger_one(tmp_pa
     spec.write_text(text.replace("sum to 0.5", "sum to 0.4"))  # the check can fail
     run = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
     assert run.returncode != 0
+
+
+FLEET_TESTS = """
+rule_files: [{rules}]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'up{{job="mots-edge-nodes",instance="pi-01:9100",device="pi-01"}}'
+        values: '1 1 0 0 0 1 1 1'
+      - series: 'up{{job="mots-edge-nodes",instance="pi-02:9100",device="pi-02"}}'
+        values: '1x7'
+      - series: 'mots_participants{{type="type-1"}}'
+        values: '2x7'
+      - series: 'node_memory_MemAvailable_bytes{{job="mots-edge-nodes",device="pi-02"}}'
+        values: '500 300x8'
+      - series: 'node_memory_MemTotal_bytes{{job="mots-edge-nodes",device="pi-02"}}'
+        values: '4000x8'
+      - series: 'node_thermal_zone_temp{{job="mots-edge-nodes",instance="pi-02:9100",device="pi-02",zone="0",type="cpu-thermal"}}'
+        values: '80 81x8'
+      - series: 'node_hwmon_in_lcrit_alarm_volts{{job="mots-edge-nodes",instance="pi-02:9100",device="pi-02",chip="rpi_volt",sensor="in0"}}'
+        values: '0 1 1 0'
+      - series: 'mots_participant_verifications_total{{outcome="failed_verification"}}'
+        values: '0 0 2 2 3 3'
+    alert_rule_test:
+      - {{eval_time: 2m, alertname: MotsEdgeDeviceDown, exp_alerts: []}}
+      - eval_time: 3m
+        alertname: MotsEdgeDeviceDown
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: mots-edge-nodes, instance: "pi-01:9100", device: pi-01}}
+            exp_annotations:
+              summary: "Edge device pi-01 has not answered for 1 minute"
+              description: "{down}"
+      - {{eval_time: 5m, alertname: MotsEdgeDeviceDown, exp_alerts: []}}
+      - eval_time: 4m
+        alertname: MotsFewerEdgeDevicesThanParticipants
+        exp_alerts:
+          - exp_labels: {{severity: warning}}
+            exp_annotations:
+              summary: "1 edge devices answer, fewer than the latest round's participants"
+              description: "{few}"
+      - {{eval_time: 6m, alertname: MotsFewerEdgeDevicesThanParticipants, exp_alerts: []}}
+      - {{eval_time: 5m, alertname: MotsEdgeDeviceMemoryLow, exp_alerts: []}}
+      - eval_time: 6m
+        alertname: MotsEdgeDeviceMemoryLow
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: mots-edge-nodes, device: pi-02}}
+            exp_annotations:
+              summary: "Edge device pi-02 has 7.5% of its memory available"
+              description: "{memory}"
+      - {{eval_time: 5m, alertname: MotsEdgeDeviceHot, exp_alerts: []}}
+      - eval_time: 6m
+        alertname: MotsEdgeDeviceHot
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: mots-edge-nodes, instance: "pi-02:9100", device: pi-02}}
+            exp_annotations:
+              summary: "Edge device pi-02 is at 81 °C"
+              description: "{hot}"
+      - {{eval_time: 1m, alertname: MotsEdgeDeviceThrottled, exp_alerts: []}}
+      - eval_time: 2m
+        alertname: MotsEdgeDeviceThrottled
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: mots-edge-nodes, instance: "pi-02:9100", device: pi-02}}
+            exp_annotations:
+              summary: "Edge device pi-02 reports under-voltage"
+              description: "{volt}"
+      - {{eval_time: 3m, alertname: MotsEdgeDeviceThrottled, exp_alerts: []}}
+      - {{eval_time: 3m, alertname: MotsFailedVerificationsSpike, exp_alerts: []}}
+      - eval_time: 4m
+        alertname: MotsFailedVerificationsSpike
+        exp_alerts:
+          - exp_labels: {{severity: warning}}
+            exp_annotations:
+              summary: "3 participants failed verification in the last 30 minutes"
+              description: "{spike}"
+"""
+
+
+def test_promtool_fires_and_resolves_the_fleet_and_verification_alerts(tmp_path: Path) -> None:
+    """A device down 2 minutes fires MotsEdgeDeviceDown (``for: 1m``) and resolves when it
+    answers again; with it down, 1 device answers for 2 participants (the fleet alert, resolved
+    with it); 7.5 % memory available for 5 minutes, 81 °C for 5 minutes (80 is not over), one
+    minute of under-voltage (resolved when the alarm clears); 3 failed verifications within
+    30 minutes (2 are not a spike)."""
+    rules = _rules()
+
+    def described(name: str) -> str:
+        text = str(rules[name]["annotations"]["description"])  # type: ignore[index]
+        return text.replace('"', '\\"')  # inside a double-quoted YAML string
+
+    text = FLEET_TESTS.format(
+        rules=RULES,
+        down=described("MotsEdgeDeviceDown"),
+        few=described("MotsFewerEdgeDevicesThanParticipants"),
+        memory=described("MotsEdgeDeviceMemoryLow"),
+        hot=described("MotsEdgeDeviceHot"),
+        volt=described("MotsEdgeDeviceThrottled"),
+        spike=described("MotsFailedVerificationsSpike"),
+    )
+    spec = tmp_path / "fleet_test.yml"
+    spec.write_text(text)
+    run = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    spec.write_text(text.replace("values: '0 0 2 2 3 3'", "values: '0 0 2 2 2 2'"))
+    run = subprocess.run([PROMTOOL, "test", "rules", str(spec)], capture_output=True, text=True)
+    assert run.returncode != 0  # 2 failed verifications are not a spike: the check can fail
+
+
+def test_alertmanager_config_routes_every_alert_to_the_webhook() -> None:
+    """docker/alertmanager/alertmanager.yml (compose) and the k3s ConfigMap's copy pass
+    ``amtool check-config``, send resolved notifications, and route a firing alert of each
+    severity to the webhook receiver (``amtool config routes test``)."""
+    amtool = shutil.which("amtool") or "/usr/bin/amtool"
+    if not Path(amtool).exists():
+        pytest.fail("amtool is missing: run `make system` (Debian's prometheus-alertmanager)")
+    for path in (
+        ROOT / "docker" / "alertmanager" / "alertmanager.yml",
+        ROOT / "k8s" / "base" / "alertmanager" / "alertmanager.yml",
+    ):
+        got = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True)
+        assert got.returncode == 0, got.stdout + got.stderr
+        config = yaml.safe_load(path.read_text())
+        hooks = [w for r in config["receivers"] for w in r.get("webhook_configs", [])]
+        assert hooks and all(w.get("send_resolved", True) for w in hooks), path
+        for severity in ("warning", "critical"):
+            routed = subprocess.run(
+                [amtool, "config", "routes", "test", "--config.file", str(path),
+                 "alertname=MotsEdgeDeviceDown", f"severity={severity}"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            assert routed.returncode == 0, routed.stdout + routed.stderr
+            assert routed.stdout.strip() == "operator-webhook", (path, routed.stdout)
+
+
+def test_every_prometheus_config_sends_alerts_and_scrapes_the_devices() -> None:
+    """Compose's and the k3s Prometheus send to Alertmanager and scrape the edge devices'
+    node-exporters as job mots-edge-nodes (the MotsEdgeDevice* rules select that job)."""
+    docker = yaml.safe_load((ROOT / "docker" / "prometheus" / "prometheus.yml").read_text())
+    k8s = yaml.safe_load((ROOT / "k8s" / "base" / "prometheus" / "prometheus.yml").read_text())
+    for config in (docker, k8s):
+        managers = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+        assert managers == ["alertmanager:9093"]
+        assert "mots-edge-nodes" in {j["job_name"] for j in config["scrape_configs"]}
+    devices = next(j for j in docker["scrape_configs"] if j["job_name"] == "mots-edge-nodes")
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]
+    for target in devices["static_configs"]:
+        host = target["targets"][0].split(":")[0]
+        assert host in compose, host  # a node-exporter service of compose
+        assert f"agent-{host.removeprefix('node-exporter-')}" in compose
