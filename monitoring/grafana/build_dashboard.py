@@ -477,6 +477,83 @@ def service_panels() -> list[Panel]:
     ]
 
 
+EDGE = 'job="mots-edge-nodes"'
+"""The edge devices' node-exporters (compose: one per device; k3s: the edge pod's container)."""
+
+
+def fleet_panels() -> list[Panel]:
+    """The edge devices themselves (node-exporter on each): up, memory, temperature, throttling;
+    and how the latest rounds' participants fared in verification."""
+    w = ROUND_WINDOW
+    return [
+        Panel(
+            "Edge devices up",
+            "none",
+            "Edge devices whose node-exporter answers, against the latest round's participants "
+            "Σ K_i (rules MotsEdgeDeviceDown, MotsFewerEdgeDevicesThanParticipants).",
+            (
+                _t(f"sum(up{{{EDGE}}})", "devices up"),
+                _t(f"count(up{{{EDGE}}})", "devices"),
+                _t("sum(mots_participants)", "participants Σ K_i"),
+            ),
+            width=6,
+            decimals=0,
+        ),
+        Panel(
+            "Edge device memory available",
+            "percentunit",
+            "MemAvailable / MemTotal of each device (rule MotsEdgeDeviceMemoryLow under 10 %).",
+            (
+                _t(
+                    f"node_memory_MemAvailable_bytes{{{EDGE}}} / node_memory_MemTotal_bytes{{{EDGE}}}",
+                    "{{device}}",
+                ),
+            ),
+            width=6,
+        ),
+        Panel(
+            "Edge device temperature",
+            "celsius",
+            "The hottest thermal zone of each device (a Pi 4 throttles from 80 °C: rule "
+            "MotsEdgeDeviceHot); empty where the hardware exposes none.",
+            (_t(f"max by (device) (node_thermal_zone_temp{{{EDGE}}})", "{{device}}"),),
+            width=6,
+        ),
+        Panel(
+            "Edge device throttling",
+            "percentunit",
+            "Each device's CPU clock against its maximum (below 1: throttled), and the Pi's "
+            "under-voltage alarm (rpi_volt, rule MotsEdgeDeviceThrottled); empty where the "
+            "hardware exposes neither.",
+            (
+                _t(
+                    f"avg by (device) (node_cpu_scaling_frequency_hertz{{{EDGE}}}) / "
+                    f"avg by (device) (node_cpu_scaling_frequency_max_hertz{{{EDGE}}})",
+                    "{{device}} clock",
+                ),
+                _t(
+                    f"max by (device) (node_hwmon_in_lcrit_alarm_volts{{{EDGE}}})",
+                    "{{device}} under-voltage",
+                ),
+            ),
+            width=6,
+        ),
+        Panel(
+            f"Participants by verification outcome (last {w})",
+            "none",
+            "Participants of the rounds finished in the window: verified, dropped, or "
+            "failed_verification (rule MotsFailedVerificationsSpike at 3 in 30 minutes).",
+            (
+                _t(
+                    f"sum by (outcome) (increase(mots_participant_verifications_total[{w}]))",
+                    "{{outcome}}",
+                ),
+            ),
+            width=24,
+        ),
+    ]
+
+
 def sections() -> list[tuple[str, list[Panel]]]:
     """The dashboard's rows, top to bottom."""
     return [
@@ -484,6 +561,7 @@ def sections() -> list[tuple[str, list[Panel]]]:
         ("Rounds: time", round_time_panels()),
         ("Rounds: training and outcomes", round_outcome_panels()),
         ("Services", service_panels()),
+        ("Fleet: the edge devices", fleet_panels()),
     ]
 
 

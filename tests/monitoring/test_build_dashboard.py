@@ -110,7 +110,8 @@ def _cumulative() -> set[str]:
 def test_the_dashboard_imports_into_any_grafana() -> None:
     """No fixed data source uid: the panels and their queries read the ``datasource`` variable,
     which Grafana's import dialog fills from the ``__inputs`` entry DS_PROMETHEUS; a ``job``
-    variable (All by default) narrows every ``mots_*`` selector of every query."""
+    variable (All by default) narrows every ``mots_*`` selector of every query; the fleet row's
+    device series select the edge devices' job, mots-edge-nodes."""
     import json
 
     dash = json.loads((ROOT / "monitoring/grafana/dashboards/mots.json").read_text())
@@ -129,4 +130,8 @@ def test_the_dashboard_imports_into_any_grafana() -> None:
     for p in panels:
         for t in p["targets"]:
             selectors = re.findall(r"\bmots_[a-z0-9_]+(\{[^}]*\})?", t["expr"])
-            assert selectors and all('job=~"$job"' in s for s in selectors), (p["title"], t)
+            assert all('job=~"$job"' in s for s in selectors), (p["title"], t)
+            # the fleet row's device series (node-exporter's, and its up) name their one job
+            devices = re.findall(r"\b(?:node_[a-z0-9_]+|up)(\{[^}]*\})?", t["expr"])
+            assert selectors or devices, (p["title"], t)
+            assert all('job="mots-edge-nodes"' in s for s in devices), (p["title"], t)
