@@ -132,6 +132,6 @@ def test_the_dashboard_imports_into_any_grafana() -> None:
             selectors = re.findall(r"\bmots_[a-z0-9_]+(\{[^}]*\})?", t["expr"])
             assert all('job=~"$job"' in s for s in selectors), (p["title"], t)
             # the fleet row's device series (node-exporter's, and its up) name their one job
-            devices = re.findall(r"\b(?:node_[a-z0-9_]+|up)(\{[^}]*\})?", t["expr"])
+            devices = re.findall(r"\b(?:node_[A-Za-z0-9_]+|up)\b(\{[^}]*\})?", t["expr"])
             assert selectors or devices, (p["title"], t)
             assert all('job="mots-edge-nodes"' in s for s in devices), (p["title"], t)
