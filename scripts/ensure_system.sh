@@ -6,6 +6,8 @@ set -euo pipefail
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)
+# amtool of tests/services/test_prometheus_rules.py (the Alertmanager routes checked)
+command -v amtool >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] || need_apt+=(dataset-fashion-mnist)
 command -v pg_ctlcluster >/dev/null 2>&1 || need_apt+=(postgresql)
 # the README's "Day two" lines read codes and URLs from --json with jq (tests/mots/cli/test_day_two.py)

@@ -158,3 +158,37 @@ def test_a_round_settled_by_rule_shows_no_booked_price_or_reward() -> None:
     rnd = RoundRecord(id=8, state=RoundState.FAILED, created_at=now, state_entered_at=now)
     summary = round_summary(rnd, terms, None, refunded, False, {}, now)
     assert summary.price is None and summary.rewards == {}
+
+
+def test_finished_rounds_count_participants_by_verification_outcome() -> None:
+    """``mots_participant_verifications_total{outcome}``: declared at 0 for each outcome, then
+    one per participant of each finished round (MotsFailedVerificationsSpike counts the
+    failed_verification ones)."""
+    prometheus.declare()
+
+    def count(outcome: str) -> float:
+        value = REGISTRY.get_sample_value(
+            "mots_participant_verifications_total", {"outcome": outcome}
+        )
+        assert value is not None, outcome  # the series exists before its first event
+        return value
+
+    before = {o: count(o) for o in prometheus.PARTICIPANT_OUTCOMES}
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    rnd = RoundRecord(id=8, state=RoundState.SETTLING, created_at=now, state_entered_at=now)
+    summary = round_summary(rnd, None, None, None, False, {}, now).model_copy(
+        update={
+            "verification": {
+                "1": "verified",
+                "2": "failed_verification",
+                "3": "dropped",
+                "4": "failed_verification",
+            }
+        }
+    )
+    prometheus.finished(summary)
+    assert {o: count(o) - before[o] for o in before} == {
+        "verified": 1.0,
+        "dropped": 1.0,
+        "failed_verification": 2.0,
+    }
