@@ -132,21 +132,12 @@ def run(timeout: float = 1500) -> list[dict[str, Any]]:
     with receiving() as receiver:
         try:
             compose.up(env_file, cli, compose.FILES, compose.EDGE)
-            # 1. a round that nearly exhausts its own small budget, then one with the shipped budget
+            # 1. a round that nearly exhausts its own small budget (K = 2 participants)
             t0 = time.monotonic()
             first = compose.drive_round(cli, timeout, "buyer", ("--subsidy-budget", SMALL_BUDGET))
             subsidy = Decimal((first["view"].get("summary") or {}).get("incentive_cost") or 0)
             fired = receiver.wait("MotsRoundSubsidyNearBudget", "firing", t0)
-            t1 = time.monotonic()
-            second = compose.drive_round(cli, timeout, "buyer-2")
-            resolved = receiver.wait("MotsRoundSubsidyNearBudget", "resolved", t1)
-            cause = (
-                f"round {first['round_id']} ({first['view']['state']}) subsidy {subsidy} of "
-                f"budget {SMALL_BUDGET}; round {second['round_id']} "
-                f"({second['view']['state']}) with the shipped budget"
-            )
-            out.append(_entry("MotsRoundSubsidyNearBudget", cause, fired, resolved))
-            # 2. three devices lose power: each is down, and fewer answer than the round needs
+            # 2. three devices lose power: each is down, and fewer answer than that round needed
             t2 = time.monotonic()
             _stop(DOWN)
             fired_down = receiver.wait("MotsEdgeDeviceDown", "firing", t2)
@@ -159,6 +150,16 @@ def run(timeout: float = 1500) -> list[dict[str, Any]]:
             out.append(_entry("MotsEdgeDeviceDown", cause, fired_down, resolved_down))
             out.append(_entry("MotsFewerEdgeDevicesThanParticipants", cause, fired_few,
                               resolved_few))  # fmt: skip
+            # 3. the next round, opened with the shipped budget, settles within its alert share
+            t1 = time.monotonic()
+            second = compose.drive_round(cli, timeout, "buyer-2")
+            resolved = receiver.wait("MotsRoundSubsidyNearBudget", "resolved", t1)
+            cause = (
+                f"round {first['round_id']} ({first['view']['state']}) subsidy {subsidy} of "
+                f"budget {SMALL_BUDGET}; round {second['round_id']} "
+                f"({second['view']['state']}) with the shipped budget"
+            )
+            out.insert(0, _entry("MotsRoundSubsidyNearBudget", cause, fired, resolved))
             return out
         finally:
             (compose.WORK / "alert-notifications.json").write_text(
