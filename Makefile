@@ -43,7 +43,7 @@ typecheck: install ## mypy (strict on the economics core)
 	$(BIN)/mypy shared/mots services edge
 
 test: install system containers lint typecheck ## ruff, mypy and the whole pytest suite (the compose round on podman included)
-	$(BIN)/pytest --durations=20
+	$(BIN)/pytest -m "not deploy" --durations=20
 
 test-fast: install ## pytest without the slow and integration tests
 	$(BIN)/pytest -m "not slow and not integration"

@@ -1,8 +1,8 @@
 """The alert round trip in the compose deployment (issue 39, item 4; tests/containers/alerts.py,
 the `alerts` part of `make deploy-test`): three conditions caused for real, each alert seen at a
-real webhook receiver firing and then resolved. Slow (two rounds and two device outages): it runs
-where the compose round runs, and skips locally without podman, runc or the base (fails under
-CI=true)."""
+real webhook receiver firing and then resolved. Long (two rounds and two device outages, about 7 minutes):
+marked ``deploy``, so `make deploy-test` runs it and `make test` does not; it skips locally
+without podman, runc or the base (fails under CI=true)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tests.containers.conftest import require_base
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(5400)]
 
 
+@pytest.mark.deploy
 def test_three_alerts_reach_the_webhook_and_resolve(runtime: None) -> None:
     require_base(base_image("amd64"))
     try:
