@@ -9,6 +9,9 @@ At settlement (:func:`services.market.rounds.settle_round`) a participant that t
 the captured fee (never more than the quoted one) out of its hold and refunded the rest; one that
 dropped out, failed verification, left or was revoked, and every joiner of a round settled by rule,
 is refunded the whole hold and gets no model.
+
+A quote's participation bond B_i (:mod:`services.market.bonds`) is held here too, with the fee
+and by the same rule: the wallet must hold the fee and the bond together (402 naming both).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.db import one_of
 from mots.platform.money import from_micros, to_micros
-from services.market import ledger
+from services.market import bonds, ledger
 from services.market.errors import Conflict, PaymentRequired, Refusal
 from services.market.models import Account, Base, Client, Entry, LedgerTransaction, MarketRound
 
@@ -33,8 +36,11 @@ _ENTRIES = Base.metadata.tables[Entry.__tablename__]
 _ACCOUNTS = Base.metadata.tables[Account.__tablename__]
 
 
-def held(conn: Connection, round_ids: Sequence[int]) -> dict[tuple[int, int], int]:
-    """(round, client) → micro-units held as its join fee, for the rounds ``round_ids``."""
+def held(
+    conn: Connection, round_ids: Sequence[int], kind: str = JOIN_FEE
+) -> dict[tuple[int, int], int]:
+    """(round, client) → micro-units held as its join fee (``kind`` ``bond``: its bond), for
+    the rounds ``round_ids``."""
     if not round_ids:
         return {}
     q = (
@@ -42,7 +48,7 @@ def held(conn: Connection, round_ids: Sequence[int]) -> dict[tuple[int, int], in
         .join(_ENTRIES, _ENTRIES.c.transaction_id == _TXNS.c.id)
         .join(_ACCOUNTS, _ACCOUNTS.c.id == _ENTRIES.c.account_id)
         .where(
-            _TXNS.c.kind == JOIN_FEE,
+            _TXNS.c.kind == kind,
             one_of(_TXNS.c.round_id, "round_ids", conn.dialect.name),
             _ACCOUNTS.c.category != "wallets",
         )
@@ -51,13 +57,16 @@ def held(conn: Connection, round_ids: Sequence[int]) -> dict[tuple[int, int], in
     return {(r, c): int(m) for r, c, m in conn.execute(q, {"round_ids": list(round_ids)})}
 
 
-def held_in_round(session: Session, round_id: int) -> dict[int, int]:
-    """client → micro-units held as its join fee in ``round_id``."""
-    return {c: m for (_, c), m in held(session.connection(), [round_id]).items()}
+def held_in_round(session: Session, round_id: int, kind: str = JOIN_FEE) -> dict[int, int]:
+    """client → micro-units held as its join fee (or ``kind``) in ``round_id``."""
+    return {c: m for (_, c), m in held(session.connection(), [round_id], kind).items()}
 
 
-def _fees(conn: Connection, joins: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
-    """(round, client) → the fee (micro-units > 0) its type's quoted reward asks, where it does."""
+def _fees(
+    conn: Connection, joins: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """(round, client) → (fee, bond) in micro-units: the fee its type's quoted reward asks and
+    the quote's bond for its type, where either is > 0."""
     round_ids = sorted({r for r, _ in joins})
     client_ids = sorted({c for _, c in joins})
     quotes = {
@@ -69,12 +78,20 @@ def _fees(conn: Connection, joins: Sequence[tuple[int, int]]) -> dict[tuple[int,
     types = dict(
         conn.execute(select(Client.id, Client.type_name).where(Client.id.in_(client_ids))).all()
     )
+    bonds = {
+        rid: json.loads(q).get("bonds") or {}
+        for rid, q in conn.execute(
+            select(MarketRound.id, MarketRound.quote_json).where(MarketRound.id.in_(round_ids))
+        )
+    }
     out = {}
     for rid, cid in joins:
         reward = quotes.get(rid, {}).get(types.get(cid, ""))
-        fee = -to_micros(reward) if reward is not None else 0
-        if fee > 0:
-            out[(rid, cid)] = fee
+        fee = max(0, -to_micros(reward)) if reward is not None else 0
+        bond = bonds.get(rid, {}).get(types.get(cid, ""))
+        held_bond = max(0, to_micros(bond)) if bond is not None else 0
+        if fee > 0 or held_bond > 0:
+            out[(rid, cid)] = (fee, held_bond)
     return out
 
 
@@ -83,10 +100,11 @@ def hold_join_fees(
 ) -> list[Refusal | None]:
     """Each accepted declaration (round, client, joins) in order, as if one after another: a
     join where the type pays a fee holds it (402 when the wallet holds less, nothing booked);
-    a switch away from ``join`` once the fee is held is refused (409). The refusal of each, or
-    None."""
+    a switch away from ``join`` once the fee is held is refused (409). The quote's bond is held
+    with the fee, by the same rules. The refusal of each, or None."""
     conn = session.connection()
-    holding = set(held(conn, sorted({r for r, _, _ in wanted})))
+    rounds = sorted({r for r, _, _ in wanted})
+    holding = set(held(conn, rounds)) | set(held(conn, rounds, bonds.BOND))
     fees = _fees(conn, sorted({(r, c) for r, c, j in wanted if j and (r, c) not in holding}))
     out: list[Refusal | None] = []
     for rid, cid, joins in wanted:
@@ -105,20 +123,34 @@ def hold_join_fees(
 def _final(rid: int, cid: int) -> Refusal:
     return Conflict(
         "strategy",
-        f"client {cid} paid its fee to join round {rid}; joining is final, as a purchase is",
+        f"client {cid} paid its fee or bond to join round {rid}; joining is final, as a "
+        "purchase is",
     )
 
 
-def _hold(session: Session, rid: int, cid: int, fee: int) -> Refusal | None:
-    """Move ``fee`` from the client's wallet into the round's pool, or the 402 of a short wallet."""
+def _hold(session: Session, rid: int, cid: int, due: tuple[int, int]) -> Refusal | None:
+    """Move the fee into the round's pool and the bond into its bond account from the client's
+    wallet, or the 402 of a wallet short of both together."""
+    fee, bond = due
     wallet = ledger.ensure_account(session, ledger.wallet_name(cid), cid)
     balance = ledger.lock_accounts(session, [wallet])[wallet]
-    if balance < fee:
+    if balance < fee + bond:
+        parts = []
+        if fee:
+            parts.append(f"a fee of {from_micros(fee):f} (the type's quoted reward is negative)")
+        if bond:
+            parts.append(
+                f"a participation bond of {from_micros(bond):f} (returned at settlement "
+                "unless its update fails verification)"
+            )
         return PaymentRequired(
             "strategy",
-            f"joining round {rid} costs a fee of {from_micros(fee):f} (the type's quoted "
-            f"reward is negative), held at join; the wallet holds {from_micros(balance):f}",
+            f"joining round {rid} holds {' and '.join(parts)} from the wallet at join; the "
+            f"wallet holds {from_micros(balance):f}",
         )
-    shard = ledger.ensure_account(session, ledger.pool_shard_name(rid, cid))
-    ledger.transfer(session, JOIN_FEE, wallet, shard, fee, rid, cid)
+    if fee:
+        shard = ledger.ensure_account(session, ledger.pool_shard_name(rid, cid))
+        ledger.transfer(session, JOIN_FEE, wallet, shard, fee, rid, cid)
+    if bond:
+        bonds.hold(session, rid, cid, wallet, bond)
     return None

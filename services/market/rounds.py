@@ -12,7 +12,9 @@ while its round collects or trains is removed by the same rule: left out of K at
 its SuperNode key out of the keys handed to the SuperLink, :func:`node_keys.keys_of`), and at
 settlement treated as a drop-out whatever the trainer reported. A failed round refunds every buyer and every held join fee; a buyer the operator revoked
 before the round settled is refunded what it paid (it can no longer download). Whatever remains in the round's
-pool afterwards goes to ``platform:surplus``; a shortfall is drawn from ``platform:subsidy``
+pool afterwards goes to ``platform:surplus``; a participation bond held at join
+(:mod:`services.market.bonds`) is slashed to ``platform:surplus`` when the participant failed
+verification, else returned whole; a shortfall is drawn from ``platform:subsidy``
 (the platform's incentive cost, Problem 1's [Σ K_i r_i − Σ B_i p]⁺).
 
 Authorise-then-capture: the quote the round opened with is the authorisation. The realised terms
@@ -52,7 +54,7 @@ from mots.platform.contracts import (
 from mots.platform.db import one_of
 from mots.platform.money import MAX_BALANCE_MICROS, from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
-from services.market import join_fees, ledger
+from services.market import bonds, join_fees, ledger
 from services.market.decisions import declared
 from services.market.errors import OutOfRange
 from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
@@ -425,7 +427,10 @@ def settle_round(
     purchases = _purchases(session, rid)
     booked = [cid for cid in sorted(joined) if cid not in dropped and cid in type_of]
     fees, revoked = _holds(session, payload, booked, purchases)
-    wallets = ledger.ensure_wallets(session, sorted({*booked, *fees, *(p[0] for p in purchases)}))
+    held_bonds = join_fees.held_in_round(session, rid, bonds.BOND)
+    wallets = ledger.ensure_wallets(
+        session, sorted({*booked, *fees, *held_bonds, *(p[0] for p in purchases)})
+    )
     terms = captured_terms(
         stored_quote(rnd),
         payload,
@@ -438,7 +443,11 @@ def settle_round(
         rid, held, (pool, subsidy, surplus, shards), booked, type_of, wallets, purchases, terms,
         refund_buyers=payload.refund_buyers, fees=fees, revoked=revoked,
     )  # fmt: skip
-    moves = plan.moves
+    slashed = set() if payload.refund_buyers else set(payload.failed_verification)
+    bond_moves, returned, forfeited = bonds.settlement_moves(
+        session, rid, held_bonds, wallets, surplus, slashed
+    )
+    moves = [*plan.moves, *bond_moves]
     if bulk:
         ledger.book_transfers(session, moves)
     else:
@@ -461,6 +470,8 @@ def settle_round(
         captured_rewards={n: from_micros(r) for n, r in terms.rewards.items()},
         capture_rule=terms.rule,
         removed=sorted(removed),
+        bonds_returned=from_micros(returned),
+        bonds_slashed=from_micros(forfeited),
     )
     rnd.state = RoundState.SETTLED_BY_RULE if payload.refund_buyers else RoundState.SETTLING
     rnd.settlement_json = result.model_dump_json()

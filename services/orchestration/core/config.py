@@ -13,6 +13,7 @@ from mots.platform.settings.common import Database
 from mots.platform.settings.evaluation import ErrorPrior
 from mots.platform.settings.market import Artifacts, SubsidyBudget
 from mots.platform.settings.rounds import (
+    Bond,
     Market,
     MarketValue,
     Mechanism,
@@ -31,6 +32,7 @@ class Settings(
     Market,
     MarketValue,
     SubsidyBudget,
+    Bond,
     ErrorPrior,
     RoundClock,
     Retention,

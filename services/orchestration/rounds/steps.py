@@ -17,10 +17,12 @@ is paid and no charge is made.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TypeVar
 
+from mots.economics.bond import participation_bond
 from mots.economics.scenario import ErrorModel, Scenario
 from mots.platform import quotes
 from mots.platform.api.base import RoundState
@@ -40,6 +42,7 @@ from mots.platform.contracts import (
     EvaluationRequest,
     NoInput,
     OpenRoundPayload,
+    PopulationType,
     RoundDecisions,
     RoundRef,
     SettlePayload,
@@ -147,6 +150,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             if rnd.subsidy_budget_micros is None
             else from_micros(rnd.subsidy_budget_micros),
             collect_deadline=datetime.fromtimestamp(deadline, UTC),
+            bonds=_bonds(population.types, ports),
         ),
     )
     update = RoundUpdate(
@@ -156,6 +160,14 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         collect_deadline=deadline,
     )
     return Move(S.COLLECTING, f"error model: {source}", update)
+
+
+def _bonds(types: Sequence[PopulationType], ports: RoundPorts) -> dict[str, Decimal]:
+    """B_i per type, :func:`mots.economics.bond.participation_bond` of its C_i with the
+    deployment's measured detection rate q and deterred work fraction φ (0 types omitted)."""
+    q, phi = ports.settings.bond_detection_rate, ports.settings.bond_work_fraction
+    out = {t.name: money(participation_bond(float(t.cost), q, phi)) for t in types}
+    return {n: b for n, b in out.items() if b > 0}
 
 
 def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
@@ -282,6 +294,7 @@ def settle(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         rewards={n: money(r) for n, r in zip(terms.type_names, terms.rewards, strict=True)},
         price=None if terms.price is None else money(terms.price),
         dropped=sorted({*training.dropped, *training.failed_verification}),
+        failed_verification=sorted(training.failed_verification),
         artifact_path=training.artifact_path,
         artifact_sha256=training.artifact_sha256,
     )

@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from celery import Celery
 from celery.result import AsyncResult
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from mots.platform.api.base import (
     MAX_AMOUNT,
@@ -263,6 +263,21 @@ class OpenRoundPayload(Schema):
     collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions; the silent then abstain"
     )
+    bonds: dict[str, Money] = Field(
+        default_factory=dict,
+        description="B_i per type, the participation bond held from a joiner's wallet at join "
+        "(402 when short), slashed on a failed verification, else returned at settlement "
+        "(mots.economics.bond; absent: none)",
+    )
+
+    @field_validator("bonds")
+    @classmethod
+    def _bonds_not_negative(cls, bonds: dict[str, Any]) -> dict[str, Any]:
+        """A bond is money held, never a payout: B_i ≥ 0."""
+        for name, b in bonds.items():
+            if b < 0:
+                raise ValueError(f"bonds: the bond of type {name!r} is {b}, a bond is ≥ 0")
+        return bonds
 
 
 class RoundDecisions(Schema):
@@ -310,6 +325,11 @@ class SettlePayload(Schema):
         description="client ids paid or charged r_i (None: those the market recorded as joining)",
     )
     dropped: list[int] = Field(default_factory=list)
+    failed_verification: list[int] = Field(
+        default_factory=list,
+        description="of ``dropped``, the participants whose update failed verification: their "
+        "participation bond is slashed (to platform:surplus), every other bond returned",
+    )
     refund_buyers: bool = False
     artifact_path: str | None = None
     artifact_sha256: str | None = None

@@ -27,6 +27,7 @@ def open_round_payload(
     price: str = "2.5",
     rewards: dict[str, str] | None = None,
     subsidy_budget: str | None = None,
+    bonds: dict[str, str] | None = None,
 ) -> OpenRoundPayload:
     """A quote as the orchestration service would publish it."""
     rewards = rewards or {"small": "-1.25", "large": "4.0"}
@@ -41,6 +42,7 @@ def open_round_payload(
         welfare=10.0,
         incentive_cost=Decimal(0),
         subsidy_budget=None if subsidy_budget is None else Decimal(subsidy_budget),
+        bonds={k: Decimal(v) for k, v in (bonds or {}).items()},
     )
 
 

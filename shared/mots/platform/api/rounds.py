@@ -10,6 +10,7 @@ orchestration in its round table as they are shown. The SDK reads answers with
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -228,6 +229,13 @@ class SettleResult(Schema):
     removed: list[int] = Field(
         default_factory=list,
         description="participants revoked or departed before settlement: not paid, not charged",
+    )
+    bonds_returned: Money = Field(
+        Decimal(0), description="participation bonds returned to their wallets"
+    )
+    bonds_slashed: Money = Field(
+        Decimal(0),
+        description="participation bonds forfeited to platform:surplus (failed verification)",
     )
 
 

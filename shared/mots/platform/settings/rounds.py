@@ -78,6 +78,28 @@ class Market(Group):
     )
 
 
+class Bond(Group):
+    """The participation bond each round's quote carries (mots.economics.bond)."""
+
+    owner: ClassVar[str] = "orchestration"
+
+    bond_detection_rate: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="q: the probability verification catches a shirker (measured in"
+        " docs/training.md, 'Copies and shirking'); the bond B_i = max(0, (1 − φ − q)/q)·C_i is"
+        " held from each joiner at join and slashed on a failed verification (1: no bond)",
+    )
+    bond_work_fraction: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="φ: the share of the asked work the deterred shirker does (E/4 of the E local"
+        " steps: 0.25); it saves (1 − φ)·C_i",
+    )
+
+
 class RoundClock(Group):
     """How long a round may spend in each state, and when rounds open."""
 
