@@ -37,7 +37,14 @@ Checks, in order (the first failure is the verdict):
    ``fresh_work_ratio``, s the first layer's top-direction share σ1/‖W‖_F: few steps give an
    update both smaller and more one-directional. Measured in docs/training.md (22 seeds, D = 50,
    120, 300): honest at least 0.70 (participants 0.78), E/4 of the steps at most 0.70 (D = 50).
-4. ``accuracy``: the validation accuracy of w + Δ_i (the server's validation split) below
+4. ``rescaled``: the first layer's effective number of directions, the participation ratio
+   (Σσ²)² / Σσ⁴ of its singular values, below ``spread_ratio`` × the draws' median: E SGD steps
+   on fresh mini-batches spread an update over more directions than E/4 of them do, and
+   rescaling an E/4 update to an honest norm (which passes check 3) does not change its
+   directions. Measured in docs/training.md ("Copies and shirking"): a probabilistic check (it
+   catches a share of the rescaled E/4 updates, never an honest one in the measurements), which
+   the participation bond of :mod:`mots.economics.bond` completes.
+5. ``accuracy``: the validation accuracy of w + Δ_i (the server's validation split) below
    min_t a_t − ``accuracy_spread`` × (median_t a_t − min_t a_t) − ``accuracy_margin``, a_t the
    accuracy of w + Δ_t for the T references: the update moves the model toward other labels than
    the data's (a label flip). The bound is the references' own worst draw widened by their own
@@ -71,6 +78,7 @@ class AnchorTolerance:
     accuracy_margin: float = 0.20
     work_size: float = 160.0
     fresh_work_ratio: float = 0.70
+    spread_ratio: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,28 @@ class References:
         if s is None or ref is None or median is None or median <= 0.0:
             return None
         return float(np.linalg.norm(delta)) / median * ref / s
+
+    def spread(self, delta: Flat) -> float | None:
+        """The first layer's participation ratio (Σσ²)² / Σσ⁴ over the singular values σ of its
+        update W: how many directions it effectively spans (1: one direction; at most its rows).
+        E SGD steps on fresh mini-batches keep adding directions; E/4 of them, scaled up to an
+        honest norm, keep the few the first gradients had (None: no first layer, or W = 0)."""
+        if self.first_layer is None:
+            return None
+        off, rows, n = self.first_layer
+        sv = np.linalg.svd(delta[off : off + rows * n].reshape(rows, n), compute_uv=False)
+        fourth = float(np.sum(sv**4))
+        if fourth <= 0.0:
+            return None
+        return float(np.sum(sv**2)) ** 2 / fourth
+
+    @cached_property
+    def median_spread(self) -> float | None:
+        """median_t of :meth:`spread` over the draws, computed once per round and size."""
+        values = [self.spread(d) for d in self.deltas]
+        if not values or any(v is None for v in values):
+            return None
+        return float(np.median([v for v in values if v is not None]))
 
     @cached_property
     def _median_top_share(self) -> float | None:
@@ -251,6 +281,19 @@ def judge(
             ": fewer steps than asked",
             stats,
         )
+    spread = refs.spread(delta) if t.spread_ratio > 0.0 else None
+    ref_spread = refs.median_spread if spread is not None else None
+    if spread is not None and ref_spread is not None and ref_spread > 0.0:
+        stats["spread_ratio"], stats["spread_floor"] = spread / ref_spread, t.spread_ratio
+        if stats["spread_ratio"] < t.spread_ratio:
+            return AnchoredVerdict(
+                "rescaled",
+                f"the first layer's update spans {spread:.2f} effective directions, "
+                f"{stats['spread_ratio']:.3f} of the server's own E-step draws' median "
+                f"{ref_spread:.2f} (< {t.spread_ratio}): the few directions of fewer steps than "
+                "asked, stretched to an honest size",
+                stats,
+            )
     floor = refs.accuracy_floor(t)
     if floor is not None and accuracy is not None:
         stats["accuracy"], stats["accuracy_floor"] = accuracy, floor

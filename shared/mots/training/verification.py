@@ -32,7 +32,8 @@ With the server's anchored references (``anchored``), four more checks judge eac
 against updates the server trained itself on D_i of its own samples, never against the peers
 (:mod:`mots.training.anchored`): ``stale`` (a replay of an earlier update or model),
 ``off_data`` (trained on inputs unlike the declared data, or diluted with noise),
-``too_little_work`` (fewer steps than asked) and, given ``validation_accuracy``, ``accuracy``
+``too_little_work`` (fewer steps than asked), ``rescaled`` (fewer steps than asked, stretched to
+an honest norm) and, given ``validation_accuracy``, ``accuracy``
 (its model's validation accuracy below what the server's own draws reach: trained toward other
 labels, a label flip). With an anchor, the peers' median of check 6 is not
 used: a majority of attackers would steer it.
@@ -73,6 +74,7 @@ CHECKS = (
     "stale",
     "off_data",
     "too_little_work",
+    "rescaled",
     "accuracy",
     "harmful",
 )
@@ -178,6 +180,12 @@ class VerificationPolicy(BaseModel):
         "their spread (median − worst)…",
     )
     accuracy_margin: float = Field(0.20, ge=0.0, description="…and less this (absolute accuracy)")
+    min_spread_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        description="rescaled: the first layer's effective directions (participation ratio of "
+        "its singular values) below this × the server's draws' median (0: off)",
+    )
 
 
 @dataclass(frozen=True)
@@ -357,6 +365,7 @@ def _anchored(
         policy.accuracy_margin,
         work_size=policy.work_ratio_size,
         fresh_work_ratio=policy.fresh_work_ratio,
+        spread_ratio=policy.min_spread_ratio,
     )
     failed: dict[int, tuple[str, str]] = {}
     stats: dict[int, dict[str, float]] = {}

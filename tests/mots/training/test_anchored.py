@@ -191,3 +191,23 @@ def test_fresh_round_work_counts_the_updates_shape() -> None:
     ok = judge(h, ZERO, fresh)
     assert ok.check is None and ok.stats["fresh_work"] >= 0.70
     assert References(DRAWS, fresh=True).fresh_work(h) is None  # no first layer: norm bound only
+
+
+def test_a_one_directional_update_of_honest_norm_fails_rescaled() -> None:
+    """A first layer along one direction (few steps' mean gradient), stretched to the draws'
+    norm, passes the norm floors and fails ``rescaled``; an honest draw passes; the check is off
+    at ``spread_ratio`` 0."""
+    tol = AnchorTolerance(spread_ratio=0.6)
+    h = honest_delta(7)
+    w = h[: ROWS * N].reshape(ROWS, N)
+    u, s, vt = np.linalg.svd(w, full_matrices=False)
+    one = np.outer(u[:, 0] * s[0], vt[0])
+    lazy = np.concatenate([one.ravel(), h[ROWS * N :]])
+    lazy *= np.linalg.norm(h) / np.linalg.norm(lazy)
+    refs = References(DRAWS, BASIS, (0, ROWS, N))
+    assert refs.spread(lazy) == pytest.approx(1.0)
+    v = judge(lazy, ZERO, refs, tol=tol)
+    assert v.check == "rescaled" and v.stats["spread_ratio"] < 0.6, v
+    assert judge(h, ZERO, refs, tol=tol).check is None
+    assert judge(lazy, ZERO, refs, tol=AnchorTolerance()).check is None
+    assert References(DRAWS).spread(lazy) is None  # no first layer known: not judged
