@@ -29,7 +29,7 @@ def test_the_sizes_of_docs_training() -> None:
 )
 def test_out_of_range_is_refused_naming_the_argument(q: float, phi: float, cost: float) -> None:
     """A probability outside [0, 1], a work share outside it or a negative cost is a ValueError."""
-    with pytest.raises(ValueError, match="detection|work_fraction|cost"):
+    with pytest.raises(ValueError, match=r"detection|work_fraction|cost"):
         participation_bond(cost, q, phi)
 
 
