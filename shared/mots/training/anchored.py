@@ -78,7 +78,7 @@ class AnchorTolerance:
     accuracy_margin: float = 0.20
     work_size: float = 160.0
     fresh_work_ratio: float = 0.70
-    spread_ratio: float = 0.0
+    spread_ratio: float = 0.5
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ class VerificationPolicy(BaseModel):
     )
     accuracy_margin: float = Field(0.20, ge=0.0, description="…and less this (absolute accuracy)")
     min_spread_ratio: float = Field(
-        0.0,
+        0.5,
         ge=0.0,
         description="rescaled: the first layer's effective directions (participation ratio of "
         "its singular values) below this × the server's draws' median (0: off)",

@@ -363,3 +363,24 @@ def test_the_quote_carries_the_rounds_subsidy_budget_or_the_settings() -> None:
     budgets = [(q.round_id, q.subsidy_budget) for q in r.services.opened]
     assert budgets == [(first, Decimal(7)), (second, Decimal("2.5"))]
     assert all(s.price == Decimal(1) for s in r.services.settled)
+
+
+def test_the_quote_carries_the_participation_bond_and_settlement_names_who_forfeits_it() -> None:
+    """With a measured detection rate q = 0.4 (φ = 0.25), each type's quote holds B_i =
+    (1 − φ − q)/q · C_i = 0.875 · C_i (mots.economics.bond); the settlement names the participant
+    that failed verification (its bond is slashed) apart from the one that dropped out (its bond
+    is returned). With the default q = 1 the quote carries no bond."""
+    r = rig(bond_detection_rate=0.4)
+    r.services.joined = {LARGE: [5, 6], SMALL: [1]}
+    r.services.bought = r.services.paid = {SMALL: [2, 3, 4]}
+    r.trainer.statuses = {5: "failed_verification", 1: "dropped"}
+    r.start()
+    r.run()
+    (quote,) = r.services.opened
+    assert quote.bonds == {SMALL: Decimal("0.4375"), LARGE: Decimal("2.625")}
+    (settled,) = r.services.settled
+    assert settled.dropped == [1, 5] and settled.failed_verification == [5]
+    plain = rig()
+    plain.start()
+    plain.run()
+    assert plain.services.opened[0].bonds == {}
