@@ -88,7 +88,7 @@ class Bond(Group):
         gt=0,
         le=1,
         description="q: the probability verification catches a shirker over a market round"
-        " (measured in docs/training.md, 'Copies and shirking': 0.4 for the rescaled E/4 shirker"
+        " (measured in docs/training.md, 'Copies and shirking': 0.39 for the rescaled E/4 shirker"
         " at 5 FedAvg rounds); each round's quote then carries the bond B_i ="
         " max(0, (1 − φ − q)/q)·C_i, held from each joiner's wallet at join and slashed on a"
         " failed verification. 1 (the default): no bond, joiners need no funds",
