@@ -13,7 +13,10 @@ it was asked (all or nothing, docs/training.md). The attacks:
   which sends a copy of (0, 0)'s update every round (one training paid twice);
 - ``shirk_after_round0``: participant (1, 0) trains honestly in round 0, then takes E/4 of the E
   steps and rescales its update to the norm its honest update of that round has (the best an
-  attacker can aim at: the norm checks then see an honest size).
+  attacker can aim at: the norm checks then see an honest size). The anchored check
+  ``rescaled`` (the first layer's participation ratio against the server's draws) catches it at
+  a measured per-round rate (docs/training.md, "Copies and shirking"); the participation bond
+  (:mod:`mots.economics.bond`) prices the runs it misses.
 
 A trial is one run (one seed); caught when every attacking account failed verification in some
 round, so none is paid. Every other participant is honest; their flagged rounds are counted.

@@ -25,14 +25,13 @@ def test_sybil_twin_is_withheld_and_honest_pass(fashion_dir: Path) -> None:
     assert t.honest_copy_distance > 2 * VerificationPolicy().copy_distance
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an E/4 update rescaled to an honest norm from round 1 on passes every per-update "
-    "check (docs/training.md, 'Copies and shirking': the bond that makes it unprofitable)",
-)
 def test_rescaled_shirker_after_round0_is_caught(fashion_dir: Path) -> None:
     """The shirker honest in round 0, from round 1 on E/4 of the steps rescaled to its honest
-    norm: not caught by verification (a known limit, measured in the bench)."""
+    norm: its round-1 update spans too few directions for E steps and fails ``rescaled`` (on
+    the previous code it passed every check, verified and paid 3 of 3); the 7 honest
+    participants pass every round. Detection is probabilistic (docs/training.md: 72% of runs at
+    D = 120), so this is seed 0's measured outcome, not a guarantee; the bond prices the rest."""
     t = run_trial("shirk_after_round0", 0, rounds=3, data_dir=fashion_dir)
-    assert t.honest_flagged == 0
-    assert t.caught
+    assert t.attackers == {3: "rescaled (round 1)"}
+    assert t.caught and t.paid == 0
+    assert (t.honest_rounds, t.honest_flagged) == (21, 0)
