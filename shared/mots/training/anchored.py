@@ -101,6 +101,10 @@ class References:
     """True when the global model carries no participant's data yet (round 0 of a run from w0)
     and the clients' data are i.i.d. like the anchor's: the draws are then the honest update's
     distribution itself, and ``fresh_work`` applies (under label skew they are not)."""
+    iid: bool = True
+    """The clients' data are i.i.d. like the anchor's, so the draws' spread is an honest
+    update's: ``rescaled`` applies (under label skew a participant holding one class updates
+    along fewer directions than the draws, honestly)."""
 
     def work_floor(self, tol: AnchorTolerance) -> float:
         """The least work ratio ‖Δ_i‖ / median_t ‖Δ_t‖ of an honest update: ``min_work_ratio``,
@@ -281,7 +285,7 @@ def judge(
             ": fewer steps than asked",
             stats,
         )
-    spread = refs.spread(delta) if t.spread_ratio > 0.0 else None
+    spread = refs.spread(delta) if t.spread_ratio > 0.0 and refs.iid else None
     ref_spread = refs.median_spread if spread is not None else None
     if spread is not None and ref_spread is not None and ref_spread > 0.0:
         stats["spread_ratio"], stats["spread_floor"] = spread / ref_spread, t.spread_ratio

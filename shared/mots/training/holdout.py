@@ -191,4 +191,5 @@ class Holdout:
             size=int(size),
             # round 0 of an i.i.d. partition: the anchor's draws are an honest update's law
             fresh=round_index == 0 and cfg.partition == "iid",
+            iid=cfg.partition == "iid",
         )

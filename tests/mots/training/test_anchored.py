@@ -211,3 +211,5 @@ def test_a_one_directional_update_of_honest_norm_fails_rescaled() -> None:
     assert judge(h, ZERO, refs, tol=tol).check is None
     assert judge(lazy, ZERO, refs, tol=AnchorTolerance(spread_ratio=0.0)).check is None
     assert References(DRAWS).spread(lazy) is None  # no first layer known: not judged
+    skewed = References(DRAWS, BASIS, (0, ROWS, N), iid=False)  # label skew: honest is narrower
+    assert judge(lazy, ZERO, skewed, tol=tol).check is None
