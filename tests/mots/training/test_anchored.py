@@ -172,9 +172,10 @@ def test_fresh_round_work_counts_the_updates_shape() -> None:
     """In round 0 (``fresh``: the model carries no participant's data) too_little_work also
     weighs the first layer's top-direction share: an update of the draws' norm whose first layer
     lies along one direction (as a few SGD steps from w are) fails at 0.85 of the draws' median
-    norm, which the norm bound alone (0.25 at D = 50) lets pass; a spread one passes; the same
-    one-directional update passes when the references are not fresh (later rounds keep the
-    size-aware norm bound only) or when the check is off (fresh_work_ratio = 0)."""
+    norm, which the norm bound alone (0.25 at D = 50) lets pass; a spread one passes; when the
+    references are not fresh (later rounds) or the check is off (fresh_work_ratio = 0), the same
+    one-directional update passes the norm bound and fails ``rescaled`` (issue 37) instead, and
+    passes with that off too (spread_ratio = 0)."""
     fresh = References(DRAWS, BASIS, (0, ROWS, N), size=50, fresh=True)
     later = References(DRAWS, BASIS, (0, ROWS, N), size=50)
     median = float(np.median(np.linalg.norm(DRAWS, axis=1)))
@@ -186,8 +187,12 @@ def test_fresh_round_work_counts_the_updates_shape() -> None:
     assert fresh.top_share(one_dir) == pytest.approx(1.0)
     v = judge(one_dir, ZERO, fresh)
     assert v.check == "too_little_work" and v.stats["fresh_work"] < 0.70
-    assert judge(one_dir, ZERO, later).check is None
-    assert judge(one_dir, ZERO, fresh, tol=AnchorTolerance(fresh_work_ratio=0.0)).check is None
+    assert judge(one_dir, ZERO, later).check == "rescaled"
+    assert judge(one_dir, ZERO, later, tol=AnchorTolerance(spread_ratio=0.0)).check is None
+    off = AnchorTolerance(fresh_work_ratio=0.0)
+    assert judge(one_dir, ZERO, fresh, tol=off).check == "rescaled"
+    off = AnchorTolerance(fresh_work_ratio=0.0, spread_ratio=0.0)
+    assert judge(one_dir, ZERO, fresh, tol=off).check is None
     ok = judge(h, ZERO, fresh)
     assert ok.check is None and ok.stats["fresh_work"] >= 0.70
     assert References(DRAWS, fresh=True).fresh_work(h) is None  # no first layer: norm bound only
