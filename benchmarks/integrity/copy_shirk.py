@@ -60,6 +60,8 @@ class Trial:
     """key → "verified" or the check that failed it (and in which round)."""
     honest_rounds: int = 0
     honest_flagged: int = 0
+    honest_failures: list[str] = field(default_factory=list)
+    """Each flagged honest participant-round: "key: check (round r)"."""
     honest_copy_distance: float = float("inf")
     """The least nearest-update distance of an honest update (how close honest ones came)."""
 
@@ -179,6 +181,8 @@ def run_trial(
                 else:
                     trial.honest_rounds += 1
                     trial.honest_flagged += int(not v.accepted)
+                    if not v.accepted:
+                        trial.honest_failures.append(f"{v.key}: {v.check} (round {r})")
                     near = v.stats.get("copy_distance", float("inf"))
                     trial.honest_copy_distance = min(trial.honest_copy_distance, near)
                 if not v.accepted:
@@ -212,6 +216,7 @@ def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
                 "attackers": t.attackers,
                 "honest_rounds": t.honest_rounds,
                 "honest_flagged": t.honest_flagged,
+                "honest_failures": t.honest_failures,
                 "honest_least_copy_distance": t.honest_copy_distance,
             }
             for t in trials
