@@ -31,7 +31,8 @@ def test_rescaled_shirker_after_round0_is_caught(fashion_dir: Path) -> None:
     the previous code it passed every check, verified and paid 3 of 3); the 7 honest
     participants pass every round. Detection is probabilistic (docs/training.md: 72% of runs at
     D = 120), so this is seed 0's measured outcome, not a guarantee; the bond prices the rest."""
-    t = run_trial("shirk_after_round0", 0, rounds=3, data_dir=fashion_dir)
+    policy = VerificationPolicy(min_spread_ratio=0.5)  # off by default: docs/training.md
+    t = run_trial("shirk_after_round0", 0, rounds=3, policy=policy, data_dir=fashion_dir)
     assert t.attackers == {3: "rescaled (round 1)"}
     assert t.caught and t.paid == 0
     assert (t.honest_rounds, t.honest_flagged) == (21, 0)

@@ -89,7 +89,7 @@ class Bond(Group):
         le=1,
         description="q: the probability verification catches a shirker over a market round"
         " (measured in docs/training.md, 'Copies and shirking': 0.39 for the rescaled E/4 shirker"
-        " at 5 FedAvg rounds); each round's quote then carries the bond B_i ="
+        " at 5 FedAvg rounds with the policy's min_spread_ratio 0.5); each round's quote then carries the bond B_i ="
         " max(0, (1 − φ − q)/q)·C_i, held from each joiner's wallet at join and slashed on a"
         " failed verification. 1 (the default): no bond, joiners need no funds",
     )
