@@ -35,6 +35,7 @@ from services.market import idempotency, ledger
 from services.market.decisions import not_a_member, queue_decisions
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
 from services.market.models import (
+    DEFAULT_TASK,
     Account,
     Base,
     Client,
@@ -161,7 +162,11 @@ def batch_reads(dialect: str) -> BatchReads:
         # they for it), so no purchase lands in a round after it closed. (SQLite: BEGIN
         # IMMEDIATE serialises.)
         rounds=select(
-            _ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros, _ROUNDS.c.artifact_path
+            _ROUNDS.c.id,
+            _ROUNDS.c.state,
+            _ROUNDS.c.price_micros,
+            _ROUNDS.c.artifact_path,
+            _ROUNDS.c.task,
         )
         .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
         .with_for_update(read=True),
@@ -218,6 +223,7 @@ class BatchView:
     members: set[tuple[int, int]] | None = None  # (round id, client id) in its population
     trained: set[tuple[int, int]] = field(default_factory=set)  # (round id, client id) joined
     gone: set[int] = field(default_factory=set)  # published rounds whose model file is gone
+    tasks: dict[int, str] = field(default_factory=dict)  # round id → its task
 
 
 def gone_models(rows: Any) -> set[int]:
@@ -437,6 +443,7 @@ def queue_bookings(
                 "price_micros": price[r.round_id],
                 "transaction_id": txn_of.get((r.round_id, r.client_id)),
                 "refunded": False,
+                "task": view.tasks.get(r.round_id, DEFAULT_TASK),
             }
             for pid, r in zip(purchase_ids, buys, strict=False)
         ],
@@ -448,6 +455,7 @@ def queue_bookings(
         [(r.round_id, r.client_id, Strategy.BUY) for r in buys if not is_late(view, r.round_id)],
         shard,
         now,
+        view.tasks,
     )
     results = [
         purchase_body(
@@ -567,7 +575,15 @@ def book_purchases(
     bought, trained = split_bought(conn.execute(q.bought, params))
     members = {(r[0], r[1]) for r in conn.execute(q.members, params)}
     view = BatchView(
-        client_of, rounds, wallets, stored, bought, members, trained, gone_models(round_rows)
+        client_of,
+        rounds,
+        wallets,
+        stored,
+        bought,
+        members,
+        trained,
+        gone_models(round_rows),
+        {r[0]: r[4] for r in round_rows},
     )
     verdict = decide(requests, view)
     buys = verdict.buys()

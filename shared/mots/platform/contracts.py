@@ -47,6 +47,7 @@ from mots.platform.api.pricing import (
     PricingResult,
 )
 from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult
+from mots.platform.api.tasks import DEFAULT_TASK, TaskName
 from mots.platform.metrics import TASKS
 from mots.platform.timestamps import Timestamp
 
@@ -262,6 +263,9 @@ class OpenRoundPayload(Schema):
     )
     collect_deadline: Timestamp | None = Field(
         None, description="when the round stops taking decisions; the silent then abstain"
+    )
+    task: TaskName = Field(
+        DEFAULT_TASK, description="the task the round trains: only its clients take part (issue 36)"
     )
 
 

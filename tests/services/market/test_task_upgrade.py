@@ -53,11 +53,18 @@ def _write_previous_release(database_url: str, settings: Settings, artifact: Pat
     tokens = [issue_token(cid, settings)[0] for cid in (1, 2, 3)]
     rows: dict[str, list[dict[str, Any]]] = {
         "clients": [
-            {"id": cid, "name": f"pi-{cid}", "type_name": "type-1", "data_size": 50,
-             "cost_micros": 500_000, "token_hash": hash_token(tokens[cid - 1]),
-             "status": "active", "created_at": AT}
+            {
+                "id": cid,
+                "name": f"pi-{cid}",
+                "type_name": "type-1",
+                "data_size": 50,
+                "cost_micros": 500_000,
+                "token_hash": hash_token(tokens[cid - 1]),
+                "status": "active",
+                "created_at": AT,
+            }
             for cid in (1, 2, 3)
-        ],  # fmt: skip
+        ],
         "accounts": [
             {"id": i, "name": n, "category": c, "client_id": cl, "balance_micros": b}
             for i, n, c, cl, b in ACCOUNTS
@@ -72,23 +79,36 @@ def _write_previous_release(database_url: str, settings: Settings, artifact: Pat
             for a, m in entries
         ],
         "market_rounds": [
-            {"id": rid, "state": state, "mechanism": "swan_robust", "price_micros": 2_500_000,
-             "quote_json": open_round_payload(rid).model_dump_json(), "opened_at": AT,
-             "population": 3, "artifact_path": path, "artifact_sha256": digest}
+            {
+                "id": rid,
+                "state": state,
+                "mechanism": "swan_robust",
+                "price_micros": 2_500_000,
+                "quote_json": open_round_payload(rid).model_dump_json(),
+                "opened_at": AT,
+                "population": 3,
+                "artifact_path": path,
+                "artifact_sha256": digest,
+            }
             for rid, state, path, digest in (
                 (1, "published", str(artifact), hashlib.sha256(artifact.read_bytes()).hexdigest()),
                 (2, "collecting", None, None),
             )
-        ],  # fmt: skip
+        ],
         "round_members": [{"round_id": 2, "client_id": cid} for cid in (1, 2, 3)],
         "decisions": [
             {"round_id": 1, "client_id": 1, "strategy": "join", "dropped": False, "updated_at": AT},
             {"round_id": 1, "client_id": 2, "strategy": "buy", "dropped": False, "updated_at": AT},
         ],
         "purchases": [
-            {"round_id": 1, "client_id": 2, "price_micros": 2_500_000, "transaction_id": 4,
-             "refunded": False}
-        ],  # fmt: skip
+            {
+                "round_id": 1,
+                "client_id": 2,
+                "price_micros": 2_500_000,
+                "transaction_id": 4,
+                "refunded": False,
+            }
+        ],
     }
     try:
         with engine.begin() as conn:
@@ -172,7 +192,9 @@ def test_a_database_of_the_release_before_tasks_migrates_with_its_money(
         joined = market.put("/v1/rounds/2/decision", json={"strategy": "join"}, headers=auth[0])
         assert joined.status_code == 200, joined.text
         bought = market.post(
-            "/v1/purchases", json={"round_id": 2}, headers={**auth[2], "Idempotency-Key": "upgrade-1"}
+            "/v1/purchases",
+            json={"round_id": 2},
+            headers={**auth[2], "Idempotency-Key": "upgrade-1"},
         )
         assert bought.status_code == 201, bought.text
         after = market.get("/v1/ledger/check", headers=OPERATOR).json()

@@ -5,6 +5,7 @@ every problem listed by field and nothing stored. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from fastapi.testclient import TestClient
@@ -19,7 +20,7 @@ def _content(name: str = "digits", **changes: object) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _create(market: TestClient, content: str, headers: dict[str, str] = OPERATOR):  # noqa: ANN202
+def _create(market: TestClient, content: str, headers: dict[str, str] = OPERATOR) -> Any:
     return market.post("/v1/tasks", json={"content": content}, headers=headers)
 
 

@@ -37,6 +37,7 @@ from mots.platform.api.sales import (
     ON_SALE_EXAMPLE,
     OnSale,
 )
+from mots.platform.api.tasks import DEFAULT_TASK, TaskName
 from mots.platform.money import Money as Money
 from mots.platform.money import QuotedMoney
 from mots.platform.timestamps import Timestamp
@@ -86,6 +87,11 @@ class ClientRegistration(Schema):
     cost: BoundedMoney | None = Field(
         None, description="C_i, participation cost (the code's if omitted)"
     )
+    task: TaskName | None = Field(
+        None,
+        description="the task it takes part in: the code's if omitted (fashion-mnist without "
+        "a code); a claim that differs from the code's is refused (409)",
+    )
 
 
 class ClientStatus(enum.StrEnum):
@@ -118,6 +124,7 @@ class RegisteredClient(Schema):
     data_size: int
     cost: Money
     status: ClientStatus = ClientStatus.ACTIVE
+    task: str = Field(DEFAULT_TASK, description="the task it takes part in (issue 36)")
     token: str = Field(..., description="bearer credential; keep it, it is not shown again")
     token_expires_at: Timestamp | None = Field(
         None,
@@ -192,6 +199,7 @@ class ClientOut(Schema):
     data_size: int
     cost: Money
     status: ClientStatus = ClientStatus.ACTIVE
+    task: str = Field(DEFAULT_TASK, description="the task it takes part in (issue 36)")
     node_key_sha256: str | None = Field(
         None, description="SHA-256 of the client's registered SuperNode public key (None: none)"
     )
@@ -238,6 +246,7 @@ class EnrolmentIn(Schema):
     ttl_s: int = Field(
         7 * 86_400, ge=60, le=MAX_ENROLMENT_TTL_S, description="seconds until the code expires"
     )
+    task: TaskName = Field(DEFAULT_TASK, description="the task the code enrols devices into")
 
 
 class EnrolmentOut(Schema):
@@ -252,6 +261,7 @@ class EnrolmentOut(Schema):
     uses_left: int
     expires_at: Timestamp = Field(..., description="after this the code is refused (RFC 3339)")
     revoked: bool
+    task: str = Field(DEFAULT_TASK, description="the task the code enrols devices into")
 
 
 class EnrolmentIssued(EnrolmentOut):
