@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from mots.client.errors import MarketError, ModelIntegrityError, problem_detail, problem_ids
 from mots.client.model_file import load_model, write_sidecar
@@ -57,6 +57,7 @@ from mots.platform.api.market import (
     TokenOut,
     TransactionOut,
 )
+from mots.platform.api.tasks import TaskIn, TaskOut
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_RETRIES = 3
@@ -71,6 +72,8 @@ _TransactionPage = Page[TransactionOut]
 _AccountPage = Page[AccountOut]
 _EntryPage = Page[EntryOut]
 _EnrolmentPage = Page[EnrolmentOut]
+_TaskPage = Page[TaskOut]
+_TASK_LIST = TypeAdapter(list[TaskOut])
 
 
 @dataclass(frozen=True)
@@ -552,6 +555,35 @@ class MarketClient:
     def ledger_check(self) -> LedgerCheck:
         """``GET /v1/ledger/check`` (operator): the ledger's invariants."""
         return self._call(LedgerCheck, "GET", "/v1/ledger/check")
+
+    def create_task(self, content: str) -> TaskOut:
+        """``POST /v1/tasks`` (operator): store a task (or a new version) from a task file's text,
+        its scenario inline (:func:`mots.tasks.task_file.inline_task_text` makes a file so); a
+        malformed one raises :class:`MarketError` 422 listing every problem. Not retried."""
+        return self._call(TaskOut, "POST", "/v1/tasks", body=TaskIn(content=content), retry=False)
+
+    def tasks(self, page_size: int = 500) -> list[TaskOut]:
+        """``GET /v1/tasks``: every stored task at its latest version, every page."""
+        return self._all(_TaskPage, "/v1/tasks", page_size)
+
+    def task(self, name: str, version: int | None = None) -> TaskOut:
+        """``GET /v1/tasks/{name}``: the task's latest version (or ``version``)."""
+        params = {} if version is None else {"version": version}
+        return self._call(TaskOut, "GET", f"/v1/tasks/{name}", params=params)
+
+    def task_versions(self, name: str) -> list[TaskOut]:
+        """``GET /v1/tasks/{name}/versions``: every stored version, oldest first."""
+        path = f"/v1/tasks/{name}/versions"
+        r = self._send("GET", path)
+        assert r is not None
+        try:
+            return _TASK_LIST.validate_json(r.content)
+        except ValidationError as exc:
+            raise MarketError(r.status_code, f"unexpected answer: {exc}", "GET", path) from exc
+
+    def retire_task(self, name: str) -> TaskOut:
+        """``DELETE /v1/tasks/{name}`` (operator): no new enrolment codes or rounds name it."""
+        return self._call(TaskOut, "DELETE", f"/v1/tasks/{name}")
 
 
 def _parse(model: type[M], response: httpx.Response, method: str, path: str) -> M:
