@@ -17,7 +17,6 @@ from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.api.base import Strategy
 from mots.platform.api.market import ClientRegistration, DepositIn, EnrolmentIn, QuoteOut
-from mots.platform.api.tasks import DEFAULT_TASK
 
 
 @click.group("market")
@@ -73,18 +72,9 @@ def show_config(session: Session) -> None:
 @click.option(
     "--ttl", "ttl_s", type=click.IntRange(60), default=7 * 86_400, show_default=True, help="seconds"
 )
-@click.option(
-    "--task", default=DEFAULT_TASK, show_default=True, help="the task it enrols devices into"
-)
 @connection
 def enrol(
-    session: Session,
-    type_name: str,
-    data_size: int,
-    cost: Decimal,
-    uses: int,
-    ttl_s: int,
-    task: str,
+    session: Session, type_name: str, data_size: int, cost: Decimal, uses: int, ttl_s: int
 ) -> None:
     """(operator) Issue an enrolment code for an attested type; devices redeem it with
     `mots market register --code CODE` (the code is shown once).
@@ -93,15 +83,13 @@ def enrol(
     Example:
       mots market enrol --type small --data-size 50 --cost 0.5 --uses 10
     """
-    body = EnrolmentIn(
-        type_name=type_name, data_size=data_size, cost=cost, uses=uses, ttl_s=ttl_s, task=task
-    )
+    body = EnrolmentIn(type_name=type_name, data_size=data_size, cost=cost, uses=uses, ttl_s=ttl_s)
     with session.market(operator=True) as m:
         out = m.enrol(body)
     expires = out.expires_at
     session.emit(
         out,
-        f"enrolment {out.id}: task {out.task}, type {out.type_name} (D {out.data_size}, C {money(out.cost)}), "
+        f"enrolment {out.id}: type {out.type_name} (D {out.data_size}, C {money(out.cost)}), "
         f"{out.uses_left} {'use' if out.uses_left == 1 else 'uses'}, expires {expires:%Y-%m-%d %H:%M} UTC\ncode {out.code}",
     )
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mots.client.errors import MarketError, ModelIntegrityError, problem_detail, problem_ids
 from mots.client.model_file import load_model, write_sidecar
@@ -57,7 +57,7 @@ from mots.platform.api.market import (
     TokenOut,
     TransactionOut,
 )
-from mots.platform.api.tasks import TaskIn, TaskOut
+from mots.platform.api.tasks import TaskIn, TaskOut, TaskVersions
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_RETRIES = 3
@@ -73,7 +73,6 @@ _AccountPage = Page[AccountOut]
 _EntryPage = Page[EntryOut]
 _EnrolmentPage = Page[EnrolmentOut]
 _TaskPage = Page[TaskOut]
-_TASK_LIST = TypeAdapter(list[TaskOut])
 
 
 @dataclass(frozen=True)
@@ -573,13 +572,7 @@ class MarketClient:
 
     def task_versions(self, name: str) -> list[TaskOut]:
         """``GET /v1/tasks/{name}/versions``: every stored version, oldest first."""
-        path = f"/v1/tasks/{name}/versions"
-        r = self._send("GET", path)
-        assert r is not None
-        try:
-            return _TASK_LIST.validate_json(r.content)
-        except ValidationError as exc:
-            raise MarketError(r.status_code, f"unexpected answer: {exc}", "GET", path) from exc
+        return self._call(TaskVersions, "GET", f"/v1/tasks/{name}/versions").versions
 
     def retire_task(self, name: str) -> TaskOut:
         """``DELETE /v1/tasks/{name}`` (operator): no new enrolment codes or rounds name it."""

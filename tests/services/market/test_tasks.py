@@ -56,7 +56,7 @@ def test_the_operator_creates_versions_lists_shows_and_retires_tasks(
     assert market.get("/v1/tasks/digits", headers=client["auth"]).json()["description"] == "v2"
     v1 = market.get("/v1/tasks/digits?version=1", headers=client["auth"]).json()
     assert v1["version"] == 1 and v1["description"].startswith("Recognise")
-    versions = market.get("/v1/tasks/digits/versions", headers=OPERATOR).json()
+    versions = market.get("/v1/tasks/digits/versions", headers=OPERATOR).json()["versions"]
     assert [v["version"] for v in versions] == [1, 2]
     missing = market.get("/v1/tasks/cifar", headers=OPERATOR)
     assert missing.status_code == 404 and missing.json()["detail"].startswith("name: ")
@@ -65,7 +65,7 @@ def test_the_operator_creates_versions_lists_shows_and_retires_tasks(
     assert _create(market, _content(version=3), client["auth"]).status_code == 403
     retired = market.delete("/v1/tasks/digits", headers=OPERATOR)
     assert retired.status_code == 200 and retired.json()["status"] == "retired"
-    versions = market.get("/v1/tasks/digits/versions", headers=OPERATOR).json()
+    versions = market.get("/v1/tasks/digits/versions", headers=OPERATOR).json()["versions"]
     assert {v["status"] for v in versions} == {"retired"}
     back = _create(market, _content(version=3))
     assert back.status_code == 201 and back.json()["status"] == "active"

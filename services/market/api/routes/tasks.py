@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from mots.platform.api.base import MAX_ID
-from mots.platform.api.tasks import TASK_NAME_PATTERN, TaskIn, TaskOut
+from mots.platform.api.tasks import TASK_NAME_PATTERN, TaskIn, TaskOut, TaskVersions
 from mots.platform.db import in_transaction
 from mots.platform.deps import PrincipalDep
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
@@ -89,13 +89,13 @@ def show_task(
         return tasks.out(tasks.show(session, name, version))
 
 
-@router.get("/v1/tasks/{name}/versions", response_model=list[TaskOut], responses=problems(404))
-def task_versions(name: TaskNamePath, _: PrincipalDep, factory: SessionFactoryDep) -> list[TaskOut]:
+@router.get("/v1/tasks/{name}/versions", response_model=TaskVersions, responses=problems(404))
+def task_versions(name: TaskNamePath, _: PrincipalDep, factory: SessionFactoryDep) -> TaskVersions:
     """Every stored version of a task, oldest first."""
     with factory() as session:
         tasks.show(session, name)  # 404 if none
         rows = session.scalars(select(Task).where(Task.name == name).order_by(Task.version))
-        return [tasks.out(r) for r in rows]
+        return TaskVersions(versions=[tasks.out(r) for r in rows])
 
 
 @router.delete("/v1/tasks/{name}", response_model=TaskOut, responses=problems(404))

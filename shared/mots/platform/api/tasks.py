@@ -90,3 +90,9 @@ class TaskOut(Schema):
     created_at: datetime
     spec: dict[str, Any] = Field(..., description="the task as validated (every default filled)")
     content: str = Field(..., description="the task file's text as the operator sent it")
+
+
+class TaskVersions(Schema):
+    """Every stored version of one task, oldest first."""
+
+    versions: list[TaskOut]
