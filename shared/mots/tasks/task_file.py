@@ -376,13 +376,28 @@ def load_task(name_or_path: str | Path) -> MarketTask:
     )
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases: ``*name`` would let a few bytes expand to a tree too big to check
+    (a "billion laughs" file); a task file has no use for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not accepted in a task file", mark
+            )
+        return super().compose_node(parent, index)
+
+
 def parse_task_text(text: str, source: str = "task") -> MarketTask:
     """A task file's content (YAML, of which JSON is a part) validated as the market stores it:
-    the scenario inline (:func:`inline_task_text` makes a file so)."""
+    the scenario inline (:func:`inline_task_text` makes a file so), no YAML aliases."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: no Python objects
     except yaml.YAMLError as err:
         raise TaskFileError(source, [f"  (file): not valid YAML/JSON: {err}"]) from err
+    except RecursionError as err:
+        raise TaskFileError(source, ["  (file): nested too deeply"]) from err
     return parse_task(data, source, inline_only=True)
 
 

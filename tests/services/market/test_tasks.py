@@ -101,6 +101,11 @@ def test_a_malformed_task_file_is_refused_with_every_problem_and_nothing_stored(
     assert not_yaml.status_code == 422
     assert [e["field"] for e in not_yaml.json()["errors"]] == ["body.content"]
     assert _create(market, "").status_code == 422
+    laughs = "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"  # aliases: refused, not expanded
+    refused = _create(market, laughs)
+    assert refused.status_code == 422 and "aliases" in refused.json()["detail"], refused.text
+    deep = _create(market, "[" * 100_000)
+    assert deep.status_code == 422 and deep.json()["errors"][0]["field"] == "body.content"
     assert market.get("/v1/tasks", headers=OPERATOR).json()["items"] == []
 
 
