@@ -28,7 +28,7 @@ def _now() -> datetime:
 
 
 DEFAULT_TASK = "fashion-mnist"
-"""The task of rows that name none: everything stored before tasks (migration 0010) and every
+"""The task of rows that name none: everything stored before tasks (migration 0011) and every
 call that names no task (:data:`mots.platform.api.tasks.DEFAULT_TASK`)."""
 
 

@@ -1,5 +1,5 @@
 """Upgrades keep the money (issue 36, deliverable 7): a market database written by the release
-before tasks (migrations up to 0009, main's head before 0010) migrates to tasks as task
+before tasks (migrations up to 0010, main's head before 0011) migrates to tasks as task
 ``fashion-mnist``, and every balance, transaction, round and published model stays readable with
 ``ledger-check`` exact; the migrated market keeps taking decisions and purchases. SQLite and
 PostgreSQL."""
@@ -48,7 +48,7 @@ TRANSACTIONS = [  # id, kind, round, client, [(account, micros)]
 def _write_previous_release(database_url: str, settings: Settings, artifact: Path) -> list[str]:
     """The database as the release before tasks leaves it after one published round (client 1
     trained, client 2 bought) and a second round collecting; returns the clients' tokens."""
-    upgrade(database_url, "0009")
+    upgrade(database_url, "0010")
     engine = make_engine(database_url, pool_size=1)
     tokens = [issue_token(cid, settings)[0] for cid in (1, 2, 3)]
     rows: dict[str, list[dict[str, Any]]] = {
@@ -151,7 +151,7 @@ def _tasks_of(database_url: str) -> dict[str, set[str | None]]:
 def test_a_database_of_the_release_before_tasks_migrates_with_its_money(
     database_url: str, redis_url: str, tmp_path: Path
 ) -> None:
-    """0009 → head: each wallet's balance and entries, every transaction, both rounds' quotes
+    """0010 → head: each wallet's balance and entries, every transaction, both rounds' quotes
     and the published model read as before, all task fashion-mnist (wallets of no task); the
     ledger check is exact; the collecting round then takes a join and a purchase."""
     artifact = tmp_path / "round-1.pt"

@@ -17,7 +17,7 @@ from pydantic import Field
 from mots.platform.api.base import Schema, example
 
 DEFAULT_TASK = "fashion-mnist"
-"""The task of every call that names none, and of everything stored before tasks (migration 0010)."""
+"""The task of every call that names none, and of everything stored before tasks (migration 0011)."""
 
 TASK_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 TaskName = Annotated[

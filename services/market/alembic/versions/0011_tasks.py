@@ -8,8 +8,8 @@ writes it into every existing row). Wallets and the platform's accounts belong t
 stays one ledger. Downgrade drops the table and the columns (rows of other tasks then read as
 the one task there was).
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-29 09:40:00
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
