@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session
 from mots.economics.capture import capture
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.rounds import SettleResult
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import (
     DeclarationProgress,
     OpenRoundPayload,
@@ -54,15 +55,8 @@ from mots.platform.money import MAX_BALANCE_MICROS, from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
 from services.market import join_fees, ledger, tasks
 from services.market.decisions import declared
-from services.market.errors import OutOfRange, Refusal
-from services.market.models import (
-    DEFAULT_TASK,
-    Client,
-    Decision,
-    MarketRound,
-    Purchase,
-    RoundMember,
-)
+from services.market.errors import OutOfRange
+from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
 
 _CLIENT_ID = Client.metadata.tables[Client.__tablename__].c.id
 _DECISION_CLIENT = Decision.metadata.tables[Decision.__tablename__].c.client_id
@@ -189,19 +183,15 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     rnd = session.get(MarketRound, quote.round_id)
     if rnd is not None:
         return rnd
-    try:
-        tasks.check_open(session, quote.task)
-    except Refusal as refused:
-        raise RoundError(refused.detail) from refused
+    if why := tasks.refusal(session, quote.task):
+        raise RoundError(why)
     still_open = session.scalar(
         select(func.count())
         .select_from(MarketRound)
         .where(MarketRound.state == RoundState.COLLECTING, MarketRound.task == quote.task)
     )
     if still_open:
-        raise RoundError(
-            f"round_id: another round of task {quote.task!r} is still collecting decisions"
-        )
+        raise RoundError(f"round_id: another round of task {quote.task!r} is still collecting")
     rnd = MarketRound(
         task=quote.task,
         id=quote.round_id,

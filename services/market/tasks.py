@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from mots.platform.api.tasks import TaskOut, TaskStatus
 from mots.tasks.task_file import MarketTask, parse_task_text
-from services.market.errors import Conflict, NotFound
+from services.market.errors import Conflict, NotFound, Refusal
 from services.market.models import DEFAULT_TASK, Task
 
 
@@ -87,6 +87,15 @@ def retire(session: Session, name: str) -> Task:
     session.flush()
     session.refresh(row)
     return row
+
+
+def refusal(session: Session, name: str) -> str | None:
+    """Why a round may not open for task ``name`` (:func:`check_open`'s detail), or None."""
+    try:
+        check_open(session, name)
+    except Refusal as refused:
+        return refused.detail
+    return None
 
 
 def check_open(session: Session, name: str, field: str = "task") -> None:
