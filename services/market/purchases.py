@@ -161,13 +161,8 @@ def batch_reads(dialect: str) -> BatchReads:
         # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and
         # they for it), so no purchase lands in a round after it closed. (SQLite: BEGIN
         # IMMEDIATE serialises.)
-        rounds=select(
-            _ROUNDS.c.id,
-            _ROUNDS.c.state,
-            _ROUNDS.c.price_micros,
-            _ROUNDS.c.artifact_path,
-            _ROUNDS.c.task,
-        )
+        rounds=select(*(_ROUNDS.c[n] for n in ("id", "state", "price_micros", "artifact_path")))
+        .add_columns(_ROUNDS.c.task)
         .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
         .with_for_update(read=True),
         # The buyers' wallets, locked in ascending id order so that two batches never deadlock
@@ -575,16 +570,9 @@ def book_purchases(
     bought, trained = split_bought(conn.execute(q.bought, params))
     members = {(r[0], r[1]) for r in conn.execute(q.members, params)}
     view = BatchView(
-        client_of,
-        rounds,
-        wallets,
-        stored,
-        bought,
-        members,
-        trained,
-        gone_models(round_rows),
-        {r[0]: r[4] for r in round_rows},
+        client_of, rounds, wallets, stored, bought, members, trained, gone_models(round_rows)
     )
+    view.tasks = {r[0]: r[4] for r in round_rows}
     verdict = decide(requests, view)
     buys = verdict.buys()
     if buys:

@@ -6,11 +6,7 @@ import enum
 from decimal import Decimal
 from typing import Any
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, model_validator
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
@@ -37,7 +33,7 @@ from mots.platform.api.sales import (
     ON_SALE_EXAMPLE,
     OnSale,
 )
-from mots.platform.api.tasks import DEFAULT_TASK, TaskName
+from mots.platform.api.tasks import DEFAULT_TASK, OfTask, TaskName
 from mots.platform.money import Money as Money
 from mots.platform.money import QuotedMoney
 from mots.platform.timestamps import Timestamp
@@ -87,11 +83,7 @@ class ClientRegistration(Schema):
     cost: BoundedMoney | None = Field(
         None, description="C_i, participation cost (the code's if omitted)"
     )
-    task: TaskName | None = Field(
-        None,
-        description="the task it takes part in: the code's if omitted (fashion-mnist without "
-        "a code); a claim that differs from the code's is refused (409)",
-    )
+    task: TaskName | None = Field(None, description="its task (the code's, else fashion-mnist)")
 
 
 class ClientStatus(enum.StrEnum):
@@ -104,7 +96,7 @@ class ClientStatus(enum.StrEnum):
     """Left by itself (``DELETE /v1/me``): out of later rounds; reads its wallet and models."""
 
 
-class RegisteredClient(Schema):
+class RegisteredClient(OfTask):
     """A registered client; ``token`` is shown once and stored only as a hash."""
 
     model_config = example(
@@ -124,7 +116,6 @@ class RegisteredClient(Schema):
     data_size: int
     cost: Money
     status: ClientStatus = ClientStatus.ACTIVE
-    task: str = Field(DEFAULT_TASK, description="the task it takes part in (issue 36)")
     token: str = Field(..., description="bearer credential; keep it, it is not shown again")
     token_expires_at: Timestamp | None = Field(
         None,
@@ -179,7 +170,7 @@ class BulkRegistered(Schema):
     clients: list[RegisteredClient]
 
 
-class ClientOut(Schema):
+class ClientOut(OfTask):
     """A registered client as the market shows it."""
 
     model_config = example(
@@ -199,7 +190,6 @@ class ClientOut(Schema):
     data_size: int
     cost: Money
     status: ClientStatus = ClientStatus.ACTIVE
-    task: str = Field(DEFAULT_TASK, description="the task it takes part in (issue 36)")
     node_key_sha256: str | None = Field(
         None, description="SHA-256 of the client's registered SuperNode public key (None: none)"
     )
@@ -249,7 +239,7 @@ class EnrolmentIn(Schema):
     task: TaskName = Field(DEFAULT_TASK, description="the task the code enrols devices into")
 
 
-class EnrolmentOut(Schema):
+class EnrolmentOut(OfTask):
     """An enrolment as the operator lists it (never its code)."""
 
     model_config = example(ENROLMENT_EXAMPLE)
@@ -261,7 +251,6 @@ class EnrolmentOut(Schema):
     uses_left: int
     expires_at: Timestamp = Field(..., description="after this the code is refused (RFC 3339)")
     revoked: bool
-    task: str = Field(DEFAULT_TASK, description="the task the code enrols devices into")
 
 
 class EnrolmentIssued(EnrolmentOut):

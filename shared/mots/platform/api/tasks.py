@@ -46,6 +46,12 @@ evaluation: {public: sklearn-digits}
 """
 
 
+class OfTask(Schema):
+    """A body of something that belongs to one task (a client, an enrolment code)."""
+
+    task: str = Field(DEFAULT_TASK, description="the task it belongs to (issue 36)")
+
+
 class TaskStatus(enum.StrEnum):
     """A stored task's standing: ``retired`` takes no new enrolment codes or rounds."""
 
