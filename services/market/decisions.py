@@ -10,7 +10,7 @@ population.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -26,6 +26,7 @@ from services.market.auth import refusal_reason
 from services.market.errors import Conflict, Forbidden, NotFound, Refusal, Unauthorized
 from services.market.join_fees import hold_join_fees
 from services.market.models import (
+    DEFAULT_TASK,
     Base,
     Client,
     Decision,
@@ -98,12 +99,13 @@ def resolve_declarers(
 
 def not_a_member(client_id: int, round_id: int) -> Forbidden:
     """The refusal of a client outside the round's population (registered or approved after the
-    market snapshotted it for pricing: it was not priced in it)."""
+    market snapshotted it for pricing: it was not priced in it; or a client of another task,
+    issue 36)."""
     return Forbidden(
         "client_id",
         f"client {client_id} is not in round {round_id}'s population (it was registered or "
-        "approved after the round was priced, so it was not priced for it); it takes part "
-        "from the next round",
+        "approved after the round was priced, so it was not priced for it, and takes part "
+        "from the next round; or it takes part in another task than the round trains)",
     )
 
 
@@ -112,7 +114,7 @@ def _queries(dialect: str) -> tuple[Any, Any, Any]:
     """The batch's reads: the rounds (shared locks), the paid purchases of its clients and which
     of them are in the rounds' populations."""
     rounds = (
-        select(_ROUNDS.c.id, _ROUNDS.c.state)
+        select(_ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.task)
         .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
         .with_for_update(read=True)  # close_round's FOR UPDATE waits for the batch, and it for it
     )
@@ -178,7 +180,9 @@ def _book_resolved(
     rounds_q, paid_q, members_q = _queries(conn.dialect.name)
     round_ids = sorted({r.round_id for r in requests})
     client_ids = sorted({r.client_id for r in requests})
-    states = {r[0]: r[1] for r in conn.execute(rounds_q, {"round_ids": round_ids})}
+    found = conn.execute(rounds_q, {"round_ids": round_ids}).all()
+    states = {r[0]: r[1] for r in found}
+    task_of = {r[0]: r[2] for r in found}
     ids = {"round_ids": round_ids, "client_ids": client_ids}
     paid = {(r[0], r[1]) for r in conn.execute(paid_q, ids)}
     members = {(r[0], r[1]) for r in conn.execute(members_q, ids)}
@@ -202,7 +206,8 @@ def _book_resolved(
             last[(r.round_id, r.client_id)] = r.strategy
     if last:
         writes = BatchWrite()
-        queue_decisions(writes, [(*k, last[k]) for k in sorted(last)], shard, datetime.now(UTC))
+        decided = [(*k, last[k]) for k in sorted(last)]
+        queue_decisions(writes, decided, shard, datetime.now(UTC), task_of)
         writes.flush(conn)
     return outcomes
 
@@ -212,10 +217,13 @@ def queue_decisions(
     decisions: Sequence[tuple[int, int, Strategy]],
     shard: int,
     now: datetime,
+    task_of: Mapping[int, str] | None = None,
 ) -> None:
     """Queue (round id, client id, strategy) decisions in ``writes``: each replaces the client's
     decision in the round, and a client's first decision in a round adds one to tally shard
-    ``shard``. Declarations and purchases (a buy decision) both write them so."""
+    ``shard``. Declarations and purchases (a buy decision) both write them so; each row names its
+    round's task (``task_of``, round id → task; ``fashion-mnist`` where not given)."""
+    tasks = task_of or {}
     writes.insert(
         _DECISIONS,
         [
@@ -225,6 +233,7 @@ def queue_decisions(
                 "strategy": strategy.value,
                 "dropped": False,
                 "updated_at": now,
+                "task": tasks.get(round_id, DEFAULT_TASK),
             }
             for round_id, client_id, strategy in decisions
         ],

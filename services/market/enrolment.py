@@ -18,9 +18,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from mots.platform.money import from_micros
+from services.market import tasks
 from services.market.auth import hash_token
 from services.market.errors import BadEnrolmentCode, Conflict
-from services.market.models import Client, Enrolment
+from services.market.models import DEFAULT_TASK, Client, Enrolment
 
 CODE_PREFIX = "enrol_"
 LIVE_CLIENT_STATES = ("active", "pending")
@@ -33,6 +34,8 @@ class TypeFacts:
     type_name: str
     data_size: int
     cost_micros: int
+    task: str = DEFAULT_TASK
+    """The task the type belongs to: each task has its own types (issue 36)."""
 
 
 def new_code() -> str:
@@ -40,11 +43,17 @@ def new_code() -> str:
     return CODE_PREFIX + secrets.token_urlsafe(32)
 
 
-def _known_facts(session: Session, type_name: str, now: int) -> TypeFacts | None:
-    """The type's (D_i, C_i) as a live client or live enrolment of it declares it, if any."""
+def _known_facts(
+    session: Session, type_name: str, now: int, task: str = DEFAULT_TASK
+) -> TypeFacts | None:
+    """The type's (D_i, C_i) in ``task`` as a live client or live enrolment of it declares it."""
     row = session.execute(
         select(Client.data_size, Client.cost_micros)
-        .where(Client.type_name == type_name, Client.status.in_(LIVE_CLIENT_STATES))
+        .where(
+            Client.type_name == type_name,
+            Client.status.in_(LIVE_CLIENT_STATES),
+            Client.task == task,
+        )
         .limit(1)
     ).first()
     if row is None:
@@ -52,12 +61,13 @@ def _known_facts(session: Session, type_name: str, now: int) -> TypeFacts | None
             select(Enrolment.data_size, Enrolment.cost_micros)
             .where(
                 Enrolment.type_name == type_name,
+                Enrolment.task == task,
                 Enrolment.revoked.is_(False),
                 Enrolment.expires_at > now,
             )
             .limit(1)
         ).first()
-    return None if row is None else TypeFacts(type_name, row[0], row[1])
+    return None if row is None else TypeFacts(type_name, row[0], row[1], task)
 
 
 def _type_count(session: Session, now: int) -> int:
@@ -80,7 +90,7 @@ def _type_count(session: Session, now: int) -> int:
 def check_type(session: Session, facts: TypeFacts, max_types: int, now: int) -> bool:
     """Refuse a type whose (D_i, C_i) differs from its live declaration, or one type too many;
     whether the type was already live (only a new type counts the market's types)."""
-    known = _known_facts(session, facts.type_name, now)
+    known = _known_facts(session, facts.type_name, now, facts.task)
     if known is None:
         if _type_count(session, now) >= max_types:
             raise Conflict(
@@ -103,6 +113,7 @@ def issue(
 ) -> tuple[Enrolment, str]:
     """A new enrolment for ``facts`` and its code (shown once)."""
     now = int(time.time())
+    tasks.check_open(session, facts.task)
     check_type(session, facts, max_types, now)
     code = new_code()
     row = Enrolment(
@@ -113,6 +124,7 @@ def issue(
         uses_left=uses,
         expires_at=now + ttl_s,
         revoked=False,
+        task=facts.task,
     )
     session.add(row)
     session.flush()

@@ -23,7 +23,14 @@ from mots.platform.api.market import LedgerCheck
 from mots.platform.db import BatchWrite, insert_rows, one_of, reserve_ids
 from mots.platform.money import MAX_BALANCE_MICROS, from_micros
 from services.market.errors import OutOfRange
-from services.market.models import Account, Base, Entry, LedgerTransaction
+from services.market.models import (
+    DEFAULT_TASK,
+    Account,
+    Base,
+    Entry,
+    LedgerTransaction,
+    MarketRound,
+)
 
 T = TypeVar("T")
 EXTERNAL = "external:deposits"
@@ -68,6 +75,16 @@ def _category(name: str) -> str:
     return name.replace(":", "_")
 
 
+def _task_of(session: Session, name: str) -> str | None:
+    """A round pool's task (its round's; ``fashion-mnist`` for a round not open here), else None:
+    wallets and the platform's accounts belong to no task (one ledger, issue 36)."""
+    if not name.startswith("round:"):
+        return None
+    round_id = int(name.split(":")[1])
+    found = session.scalar(select(MarketRound.task).where(MarketRound.id == round_id))
+    return found or DEFAULT_TASK
+
+
 def ensure_account(session: Session, name: str, client_id: int | None = None) -> int:
     """The id of account ``name``, created if missing (safe under concurrent creators)."""
     found = session.scalar(select(Account.id).where(Account.name == name))
@@ -78,6 +95,7 @@ def ensure_account(session: Session, name: str, client_id: int | None = None) ->
         "category": _category(name),
         "client_id": client_id,
         "balance_micros": 0,
+        "task": _task_of(session, name),
     }
     dialect = session.get_bind().dialect.name
     ins = pg_insert(Account) if dialect == "postgresql" else sqlite_insert(Account)

@@ -42,6 +42,7 @@ from services.market.api.routes import (
     platform,
     purchases,
     quotes,
+    tasks,
     tokens,
 )
 from services.market.auth import client_lookup, issue_token, republish_dead
@@ -73,6 +74,7 @@ ROUTERS = (
     ledger,
     operator_ledger,
     models,
+    tasks,
     platform,
 )
 """The market's route modules, the busiest first: routes match in order (matching was 11% of a

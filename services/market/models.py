@@ -27,6 +27,16 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+DEFAULT_TASK = "fashion-mnist"
+"""The task of rows that name none: everything stored before tasks (migration 0011) and every
+call that names no task (:data:`mots.platform.api.tasks.DEFAULT_TASK`)."""
+
+
+def _task_column() -> Mapped[str]:
+    """The task a row belongs to (issue 36), ``fashion-mnist`` unless written otherwise."""
+    return mapped_column(String(64), default=DEFAULT_TASK, server_default=DEFAULT_TASK)
+
+
 class Base(DeclarativeBase):
     """Declarative base of the market's tables."""
 
@@ -50,6 +60,9 @@ class Client(Base):
     ``DELETE /v1/me``: not priced, reads its wallet and models)."""
     enrolment_id: Mapped[int | None] = mapped_column(ForeignKey("enrolments.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    task: Mapped[str] = _task_column()
+    """The task it takes part in (its enrolment code's): it declares, joins and downloads there
+    only; its wallet pays for any task (one ledger)."""
 
 
 class Enrolment(Base):
@@ -70,6 +83,25 @@ class Enrolment(Base):
     expires_at: Mapped[int] = mapped_column(BigInteger)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    task: Mapped[str] = _task_column()
+    """The task the code enrols devices into."""
+
+
+class Task(Base):
+    """One version of a task the market trains and sells (issue 36): the task file's text as the
+    operator sent it and its validated form (:mod:`mots.tasks.task_file`)."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
+    """``active`` or ``retired`` (the task's every version: no new enrolment codes or rounds)."""
+    content: Mapped[str] = mapped_column(Text)
+    spec_json: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
 class Account(Base):
@@ -82,6 +114,9 @@ class Account(Base):
     category: Mapped[str] = mapped_column(String(32), index=True)
     client_id: Mapped[int | None] = mapped_column(ForeignKey("clients.id"), nullable=True)
     balance_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    task: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """A round pool's task (its round's); None for the accounts of no task: wallets, the
+    platform's (one ledger across tasks)."""
 
 
 class LedgerTransaction(Base):
@@ -125,6 +160,8 @@ class MarketRound(Base):
     opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     population: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Clients registered when the round opened: it is fully declared once its tallies reach it."""
+    task: Mapped[str] = _task_column()
+    """The task it trains: its quote, members, declarations, purchases and model are that task's."""
 
 
 class RoundMember(Base):
@@ -168,6 +205,8 @@ class Decision(Base):
     strategy: Mapped[str] = mapped_column(String(16))
     dropped: Mapped[bool] = mapped_column(Boolean, default=False)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    task: Mapped[str] = _task_column()
+    """Its round's task."""
 
 
 class Purchase(Base):
@@ -184,6 +223,8 @@ class Purchase(Base):
         ForeignKey("ledger_transactions.id"), nullable=True
     )
     refunded: Mapped[bool] = mapped_column(Boolean, default=False)
+    task: Mapped[str] = _task_column()
+    """Its round's task."""
 
 
 class IdempotencyKey(Base):

@@ -35,6 +35,7 @@ from services.market import idempotency, ledger
 from services.market.decisions import not_a_member, queue_decisions
 from services.market.errors import Conflict, NotFound, PaymentRequired, Refusal, Unauthorized
 from services.market.models import (
+    DEFAULT_TASK,
     Account,
     Base,
     Client,
@@ -160,9 +161,8 @@ def batch_reads(dialect: str) -> BatchReads:
         # FOR SHARE: purchases run side by side, but close_round's FOR UPDATE waits for them (and
         # they for it), so no purchase lands in a round after it closed. (SQLite: BEGIN
         # IMMEDIATE serialises.)
-        rounds=select(
-            _ROUNDS.c.id, _ROUNDS.c.state, _ROUNDS.c.price_micros, _ROUNDS.c.artifact_path
-        )
+        rounds=select(*(_ROUNDS.c[n] for n in ("id", "state", "price_micros", "artifact_path")))
+        .add_columns(_ROUNDS.c.task)
         .where(one_of(_ROUNDS.c.id, "round_ids", dialect))
         .with_for_update(read=True),
         # The buyers' wallets, locked in ascending id order so that two batches never deadlock
@@ -218,6 +218,7 @@ class BatchView:
     members: set[tuple[int, int]] | None = None  # (round id, client id) in its population
     trained: set[tuple[int, int]] = field(default_factory=set)  # (round id, client id) joined
     gone: set[int] = field(default_factory=set)  # published rounds whose model file is gone
+    tasks: dict[int, str] = field(default_factory=dict)  # round id → its task
 
 
 def gone_models(rows: Any) -> set[int]:
@@ -437,6 +438,7 @@ def queue_bookings(
                 "price_micros": price[r.round_id],
                 "transaction_id": txn_of.get((r.round_id, r.client_id)),
                 "refunded": False,
+                "task": view.tasks.get(r.round_id, DEFAULT_TASK),
             }
             for pid, r in zip(purchase_ids, buys, strict=False)
         ],
@@ -448,6 +450,7 @@ def queue_bookings(
         [(r.round_id, r.client_id, Strategy.BUY) for r in buys if not is_late(view, r.round_id)],
         shard,
         now,
+        view.tasks,
     )
     results = [
         purchase_body(
@@ -569,6 +572,7 @@ def book_purchases(
     view = BatchView(
         client_of, rounds, wallets, stored, bought, members, trained, gone_models(round_rows)
     )
+    view.tasks = {r[0]: r[4] for r in round_rows}
     verdict = decide(requests, view)
     buys = verdict.buys()
     if buys:

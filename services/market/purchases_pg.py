@@ -248,6 +248,7 @@ class PgPurchaseBook:
                 members={(r[0], r[1]) for r in members},
                 trained=trained,
                 gone=gone_models(rounds),
+                tasks={r[0]: r[4] for r in rounds},
             )
             found: dict[str, int] = dict(accounts[0]) if accounts else {}
             if any(c not in view.wallets for c in (*client_of.values(), *known_ids)):

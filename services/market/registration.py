@@ -23,7 +23,15 @@ from services.market import ledger
 from services.market.auth import hash_token
 from services.market.enrolment import TypeFacts
 from services.market.errors import BadEnrolmentCode, CodeUsedUp, Conflict, Refusal
-from services.market.models import Account, Base, Client, Enrolment, Entry, LedgerTransaction
+from services.market.models import (
+    DEFAULT_TASK,
+    Account,
+    Base,
+    Client,
+    Enrolment,
+    Entry,
+    LedgerTransaction,
+)
 
 _CLIENTS = Base.metadata.tables[Client.__tablename__]
 _ACCOUNTS = Base.metadata.tables[Account.__tablename__]
@@ -45,6 +53,7 @@ class NewClient:
     data_size: int
     cost_micros: int
     enrolment_id: int | None = None
+    task: str = DEFAULT_TASK
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,7 @@ class Enrolled:
     type_name: str | None = None
     data_size: int | None = None
     cost_micros: int | None = None
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +83,18 @@ def check_types(session: Session, clients: Sequence[NewClient], max_types: int) 
     """Every type's (D_i, C_i) the same within ``clients`` (else :class:`TypeMismatch`) and as
     its live clients' and enrolments' (else a 409 :class:`Conflict`, as a single registration
     is refused), and no more than ``max_types`` types in the market."""
-    declared: dict[str, tuple[int, int]] = {}
+    declared: dict[tuple[str, str], tuple[int, int]] = {}  # (task, type) → (D_i, C_i)
     for c in clients:
-        seen = declared.setdefault(c.type_name, (c.data_size, c.cost_micros))
+        seen = declared.setdefault((c.task, c.type_name), (c.data_size, c.cost_micros))
         if seen != (c.data_size, c.cost_micros):
             raise TypeMismatch(
                 "type_name", f"type {c.type_name!r} is declared twice with different sizes or costs"
             )
     now = int(time.time())
-    new = [  # a lookup per type, not per client
+    new = [  # a lookup per type, not per client; each task has its own types (issue 36)
         name
-        for name, (size, cost) in declared.items()
-        if not enrolments.check_type(session, TypeFacts(name, size, cost), max_types, now)
+        for (task, name), (size, cost) in declared.items()
+        if not enrolments.check_type(session, TypeFacts(name, size, cost, task), max_types, now)
     ]
     if len(new) < 2:  # none new, or one that check_type counted: no scan of the clients
         return
@@ -174,6 +184,7 @@ def register_clients(
                 "token_hash": hash_token(t),
                 "enrolment_id": c.enrolment_id,
                 "created_at": now,
+                "task": c.task,
             }
             for i, c, t in zip(client_ids, clients, tokens, strict=True)
         ],
@@ -240,13 +251,15 @@ def register_enrolled(
                 )
             )
             continue
-        facts = TypeFacts(e.type_name, e.data_size, e.cost_micros)
+        facts = TypeFacts(e.type_name, e.data_size, e.cost_micros, e.task)
         refusal = enrolments.claim_conflict(facts, r.type_name, r.data_size, r.cost_micros)
+        if refusal is None and r.task is not None and r.task != e.task:
+            refusal = Conflict("task", f"the enrolment code enrols into task {e.task!r}")
         if refusal is not None:
             outcomes.append(refusal)
             continue
         left[digest] -= 1
-        outcomes.append(NewClient(r.name, e.type_name, e.data_size, e.cost_micros, e.id))
+        outcomes.append(NewClient(r.name, e.type_name, e.data_size, e.cost_micros, e.id, e.task))
     new = [o for o in outcomes if isinstance(o, NewClient)]
     done = iter(register_clients(session, new, 0, max_types, token_for))
     taken = {rows[d].id: left[d] - rows[d].uses_left for d in left if left[d] != rows[d].uses_left}

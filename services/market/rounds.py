@@ -37,12 +37,13 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, func, insert, literal, select, update
+from sqlalchemy import delete, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
 from mots.economics.capture import capture
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.rounds import SettleResult
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import (
     DeclarationProgress,
     OpenRoundPayload,
@@ -54,7 +55,11 @@ from mots.platform.contracts import (
 from mots.platform.db import one_of
 from mots.platform.money import MAX_BALANCE_MICROS, from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
+<<<<<<< HEAD
 from services.market import bonds, join_fees, ledger
+=======
+from services.market import join_fees, ledger, tasks
+>>>>>>> h36m
 from services.market.decisions import declared
 from services.market.errors import OutOfRange
 from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
@@ -122,16 +127,19 @@ def captured_terms(
     return CapturedTerms(rewards, int(c.price), budget, c.rule())
 
 
-def population(session: Session, round_id: int) -> Population:
+def population(session: Session, round_id: int, task: str = DEFAULT_TASK) -> Population:
     """The round's population for pricing, grouped by type in non-decreasing data size: its
     snapshot as the round's members (:class:`RoundMember`), written here on the first call from
     the active (attested or approved) clients (pending and revoked ones are never priced) and
     read back on any later call, so the counts priced and the clients admitted at the open are
-    one set (issue 25: the market owns membership). Set-based: one insert from a select."""
+    one set (issue 25: the market owns membership). Only clients of the round's ``task`` are
+    members (issue 36). Set-based: one insert from a select."""
     _drop_stale_snapshots(session, round_id)
     snapped = select(RoundMember.client_id).where(RoundMember.round_id == round_id).limit(1)
     if session.scalar(snapped) is None and session.get(MarketRound, round_id) is None:
-        active = select(literal(round_id), Client.id).where(Client.status == "active")
+        active = select(literal(round_id), Client.id).where(
+            Client.status == "active", Client.task == task
+        )
         session.execute(insert(RoundMember).from_select(["round_id", "client_id"], active))
     rows = session.execute(  # plain rows: 100,000 clients in a fraction of a second
         select(Client.type_name, Client.data_size, Client.cost_micros, func.count())
@@ -181,14 +189,17 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     rnd = session.get(MarketRound, quote.round_id)
     if rnd is not None:
         return rnd
+    if why := tasks.refusal(session, quote.task):
+        raise RoundError(why)
     still_open = session.scalar(
         select(func.count())
         .select_from(MarketRound)
-        .where(MarketRound.state == RoundState.COLLECTING)
+        .where(MarketRound.state == RoundState.COLLECTING, MarketRound.task == quote.task)
     )
     if still_open:
-        raise RoundError("round_id: another round is still collecting decisions")
+        raise RoundError(f"round_id: another round of task {quote.task!r} is still collecting")
     rnd = MarketRound(
+        task=quote.task,
         id=quote.round_id,
         state=RoundState.COLLECTING,
         population=0,
@@ -198,7 +209,7 @@ def open_round(session: Session, quote: OpenRoundPayload) -> MarketRound:
     )
     session.add(rnd)
     session.flush()
-    rnd.population = _enrol_members(session, quote.round_id)  # the clients it waits for
+    rnd.population = _enrol_members(session, quote.round_id, quote.task)  # whom it waits for
     guard_pool(rnd.price_micros, rnd.population)
     session.flush()
     for name in (ledger.pool_name(quote.round_id), *ledger.pool_shard_names(quote.round_id)):
@@ -221,17 +232,20 @@ def guard_pool(price_micros: int, population: int) -> None:
         )
 
 
-def _enrol_members(session: Session, rid: int) -> int:
+def _enrol_members(session: Session, rid: int, task: str = DEFAULT_TASK) -> int:
     """The round's members (:class:`RoundMember`): its population as :func:`population`
     snapshotted it for pricing, less the clients no longer active (revoked or left in between);
-    without a snapshot (a round opened unpriced: tests, tools) every active client. Set-based;
-    returns how many."""
+    without a snapshot (a round opened unpriced: tests, tools) every active client; only the
+    clients of the round's ``task`` in either case (issue 36: a participant of another task
+    cannot declare, buy, join or download here). Set-based; returns how many."""
     snapped = select(RoundMember.client_id).where(RoundMember.round_id == rid).limit(1)
     if session.scalar(snapped) is None:
-        active = select(literal(rid), Client.id).where(Client.status == "active")
+        active = select(literal(rid), Client.id).where(
+            Client.status == "active", Client.task == task
+        )
         session.execute(insert(RoundMember).from_select(["round_id", "client_id"], active))
     else:
-        inactive = select(Client.id).where(Client.status != "active")
+        inactive = select(Client.id).where(or_(Client.status != "active", Client.task != task))
         session.execute(
             delete(RoundMember).where(
                 RoundMember.round_id == rid, RoundMember.client_id.in_(inactive)

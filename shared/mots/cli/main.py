@@ -22,6 +22,7 @@ AREAS = (
     "ledger",
     "rounds",
     "data",
+    "tasks",
     "model",
     "profile",
 )

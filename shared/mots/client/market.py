@@ -57,6 +57,7 @@ from mots.platform.api.market import (
     TokenOut,
     TransactionOut,
 )
+from mots.platform.api.tasks import TaskIn, TaskOut, TaskVersions
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_RETRIES = 3
@@ -71,6 +72,7 @@ _TransactionPage = Page[TransactionOut]
 _AccountPage = Page[AccountOut]
 _EntryPage = Page[EntryOut]
 _EnrolmentPage = Page[EnrolmentOut]
+_TaskPage = Page[TaskOut]
 
 
 @dataclass(frozen=True)
@@ -552,6 +554,29 @@ class MarketClient:
     def ledger_check(self) -> LedgerCheck:
         """``GET /v1/ledger/check`` (operator): the ledger's invariants."""
         return self._call(LedgerCheck, "GET", "/v1/ledger/check")
+
+    def create_task(self, content: str) -> TaskOut:
+        """``POST /v1/tasks`` (operator): store a task (or a new version) from a task file's text,
+        its scenario inline (:func:`mots.tasks.task_file.inline_task_text` makes a file so); a
+        malformed one raises :class:`MarketError` 422 listing every problem. Not retried."""
+        return self._call(TaskOut, "POST", "/v1/tasks", body=TaskIn(content=content), retry=False)
+
+    def tasks(self, page_size: int = 500) -> list[TaskOut]:
+        """``GET /v1/tasks``: every stored task at its latest version, every page."""
+        return self._all(_TaskPage, "/v1/tasks", page_size)
+
+    def task(self, name: str, version: int | None = None) -> TaskOut:
+        """``GET /v1/tasks/{name}``: the task's latest version (or ``version``)."""
+        params = {} if version is None else {"version": version}
+        return self._call(TaskOut, "GET", f"/v1/tasks/{name}", params=params)
+
+    def task_versions(self, name: str) -> list[TaskOut]:
+        """``GET /v1/tasks/{name}/versions``: every stored version, oldest first."""
+        return self._call(TaskVersions, "GET", f"/v1/tasks/{name}/versions").versions
+
+    def retire_task(self, name: str) -> TaskOut:
+        """``DELETE /v1/tasks/{name}`` (operator): no new enrolment codes or rounds name it."""
+        return self._call(TaskOut, "DELETE", f"/v1/tasks/{name}")
 
 
 def _parse(model: type[M], response: httpx.Response, method: str, path: str) -> M:

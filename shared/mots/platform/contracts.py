@@ -47,6 +47,7 @@ from mots.platform.api.pricing import (
     PricingResult,
 )
 from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult
+from mots.platform.api.tasks import DEFAULT_TASK, TaskName
 from mots.platform.metrics import TASKS
 from mots.platform.timestamps import Timestamp
 
@@ -268,6 +269,9 @@ class OpenRoundPayload(Schema):
         description="B_i per type, the participation bond held from a joiner's wallet at join "
         "(402 when short), slashed on a failed verification, else returned at settlement "
         "(mots.economics.bond; absent: none)",
+    )
+    task: TaskName = Field(
+        DEFAULT_TASK, description="the task the round trains: only its clients take part (issue 36)"
     )
 
     @field_validator("bonds")

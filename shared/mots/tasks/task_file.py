@@ -49,7 +49,16 @@ class TaskFileError(ValueError):
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.problems = problems
+        self.fields = [_split_problem(p) for p in problems]
+        """``(field, rule)`` per problem: the field's dotted path (``(file)``, ``(task)`` for the
+        whole file) and what it broke."""
         super().__init__(f"{source} is not a valid task file:\n" + "\n".join(problems))
+
+
+def _split_problem(line: str) -> tuple[str, str]:
+    """``"  economics.mechanism: must be …"`` as ``("economics.mechanism", "must be …")``."""
+    field, sep, rule = line.strip().partition(": ")
+    return (field, rule) if sep else ("(task)", line.strip())
 
 
 class AppSpec(BaseModel):
@@ -222,6 +231,11 @@ class EconomicsSpec(BaseModel):
         """A string is a scenario file, read with :func:`mots.scenario_file.load_scenario`."""
         if not isinstance(value, str):
             return value
+        if (info.context or {}).get("inline_only"):
+            raise ValueError(
+                "give the scenario inline: a stored task reads no files "
+                "(`mots tasks create` inlines a scenario file)"
+            )
         base = Path((info.context or {}).get("base", "."))
         try:
             return load_scenario(base / value)
@@ -311,12 +325,16 @@ def _problems(err: ValidationError) -> list[str]:
     return out
 
 
-def parse_task(data: Any, source: str = "task", base: Path | None = None) -> MarketTask:
-    """Validate parsed YAML into a :class:`MarketTask`; every problem is listed by field."""
+def parse_task(
+    data: Any, source: str = "task", base: Path | None = None, *, inline_only: bool = False
+) -> MarketTask:
+    """Validate parsed YAML into a :class:`MarketTask`; every problem is listed by field.
+    ``inline_only``: a scenario file path is a problem (the market stores what it was sent)."""
     if not isinstance(data, dict):
         raise TaskFileError(source, ["  (task): expected a mapping with name, version, data, …"])
+    context = {"base": str(base or Path(".")), "inline_only": inline_only}
     try:
-        return MarketTask.model_validate(data, context={"base": str(base or Path("."))})
+        return MarketTask.model_validate(data, context=context)
     except ValidationError as err:
         raise TaskFileError(source, _problems(err)) from err
 
@@ -356,3 +374,42 @@ def load_task(name_or_path: str | Path) -> MarketTask:
         str(name_or_path),
         [f"  (task): no task file of that name; known tasks: {', '.join(known) or 'none'}"],
     )
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases: ``*name`` would let a few bytes expand to a tree too big to check
+    (a "billion laughs" file); a task file has no use for them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not accepted in a task file", mark
+            )
+        return super().compose_node(parent, index)
+
+
+def parse_task_text(text: str, source: str = "task") -> MarketTask:
+    """A task file's content (YAML, of which JSON is a part) validated as the market stores it:
+    the scenario inline (:func:`inline_task_text` makes a file so), no YAML aliases."""
+    try:
+        data = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: no Python objects
+    except yaml.YAMLError as err:
+        raise TaskFileError(source, [f"  (file): not valid YAML/JSON: {err}"]) from err
+    except RecursionError as err:
+        raise TaskFileError(source, ["  (file): nested too deeply"]) from err
+    return parse_task(data, source, inline_only=True)
+
+
+def inline_task_text(path: str | Path) -> str:
+    """The task file at ``path`` as content the market accepts: validated here first (every
+    problem listed), its scenario file, if it names one, written inline. A file whose scenario
+    is inline already is sent as written (comments kept)."""
+    p = Path(path)
+    task = load_task_file(p)
+    text = p.read_text(encoding="utf-8")
+    data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    if not isinstance(data.get("economics", {}).get("scenario"), str):
+        return text
+    data["economics"]["scenario"] = task.economics.scenario.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -301,6 +301,7 @@ OPERATOR_COMMANDS = [
     ("market", "transactions"),
     ("market", "accounts"),
     ("rounds", "open"),
+    ("tasks", "retire", "digits"),
 ]
 
 
@@ -372,6 +373,7 @@ long ones: tests/mots/cli/test_help_long_examples.py, which says which never run
 OPERATOR_VERBS = {cmd[:2] for cmd in OPERATOR_COMMANDS} | {("rounds", "ls"), ("rounds", "show")}
 OPERATOR_VERBS |= {("rounds", "watch"), ("market", "config"), ("platform", "status")}
 OPERATOR_VERBS |= {("platform", "logs")}
+OPERATOR_VERBS |= {("tasks", "create")}  # reads a file first: not in OPERATOR_COMMANDS
 
 
 def _examples() -> list[tuple[str, str]]:

@@ -30,7 +30,7 @@ from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_curs
 from mots.platform.problems import problem
 from mots.platform.revocation import client_claim, unauthorized
 from services.market import enrolment as enrolments
-from services.market import ledger, node_keys, rate_limits
+from services.market import ledger, node_keys, rate_limits, tasks
 from services.market.api.deps import (
     AnyClient,
     CurrentClient,
@@ -43,7 +43,7 @@ from services.market.booking import RegistrationBatcher
 from services.market.core.config import Settings
 from services.market.enrolment import TypeFacts
 from services.market.errors import CodeUsedUp, Conflict, NotFound, Unauthorized
-from services.market.models import Client
+from services.market.models import DEFAULT_TASK, Client
 from services.market.registration import (
     Enrolled,
     NewClient,
@@ -63,6 +63,7 @@ def _registered(r: Registered) -> RegisteredClient:
         type_name=r.client.type_name,
         data_size=r.client.data_size,
         cost=from_micros(r.client.cost_micros),
+        task=r.client.task,
         token=r.token,
         token_expires_at=r.token_expires_at,
     )
@@ -79,6 +80,7 @@ def _out(c: Client) -> ClientOut:
         data_size=c.data_size,
         cost=from_micros(c.cost_micros),
         status=ClientStatus(c.status),
+        task=c.task,
         node_key_sha256=c.node_key_sha256,
     )
 
@@ -92,7 +94,8 @@ def _claimed(body: ClientRegistration) -> TypeFacts:
                 f"{field}: required when registering without an enrolment_code",
             )
     assert body.type_name is not None and body.data_size is not None and body.cost is not None
-    return TypeFacts(body.type_name, body.data_size, to_micros(body.cost))
+    task = body.task or DEFAULT_TASK
+    return TypeFacts(body.type_name, body.data_size, to_micros(body.cost), task)
 
 
 def _self_registered(body: ClientRegistration, request: Request, settings: Settings) -> TypeFacts:
@@ -146,7 +149,9 @@ async def register(
     cost = None if body.cost is None else to_micros(body.cost)
     try:
         r = await batcher.submit(
-            Enrolled(body.name, body.enrolment_code, body.type_name, body.data_size, cost)
+            Enrolled(
+                body.name, body.enrolment_code, body.type_name, body.data_size, cost, body.task
+            )
         )
     except Unauthorized as refused:  # a code that is unknown, expired, revoked or used up
         if not isinstance(refused, CodeUsedUp):  # a real code run dry is no guess
@@ -184,8 +189,10 @@ def _register_without_code(
         facts = _claimed(body)
 
     def work(session: Session) -> tuple[Client, str, int]:
+        tasks.check_open(session, facts.task)
         enrolments.check_type(session, facts, settings.max_types, int(time.time()))
         client = Client(
+            task=facts.task,
             name=body.name,
             type_name=facts.type_name,
             data_size=facts.data_size,

@@ -32,6 +32,7 @@ def _out(e: Enrolment) -> EnrolmentOut:
         uses_left=e.uses_left,
         expires_at=e.expires_at,
         revoked=e.revoked,
+        task=e.task,
     )
 
 
@@ -40,7 +41,7 @@ def issue(
     body: EnrolmentIn, _: OperatorDep, factory: SessionFactoryDep, settings: SettingsDep
 ) -> EnrolmentIssued:
     """Attest a type and issue a code for ``uses`` registrations (the code is shown once)."""
-    facts = enrolment.TypeFacts(body.type_name, body.data_size, to_micros(body.cost))
+    facts = enrolment.TypeFacts(body.type_name, body.data_size, to_micros(body.cost), body.task)
 
     def work(session: Session) -> EnrolmentIssued:
         row, code = enrolment.issue(session, facts, body.uses, body.ttl_s, settings.max_types)

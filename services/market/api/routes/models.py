@@ -16,17 +16,18 @@ from mots.platform.api.base import RoundState
 from mots.platform.api.market import ModelInfo, ModelKey
 from mots.platform.money import from_micros, money_str
 from services.market.api.deps import ReadingClient, RoundId, SessionFactoryDep, SettingsDep
-from services.market.models import Decision, MarketRound, Purchase
+from services.market.models import Client, Decision, MarketRound, Purchase
 from services.market.signing import signing_key
 
 router = APIRouter(tags=["models"])
 
 
 def _entitled_artifact(
-    round_id: int, client_id: int, factory: SessionFactoryDep, settings: SettingsDep
+    round_id: int, client: Client, factory: SessionFactoryDep, settings: SettingsDep
 ) -> tuple[Path, str, Decimal]:
-    """The published artifact's path, SHA-256 and the round's price, if ``client_id`` trained it (and did not drop
-    out) or bought it; else the refusal (404, 409, 403, 410)."""
+    """The published artifact's path, SHA-256 and the round's price, if ``client`` trained it (and did not drop
+    out) or bought it, in its own task; else the refusal (404, 409, 403, 410)."""
+    client_id = client.id
     with factory() as session:
         rnd = session.get(MarketRound, round_id)
         if rnd is None:
@@ -90,7 +91,7 @@ def download(
     round_id: RoundId, client: ReadingClient, factory: SessionFactoryDep, settings: SettingsDep
 ) -> FileResponse:
     """The round's model artifact, if the caller trained it (and did not drop out) or bought it."""
-    path, digest, _ = _entitled_artifact(round_id, client.id, factory, settings)
+    path, digest, _ = _entitled_artifact(round_id, client, factory, settings)
     return FileResponse(
         path,
         media_type="application/octet-stream",
@@ -105,7 +106,7 @@ def model_info(
 ) -> ModelInfo:
     """The round's model file: SHA-256, size, coalition, ε and the trainer's metadata (the JSON
     written beside the artifact), for those who may download it; readable without torch."""
-    path, digest, price = _entitled_artifact(round_id, client.id, factory, settings)
+    path, digest, price = _entitled_artifact(round_id, client, factory, settings)
     try:
         meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -89,11 +89,16 @@ def _quote(session: Session, rnd: MarketRound) -> QuoteOut:
 @router.get(
     "/v1/quote", response_model=QuoteOut, responses=problem(404, "no round has been opened yet")
 )
-def current_quote(_: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
-    """The latest round's quote, what is on sale now and when the next round opens (404 before
-    the first round opens)."""
+def current_quote(client: CurrentClient, factory: SessionFactoryDep) -> QuoteOut:
+    """The latest round's quote of the caller's task, what is on sale now and when the next
+    round opens (404 before its first round opens)."""
     with factory() as session:
-        rnd = session.scalar(select(MarketRound).order_by(MarketRound.id.desc()).limit(1))
+        rnd = session.scalar(
+            select(MarketRound)
+            .where(MarketRound.task == client.task)
+            .order_by(MarketRound.id.desc())
+            .limit(1)
+        )
         if rnd is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, "no round has been opened yet")
         return _quote(session, rnd)

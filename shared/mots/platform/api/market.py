@@ -6,11 +6,7 @@ import enum
 from decimal import Decimal
 from typing import Any
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, model_validator
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
@@ -37,6 +33,7 @@ from mots.platform.api.sales import (
     ON_SALE_EXAMPLE,
     OnSale,
 )
+from mots.platform.api.tasks import DEFAULT_TASK, OfTask, TaskName
 from mots.platform.money import Money as Money
 from mots.platform.money import QuotedMoney
 from mots.platform.timestamps import Timestamp
@@ -86,6 +83,7 @@ class ClientRegistration(Schema):
     cost: BoundedMoney | None = Field(
         None, description="C_i, participation cost (the code's if omitted)"
     )
+    task: TaskName | None = Field(None, description="its task (the code's, else fashion-mnist)")
 
 
 class ClientStatus(enum.StrEnum):
@@ -98,7 +96,7 @@ class ClientStatus(enum.StrEnum):
     """Left by itself (``DELETE /v1/me``): out of later rounds; reads its wallet and models."""
 
 
-class RegisteredClient(Schema):
+class RegisteredClient(OfTask):
     """A registered client; ``token`` is shown once and stored only as a hash."""
 
     model_config = example(
@@ -172,7 +170,7 @@ class BulkRegistered(Schema):
     clients: list[RegisteredClient]
 
 
-class ClientOut(Schema):
+class ClientOut(OfTask):
     """A registered client as the market shows it."""
 
     model_config = example(
@@ -238,9 +236,10 @@ class EnrolmentIn(Schema):
     ttl_s: int = Field(
         7 * 86_400, ge=60, le=MAX_ENROLMENT_TTL_S, description="seconds until the code expires"
     )
+    task: TaskName = Field(DEFAULT_TASK, description="the task the code enrols devices into")
 
 
-class EnrolmentOut(Schema):
+class EnrolmentOut(OfTask):
     """An enrolment as the operator lists it (never its code)."""
 
     model_config = example(ENROLMENT_EXAMPLE)
