@@ -36,11 +36,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 from sqlalchemy import delete, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
-from mots.economics.capture import capture
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.rounds import SettleResult
 from mots.platform.api.tasks import DEFAULT_TASK
@@ -55,11 +53,8 @@ from mots.platform.contracts import (
 from mots.platform.db import one_of
 from mots.platform.money import MAX_BALANCE_MICROS, from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
-<<<<<<< HEAD
-from services.market import bonds, join_fees, ledger
-=======
-from services.market import join_fees, ledger, tasks
->>>>>>> h36m
+from services.market import bonds, join_fees, ledger, tasks
+from services.market.captured_terms import CapturedTerms, captured_terms
 from services.market.decisions import declared
 from services.market.errors import OutOfRange
 from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
@@ -76,55 +71,6 @@ setting; callers that pass none, tests, get the same value)."""
 
 class RoundError(ValueError):
     """A round operation that the round's state does not allow."""
-
-
-@dataclass(frozen=True)
-class CapturedTerms:
-    """What settlement books, in micro-units: per-type rewards, the buyers' price, the cap."""
-
-    rewards: dict[str, int]
-    price: int
-    budget: int
-    rule: str
-
-
-def captured_terms(
-    quote: OpenRoundPayload,
-    payload: SettlePayload,
-    participants: dict[str, int],
-    buyers: int,
-    default_budget: Decimal,
-    joined: dict[str, int] | None = None,
-) -> CapturedTerms:
-    """The realised terms of ``payload`` captured within ``quote`` and the round's budget.
-
-    ``participants`` counts the participants booked per type, ``buyers`` the paid purchases (all
-    at the quoted price), ``joined`` the declared joiners per type (booked or not; default
-    ``participants``): a type that did not over-join its quoted K*_i is paid its quote as far as
-    the round's money and the budget fund it (rule 3). A type the quote does not name was
-    authorised nothing. Pure: the amounts of :func:`mots.economics.capture.capture` in
-    micro-units (quantum 1).
-    """
-    names = sorted(set(payload.rewards) | set(participants) | set(joined or {}))
-    declared = participants if joined is None else joined
-    budget = to_micros(quote.subsidy_budget if quote.subsidy_budget is not None else default_budget)
-    quoted_price = to_micros(quote.price)
-    realised_price = quoted_price if payload.price is None else to_micros(payload.price)
-    k = np.array([participants.get(n, 0) for n in names], dtype=np.float64)
-    c = capture(
-        quoted_price,
-        [to_micros(quote.rewards.get(n, 0)) for n in names],
-        realised_price,
-        [to_micros(payload.rewards.get(n, 0)) for n in names],
-        k,
-        np.array([buyers], dtype=np.float64),
-        budget,
-        quantum=1.0,
-        quoted_participants=[quote.target_participants.get(n, 0) for n in names],
-        joined=[declared.get(n, 0) for n in names],
-    )
-    rewards = {n: int(x) for n, x in zip(names, c.rewards.tolist(), strict=True)}
-    return CapturedTerms(rewards, int(c.price), budget, c.rule())
 
 
 def population(session: Session, round_id: int, task: str = DEFAULT_TASK) -> Population:

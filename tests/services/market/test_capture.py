@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from mots.platform.contracts import OpenRoundPayload, SettlePayload
 from mots.platform.db import in_transaction
-from services.market import rounds
+from services.market import captured_terms, rounds
 from tests.services.market.conftest import OPERATOR, open_round_payload
 
 
@@ -122,7 +122,7 @@ def test_a_quote_without_a_budget_takes_the_markets_default() -> None:
     payload = SettlePayload(
         round_id=1, rewards={"small": Decimal(5), "ghost": Decimal(7)}, participants=[1, 2]
     )
-    terms = rounds.captured_terms(quote, payload, {"small": 3, "ghost": 1}, 0, Decimal(2))
+    terms = captured_terms.captured_terms(quote, payload, {"small": 3, "ghost": 1}, 0, Decimal(2))
     assert terms.rewards == {"ghost": 0, "small": 666_666}
     assert terms.budget == 2_000_000 and terms.price == 2_500_000
 
