@@ -6,6 +6,7 @@ fail on a planted source string before it is run on the repository."""
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 from tests.source_ast import parse
@@ -157,11 +158,16 @@ def float_money(source: str, where: str) -> list[str]:
     return found
 
 
-def _files(roots: list[Path]) -> list[Path]:
-    out: list[Path] = []
-    for root in roots:
-        out.extend([root] if root.is_file() else sorted(root.rglob("*.py")))
-    return [p for p in out if "alembic" not in p.parts]
+def _files(roots: list[Path], repo: Path = ROOT) -> list[Path]:
+    """The ``.py`` files git tracks under ``roots`` (files or folders of ``repo``), alembic's left
+    out. Only tracked files: a test that writes a module into the tree for a while (a planted
+    class, a generated file) is not read as the project's, whichever test runs beside it."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", *(r.relative_to(repo).as_posix() for r in roots)],
+        cwd=repo, capture_output=True, check=True, text=True,
+    ).stdout  # fmt: skip
+    out = [repo / name for name in sorted(set(listed.split("\0"))) if name.endswith(".py")]
+    return [p for p in out if "alembic" not in p.parts and p.is_file()]
 
 
 def _round_path() -> list[tuple[str, str]]:
@@ -174,6 +180,20 @@ def _project_classes() -> list[tuple[str, ast.ClassDef]]:
     for p in _files(PROJECT):
         out.extend(_classes(p.read_text(), p.relative_to(ROOT).as_posix()))
     return out
+
+
+def test_only_the_files_git_tracks_are_read(tmp_path: Path) -> None:
+    """A module another test writes into the tree while this one runs (untracked) is not read;
+    the tracked ones under the roots are, a single file named as a root too."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    (tmp_path / "pkg" / "alembic").mkdir(parents=True)
+    for name in ("pkg/a.py", "pkg/alembic/env.py", "pkg/notes.md", "one.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    (tmp_path / "pkg" / "planted.py").write_text("class Planted: ...\n")
+    got = _files([tmp_path / "pkg", tmp_path / "one.py"], repo=tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in got] == ["one.py", "pkg/a.py"]
 
 
 PLANTED_RECORD = """
