@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from mots.platform.contracts import round_calls
 from tests.containers import images, podman, standins
 from tests.containers.base import ROOT
 from tests.docker.images import IMAGES
@@ -306,6 +307,8 @@ def run_round(
             "purchase": result["purchase"],
             "download": result["download"],
             "summary": summary,
+            "round_calls": round_calls(view.get("calls") or []),
+            "calls": view.get("calls") or [],
             "left_out": LEFT_OUT,
         }
     finally:
