@@ -52,7 +52,7 @@ PHASES = ("collecting", "training", "evaluating", "settling")
 KILLS = tuple(
     f"kill:{name}"
     for name in (
-        "orchestration-worker", "market-worker", "evaluation-worker", "pricing-worker",
+        "orchestration-worker", "market-worker", "evaluation-worker",
         "market-api", "orchestration-api", "pricing-api",
     )
 )  # fmt: skip

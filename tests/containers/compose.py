@@ -31,9 +31,8 @@ PROJECT = "mots-ct"
 FILES = (ROOT / "docker" / "compose.yaml", Path(__file__).with_name("compose.yaml"))
 DATA_TIER = ("redis", "postgres")
 PLATFORM = (
-    "market", "market-worker", "pricing", "pricing-worker", "orchestration",
-    "orchestration-worker", "training-worker", "evaluation-worker", "superlink", "prometheus",
-    "alertmanager",
+    "market", "market-worker", "pricing", "orchestration", "orchestration-worker",
+    "training-worker", "evaluation-worker", "superlink", "prometheus", "alertmanager",
 )  # fmt: skip
 DEVICES = ("1-0", "1-1", "2-0", "3-0")
 # Each device: its SuperNode, its market agent and its node-exporter.

@@ -18,9 +18,10 @@ untyped dict back, which is the gap this module closes. A :class:`TaskSpec` hold
 models once, for both sides, in ~100 lines; every handler is also counted in ``mots_tasks_total``
 by the same wrapper.
 
-The payloads the tasks carry are declared here too, beside their specs (the pricing tasks take
-the pricing API's own bodies, :mod:`mots.platform.api.pricing`; the settlement and the error
-model's fit, which the round API shows, are :mod:`mots.platform.api.rounds`'s). Task names
+The payloads the tasks carry are declared here too, beside their specs (the settlement and the
+error model's fit, which the round API shows, are :mod:`mots.platform.api.rounds`'s). Pricing has
+no task: a round prices in process through :mod:`mots.platform.quotes`, and the pricing service
+answers what-if quotes on its REST API only (issue 38). Task names
 appear as string literals in this module only (a test keeps it so).
 """
 
@@ -39,12 +40,6 @@ from mots.platform.api.base import (
     Money,
     RoundState,
     Schema,
-)
-from mots.platform.api.pricing import (
-    EquilibriumRequest,
-    EquilibriumResult,
-    PricingRequest,
-    PricingResult,
 )
 from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult
 from mots.platform.api.tasks import DEFAULT_TASK, TaskName
@@ -404,16 +399,6 @@ def round_calls(calls: list[str]) -> int:
     return sum(task != MARKET_DECLARATION_PROGRESS.name for task in calls)
 
 
-# ---------------------------------------------------------------- pricing
-
-PRICING_QUOTE = TaskSpec("pricing.quote", "pricing", PricingRequest, PricingResult)
-"""The mechanism's terms at K* or at a realised state (a round prices in process, through
-:mod:`mots.platform.quotes`; this task serves other callers)."""
-PRICING_EQUILIBRIUM = TaskSpec(
-    "pricing.equilibrium", "pricing", EquilibriumRequest, EquilibriumResult
-)
-"""Whether a realised state (K, B) is an equilibrium of the mechanism's schedule."""
-
 # ---------------------------------------------------------------- evaluation
 
 EVALUATION_EVALUATE = TaskSpec(
@@ -492,8 +477,6 @@ ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     MARKET_CLOSE_ROUND,
     MARKET_SETTLE_ROUND,
     MARKET_NODE_KEYS,
-    PRICING_QUOTE,
-    PRICING_EQUILIBRIUM,
     EVALUATION_EVALUATE,
     EVALUATION_ERROR_MODEL,
     EVALUATION_PUBLISHED,
