@@ -287,8 +287,6 @@ KNOWN_RESTATED = {
     "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/models.py:Round (19/19)",
     "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/rounds/ports.py:RoundUpdate (11/11)",
     "services/orchestration/rounds/ports.py:RoundRecord restates shared/mots/platform/api/rounds.py:RoundOut (10/12)",
-    "shared/mots/platform/contracts.py:PopulationType restates shared/mots/economics/scenario.py:ClientType (4/4)",
-    "shared/mots/platform/contracts.py:TrainResult restates shared/mots/training/artifacts.py:TrainingResult (6/7)",
     "shared/mots/platform/api/rounds.py:RoundSummary restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
     "shared/mots/platform/api/pricing.py:PricingResult restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
 }

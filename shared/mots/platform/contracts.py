@@ -35,13 +35,14 @@ from celery import Celery
 from celery.result import AsyncResult
 from pydantic import BaseModel, Field, field_validator
 
+from mots.economics.scenario import ClientType
 from mots.platform.api.base import (
     MAX_AMOUNT,
     Money,
     RoundState,
     Schema,
 )
-from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult
+from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult, TrainingCurve
 from mots.platform.api.tasks import DEFAULT_TASK, TaskName
 from mots.platform.metrics import TASKS
 from mots.platform.timestamps import Timestamp
@@ -222,20 +223,14 @@ class AdvanceResult(Schema):
     waiting: bool = False
 
 
-class PopulationType(Schema):
-    """One declared type and how many of the round's population are of it."""
-
-    name: str
-    data_size: int
-    cost: Money
-    count: int = Field(..., ge=1, description="the type's clients in the round's population")
-
-
 class Population(Schema):
     """A round's population as the market snapshotted it for pricing (its members: the market
-    owns them), types in non-decreasing data size (the order Eq. 3 expects)."""
+    owns them), types in non-decreasing data size (the order Eq. 3 expects): the scenario's own
+    :class:`~mots.economics.scenario.ClientType` (N_i the type's members, D_i, C_i; Section
+    2.A.2), which the orchestration prices as it comes. C_i is a parameter of the model, a float
+    there, not an amount the ledger books."""
 
-    types: list[PopulationType]
+    types: list[ClientType]
 
 
 class OpenRoundPayload(Schema):
@@ -437,20 +432,17 @@ class TrainRequest(Coalition):
     node_types: list[int]
 
 
-class TrainResult(BaseModel):
-    """What a round's training produced; ``completed`` counts per type the participants whose
+class TrainResult(TrainingCurve):
+    """What a round's training produced: the engine's curve (ε, losses, round seconds, metadata)
+    and the published model file; ``completed`` counts per type the participants whose
     updates were verified in every round they were asked for; ``participants`` says, per
     participant (``client_id`` when known), ``status`` (verified, dropped, failed_verification),
     the round it left in and why."""
 
-    epsilon: float
-    losses: list[float]
-    round_seconds: list[float]
     artifact_path: str
     artifact_sha256: str
     completed: list[int]
     seconds: float
-    metadata: dict[str, Any] = Field(default_factory=dict)
     participants: list[dict[str, Any]] = Field(default_factory=list)
 
 
