@@ -293,10 +293,12 @@ KNOWN_RESTATED = {
 """The restatements left on the round path when the check was written (issue 38's third pass
 removed RoundTerms/PricingResult, TrainingRecord/TrainResult and RoundQuote/PricingResult; then
 ErrorFit and ErrorPosteriorEstimate came to extend ErrorEstimate, the call tables a
-SentCallColumns mixin, EquilibriumRequest a PricingRequest): the table rows and the records the
-machine reads them as, and the wire forms of the economics' own classes (their money a Decimal
-where the economics' is a float). Written down so that the check fails on any
-new one, and when one of these goes (then this set shrinks): a ratchet, not an allowance."""
+SentCallColumns mixin, EquilibriumRequest a PricingRequest; at issue 38's close the population
+became the scenario's ClientType and TrainResult and TrainingResult a TrainingCurve each): the
+orchestration's table rows against the records the machine reads them as and the round API's
+bodies, and the wire forms of the economics' SocialOptimum (numpy arrays there, lists, per-type
+dicts and Decimal money here). Written down so that the check fails on any new one, and when one
+of these goes (then this set shrinks): a ratchet, not an allowance."""
 
 
 def test_no_class_on_the_round_path_restates_another_projects_class() -> None:
