@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROW_KEYS = {
     "index", "state", "seconds", "platform_seconds", "waiting_seconds",
     "deadline_overrun_seconds", "predicted_epsilon", "measured_epsilon", "price", "rss_mib",
-    "participants", "calls",
+    "participants", "calls", "resent",
 }  # fmt: skip
 
 

@@ -394,6 +394,15 @@ def round_calls(calls: list[str]) -> int:
     return sum(task != MARKET_DECLARATION_PROGRESS.name for task in calls)
 
 
+def resent_calls(calls: list[str]) -> int:
+    """How many of a round's calls (polls apart) were sends of a task the round had already
+    sent: a call lost to a fault (a worker killed between its claim and its send, its reply lost)
+    and sent again once past its timeout. Each of a round's seven calls is a different task, so
+    ``round_calls(calls) - resent_calls(calls)`` counts each call once however often it was sent."""
+    tasks = [task for task in calls if task != MARKET_DECLARATION_PROGRESS.name]
+    return len(tasks) - len(set(tasks))
+
+
 # ---------------------------------------------------------------- evaluation
 
 EVALUATION_EVALUATE = TaskSpec(
