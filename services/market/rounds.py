@@ -55,11 +55,7 @@ from mots.platform.contracts import (
 from mots.platform.db import one_of
 from mots.platform.money import MAX_BALANCE_MICROS, from_micros, to_micros
 from mots.platform.settings.market import SubsidyBudget
-<<<<<<< HEAD
-from services.market import bonds, join_fees, ledger
-=======
-from services.market import join_fees, ledger, tasks
->>>>>>> h36m
+from services.market import bonds, join_fees, ledger, tasks
 from services.market.decisions import declared
 from services.market.errors import OutOfRange
 from services.market.models import Client, Decision, MarketRound, Purchase, RoundMember
