@@ -25,6 +25,7 @@ from mots.local.agents import act, choose, register_population, wait_for_quote
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY, wait_round
 from mots.local.keys import process_secrets
 from mots.local.launcher import Stack, exit_on_sigterm
+from mots.platform.contracts import round_calls
 
 OPERATOR_TOKEN = process_secrets().operator_token
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -66,7 +67,8 @@ def main() -> None:
             round_id = orch.post("/v1/rounds", headers=OPERATOR).json()["round_id"]
             quote = wait_for_quote(market, agents[0], round_id)
             act(market, agents, round_id, choose(agents, quote, utility))
-            s = wait_round(orch, round_id, 1200)["summary"]
+            body = wait_round(orch, round_id, 1200)
+            s = body["summary"]
             phases = s["phase_seconds"]
             work = phases.get("training", 0.0) + phases.get("evaluating", 0.0)
             rows.append(
@@ -80,6 +82,7 @@ def main() -> None:
                     "platform_share": (s["round_seconds"] - work) / s["round_seconds"],
                     "phase_seconds": phases,
                     "fedavg_round_seconds": s["training_round_seconds"],
+                    "round_calls": round_calls(body.get("calls") or []),
                 }
             )
         market.close()
@@ -94,7 +97,7 @@ def main() -> None:
         print(
             f"round {r['round_id']}: {r['round_seconds']:.1f} s, training {r['training_seconds']:.1f} s, "
             f"evaluation {r['evaluation_seconds']:.1f} s, platform {r['platform_seconds']:.2f} s "
-            f"= {r['platform_share']:.2%} of the round ({ph})"
+            f"= {r['platform_share']:.2%} of the round ({ph}); {r['round_calls']} calls"
         )
     print("target: platform share ≤ 5%")
     unfinished = [r["round_id"] for r in rows if r["state"] != "published"]

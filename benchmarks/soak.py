@@ -42,6 +42,7 @@ from mots.local.agents import Agent, act, choose, register_population, wait_for_
 from mots.local.demo import DEMO_TYPES, DEMO_UTILITY
 from mots.local.keys import process_secrets
 from mots.local.launcher import RedisServer, Stack, exit_on_sigterm
+from mots.platform.contracts import resent_calls, round_calls
 
 OPERATOR_TOKEN = process_secrets().operator_token
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -51,12 +52,15 @@ PHASES = ("collecting", "training", "evaluating", "settling")
 KILLS = tuple(
     f"kill:{name}"
     for name in (
-        "orchestration-worker", "market-worker", "evaluation-worker", "pricing-worker",
+        "orchestration-worker", "market-worker", "evaluation-worker",
         "market-api", "orchestration-api", "pricing-api",
     )
 )  # fmt: skip
 KINDS = (*KILLS, "redis-restart", "postgres-terminate")
 SLACK_S = 30.0
+MAX_ROUND_CALLS = 7
+"""Issue 38: a round makes at most 7 service calls (progress polls apart), from its call log; a
+call lost to a fault and sent again counts once (the report gives the re-sends apart)."""
 TERMINAL = ("published", "settled_by_rule")
 
 
@@ -318,6 +322,7 @@ def row_of(body: dict[str, Any], rss: dict[str, float]) -> dict[str, Any]:
     ``waiting_seconds``, else its collection), the platform's own time the round less waiting,
     training and evaluation."""
     summary = body.get("summary") or {}
+    sent: list[str] = body.get("calls") or []
     phases: dict[str, float] = summary.get("phase_seconds") or {}
     seconds = float(summary.get("round_seconds") or sum(phases.values()))
     work = phases.get("training", 0.0) + phases.get("evaluating", 0.0)
@@ -335,6 +340,8 @@ def row_of(body: dict[str, Any], rss: dict[str, float]) -> dict[str, Any]:
         "measured_epsilon": measured,
         "price": None if summary.get("price") is None else float(summary["price"]),
         "participants": summary.get("participants"),
+        "calls": round_calls(sent) - resent_calls(sent),
+        "resent": resent_calls(sent),
         "rss_mib": rss,
     }
 
@@ -455,6 +462,7 @@ def targets(report: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     early = sum(err[:third]) / max(1, len(err[:third]))
     late = sum(err[-third:]) / max(1, len(err[-third:]))
     growth = max(rss_growth.values(), default=0.0)
+    most_calls = max((r.get("calls", 0) for r in rows), default=0)
     wanted = report.get("rounds_wanted", n)
     return {
         "every round ended": (
@@ -465,6 +473,11 @@ def targets(report: dict[str, Any]) -> dict[str, tuple[bool, str]]:
         "overrun ≤ 30 s": (worst <= SLACK_S, f"worst {worst:.1f} s"),
         "ledger exact": (report["ledger_balanced_after_every_round"], "after every round"),
         "RSS ≤ +10% (round 5 → last)": (growth <= 0.10, f"max {growth:+.1%}"),
+        "≤ 7 calls per round": (
+            0 < most_calls <= MAX_ROUND_CALLS,
+            f"max {most_calls} (the round's call log, each call once);"
+            f" {sum(r.get('resent', 0) for r in rows)} re-sent after a fault",
+        ),
         "0 orphan processes": (report["orphan_processes"] == 0, str(report["orphan_processes"])),
         "|Δε| last third ≤ ½ first": (
             len(err) >= 3 and late <= early / 2,
@@ -503,6 +516,10 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     for name, (ok, figure) in report["targets"].items():
         goals.add_row(name, "yes" if ok else "NO", figure)
     console.print(goals)
+    console.print(
+        f"max calls per round: {report['max_round_calls']}"
+        f" ({report.get('resent_calls', 0)} re-sent after faults, counted once)"
+    )
 
 
 # ---------------------------------------------------------------- main
@@ -644,6 +661,8 @@ def main() -> None:
     report = run(args, console)
     report["rounds_wanted"] = args.rounds
     report["wall_seconds"] = round(time.monotonic() - started, 1)
+    report["max_round_calls"] = max((r["calls"] for r in report["rounds"]), default=0)
+    report["resent_calls"] = sum(r["resent"] for r in report["rounds"])
     goals = targets(report)
     report["targets"] = {k: {"met": ok, "figure": fig} for k, (ok, fig) in goals.items()}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ fail on a planted source string before it is run on the repository."""
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 from tests.source_ast import parse
@@ -157,11 +158,16 @@ def float_money(source: str, where: str) -> list[str]:
     return found
 
 
-def _files(roots: list[Path]) -> list[Path]:
-    out: list[Path] = []
-    for root in roots:
-        out.extend([root] if root.is_file() else sorted(root.rglob("*.py")))
-    return [p for p in out if "alembic" not in p.parts]
+def _files(roots: list[Path], repo: Path = ROOT) -> list[Path]:
+    """The ``.py`` files git tracks under ``roots`` (files or folders of ``repo``), alembic's left
+    out. Only tracked files: a test that writes a module into the tree for a while (a planted
+    class, a generated file) is not read as the project's, whichever test runs beside it."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", *(r.relative_to(repo).as_posix() for r in roots)],
+        cwd=repo, capture_output=True, check=True, text=True,
+    ).stdout  # fmt: skip
+    out = [repo / name for name in sorted(set(listed.split("\0"))) if name.endswith(".py")]
+    return [p for p in out if "alembic" not in p.parts and p.is_file()]
 
 
 def _round_path() -> list[tuple[str, str]]:
@@ -174,6 +180,20 @@ def _project_classes() -> list[tuple[str, ast.ClassDef]]:
     for p in _files(PROJECT):
         out.extend(_classes(p.read_text(), p.relative_to(ROOT).as_posix()))
     return out
+
+
+def test_only_the_files_git_tracks_are_read(tmp_path: Path) -> None:
+    """A module another test writes into the tree while this one runs (untracked) is not read;
+    the tracked ones under the roots are, a single file named as a root too."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    (tmp_path / "pkg" / "alembic").mkdir(parents=True)
+    for name in ("pkg/a.py", "pkg/alembic/env.py", "pkg/notes.md", "one.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    (tmp_path / "pkg" / "planted.py").write_text("class Planted: ...\n")
+    got = _files([tmp_path / "pkg", tmp_path / "one.py"], repo=tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in got] == ["one.py", "pkg/a.py"]
 
 
 PLANTED_RECORD = """
@@ -267,18 +287,18 @@ KNOWN_RESTATED = {
     "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/models.py:Round (19/19)",
     "services/orchestration/rounds/ports.py:RoundRecord restates services/orchestration/rounds/ports.py:RoundUpdate (11/11)",
     "services/orchestration/rounds/ports.py:RoundRecord restates shared/mots/platform/api/rounds.py:RoundOut (10/12)",
-    "shared/mots/platform/contracts.py:PopulationType restates shared/mots/economics/scenario.py:ClientType (4/4)",
-    "shared/mots/platform/contracts.py:TrainResult restates shared/mots/training/artifacts.py:TrainingResult (6/7)",
     "shared/mots/platform/api/rounds.py:RoundSummary restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
     "shared/mots/platform/api/pricing.py:PricingResult restates shared/mots/economics/optimum.py:SocialOptimum (4/4)",
 }
 """The restatements left on the round path when the check was written (issue 38's third pass
 removed RoundTerms/PricingResult, TrainingRecord/TrainResult and RoundQuote/PricingResult; then
 ErrorFit and ErrorPosteriorEstimate came to extend ErrorEstimate, the call tables a
-SentCallColumns mixin, EquilibriumRequest a PricingRequest): the table rows and the records the
-machine reads them as, and the wire forms of the economics' own classes (their money a Decimal
-where the economics' is a float). Written down so that the check fails on any
-new one, and when one of these goes (then this set shrinks): a ratchet, not an allowance."""
+SentCallColumns mixin, EquilibriumRequest a PricingRequest; at issue 38's close the population
+became the scenario's ClientType and TrainResult and TrainingResult a TrainingCurve each): the
+orchestration's table rows against the records the machine reads them as and the round API's
+bodies, and the wire forms of the economics' SocialOptimum (numpy arrays there, lists, per-type
+dicts and Decimal money here). Written down so that the check fails on any new one, and when one
+of these goes (then this set shrinks): a ratchet, not an allowance."""
 
 
 def test_no_class_on_the_round_path_restates_another_projects_class() -> None:

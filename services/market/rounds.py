@@ -39,6 +39,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 
+from mots.economics.scenario import ClientType
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.rounds import SettleResult
 from mots.platform.api.tasks import DEFAULT_TASK
@@ -46,7 +47,6 @@ from mots.platform.contracts import (
     DeclarationProgress,
     OpenRoundPayload,
     Population,
-    PopulationType,
     RoundDecisions,
     SettlePayload,
 )
@@ -93,12 +93,15 @@ def population(session: Session, round_id: int, task: str = DEFAULT_TASK) -> Pop
         .where(RoundMember.round_id == round_id)
         .group_by(Client.type_name, Client.data_size, Client.cost_micros)
     )
-    groups: dict[str, PopulationType] = {}
+    groups: dict[str, ClientType] = {}
     for type_name, data_size, cost_micros, count in rows:
         found = groups.get(type_name)  # an attested type has one (D_i, C_i); else the first
         groups[type_name] = (
-            PopulationType(
-                name=type_name, data_size=data_size, cost=from_micros(cost_micros), count=count
+            ClientType(
+                name=type_name,
+                data_size=data_size,
+                cost=float(from_micros(cost_micros)),
+                count=count,
             )
             if found is None
             else found.model_copy(update={"count": found.count + count})

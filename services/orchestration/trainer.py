@@ -192,9 +192,9 @@ class Trainer:
                 self.stop()  # its nodes' keys were unregistered: the next round starts afresh
         completed = result.metadata.get("completed_participants", participants)
         return TrainResult(
-            epsilon=float(result.epsilon),
-            losses=[float(x) for x in result.losses],
-            round_seconds=[float(x) for x in result.round_seconds],
+            epsilon=result.epsilon,
+            losses=result.losses,
+            round_seconds=result.round_seconds,
             artifact_path=str(result.artifact_path),
             artifact_sha256=str(result.artifact_sha256),
             completed=[int(x) for x in completed],

@@ -39,3 +39,4 @@ def test_one_round_is_published_and_its_time_accounted_for(tmp_path: Path) -> No
     assert row["platform_seconds"] == pytest.approx(row["round_seconds"] - work)
     assert 0 < row["platform_share"] < 1
     assert len(row["fedavg_round_seconds"]) == 1  # --train-rounds 1
+    assert 0 < row["round_calls"] <= 7  # issue 38: counted from the round's call log

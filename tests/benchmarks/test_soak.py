@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROW_KEYS = {
     "index", "state", "seconds", "platform_seconds", "waiting_seconds",
     "deadline_overrun_seconds", "predicted_epsilon", "measured_epsilon", "price", "rss_mib",
-    "participants",
+    "participants", "calls", "resent",
 }  # fmt: skip
 
 
@@ -42,6 +42,7 @@ def test_a_small_soak_survives_its_faults(tmp_path: Path) -> None:
     assert max(r["deadline_overrun_seconds"] for r in rows) <= 30.0
     assert report["ledger_balanced_after_every_round"] is True
     assert report["orphan_processes"] == 0
+    assert 0 < report["max_round_calls"] <= 7, [r["calls"] for r in rows]  # issue 38
     kinds = [f["kind"] for f in report["faults"]]
     assert kinds == ["kill:orchestration-worker", "redis-restart", "postgres-terminate"]
     assert all(f["outcome"].startswith("round ") for f in report["faults"]), report["faults"]

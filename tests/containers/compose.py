@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from mots.platform.contracts import round_calls
 from tests.containers import images, podman, standins
 from tests.containers.base import ROOT
 from tests.docker.images import IMAGES
@@ -30,9 +31,8 @@ PROJECT = "mots-ct"
 FILES = (ROOT / "docker" / "compose.yaml", Path(__file__).with_name("compose.yaml"))
 DATA_TIER = ("redis", "postgres")
 PLATFORM = (
-    "market", "market-worker", "pricing", "pricing-worker", "orchestration",
-    "orchestration-worker", "training-worker", "evaluation-worker", "superlink", "prometheus",
-    "alertmanager",
+    "market", "market-worker", "pricing", "orchestration", "orchestration-worker",
+    "training-worker", "evaluation-worker", "superlink", "prometheus", "alertmanager",
 )  # fmt: skip
 DEVICES = ("1-0", "1-1", "2-0", "3-0")
 # Each device: its SuperNode, its market agent and its node-exporter.
@@ -306,6 +306,8 @@ def run_round(
             "purchase": result["purchase"],
             "download": result["download"],
             "summary": summary,
+            "round_calls": round_calls(view.get("calls") or []),
+            "calls": view.get("calls") or [],
             "left_out": LEFT_OUT,
         }
     finally:

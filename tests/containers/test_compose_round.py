@@ -44,6 +44,7 @@ def test_compose_round_publishes_and_pays(runtime: None) -> None:
     got = _run()
     assert podman.leftovers([compose.PROJECT]) == {k: [] for k in podman.KINDS}
     assert got["round_state"] == "published", got["summary"]
+    assert 0 < got["round_calls"] <= 7, got["calls"]  # issue 38, from the round's call log
     assert got["ledger_balanced"], got["ledger"]
     assert got["prometheus_targets"] > 0
     assert got["prometheus_targets_up"] == got["prometheus_targets"]

@@ -103,9 +103,8 @@ def test_compose_runs_the_whole_platform(compose: dict) -> None:
     """Redis, PostgreSQL, the services, a SuperLink, SuperNodes and agents, Prometheus, Grafana."""
     services = compose["services"]
     for name in (
-        "redis", "postgres", "market", "market-worker", "pricing", "pricing-worker",
-        "orchestration", "orchestration-worker", "evaluation-worker", "superlink",
-        "prometheus", "grafana",
+        "redis", "postgres", "market", "market-worker", "pricing", "orchestration",
+        "orchestration-worker", "evaluation-worker", "superlink", "prometheus", "grafana",
     ):  # fmt: skip
         assert name in services, name
     supernodes = {n: s["environment"] for n, s in services.items() if n.startswith("supernode-")}

@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import TypeVar
 
 from mots.economics.bond import participation_bond
-from mots.economics.scenario import ErrorModel, Scenario
+from mots.economics.scenario import ClientType, ErrorModel, Scenario
 from mots.platform import quotes
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import EquilibriumResult, PricingRequest, PricingResult
@@ -42,7 +42,6 @@ from mots.platform.contracts import (
     EvaluationRequest,
     NoInput,
     OpenRoundPayload,
-    PopulationType,
     RoundDecisions,
     RoundRef,
     SettlePayload,
@@ -116,15 +115,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     errors, source = error_model(ports)
     scenario = Scenario.model_validate(
         {
-            "types": [
-                {
-                    "name": t.name,
-                    "count": t.count,
-                    "data_size": t.data_size,
-                    "cost": float(t.cost),
-                }
-                for t in population.types
-            ],
+            "types": population.types,
             "error_model": errors,
             "utility": ports.settings.utility,
             "eps_req": ports.settings.eps_req,
@@ -162,7 +153,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     return Move(S.COLLECTING, f"error model: {source}", update)
 
 
-def _bonds(types: Sequence[PopulationType], ports: RoundPorts) -> dict[str, Decimal]:
+def _bonds(types: Sequence[ClientType], ports: RoundPorts) -> dict[str, Decimal]:
     """B_i per type, :func:`mots.economics.bond.participation_bond` of its C_i with the
     deployment's measured detection rate q and deterred work fraction φ (0 types omitted)."""
     q, phi = ports.settings.bond_detection_rate, ports.settings.bond_work_fraction

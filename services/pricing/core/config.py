@@ -10,7 +10,7 @@ from mots.platform.settings.rounds import Mechanism
 
 
 class Settings(PlatformSettings, Mechanism, Types):
-    """The pricing API and worker read these."""
+    """The pricing API reads these."""
 
 
 @lru_cache(maxsize=1)

@@ -21,7 +21,6 @@ FIXED_PORTS = {
     "pricing": 8102,
     "orchestration": 8103,
     "market-worker": 9101,
-    "pricing-worker": 9102,
     "orchestration-worker": 9103,
     "evaluation-worker": 9104,
     "training-worker": 9105,

@@ -31,6 +31,7 @@ from mots.local.launcher import (
     exit_on_sigterm,
 )
 from mots.platform.api.base import Strategy
+from mots.platform.contracts import round_calls
 from mots.training.processes import listening
 from mots.training.progress import RoundProgress
 
@@ -145,6 +146,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     )
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in summary["phase_seconds"].items())
     print(f"  time per state    {phases}")
+    if "round_calls" in summary:
+        print(f"  round calls       {summary['round_calls']}  (service calls, from the call log)")
     print_verification(summary)
 
 
@@ -227,6 +230,7 @@ def _one_round(
             body = wait_round(orchestration, round_id, timeout_s, on_fedavg=fedavg)
         summary: dict[str, Any] = body["summary"]
         summary["trainer"] = trainer  # what the printout may claim about the federation
+        summary["round_calls"] = round_calls(body.get("calls") or [])  # issue 38: at most 7
         if body["state"] == "published":
             _download_as_buyer(market, agents, choices, round_id, out_dir, summary)
         _check_ledger(market, operator_token, prometheus, summary)

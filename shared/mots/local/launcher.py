@@ -27,6 +27,10 @@ from mots.training.processes import listening, port_free
 SERVICES_WITH_API = ("market", "pricing", "orchestration")
 PROMETHEUS_BINARY = "/usr/bin/prometheus"
 WORKERS = ("market", "pricing", "orchestration", "evaluation", "training")
+"""The services to start (an API, a Celery worker or both; the training worker by its name)."""
+API_ONLY = ("pricing",)
+"""Services without a worker: pricing answers what-if quotes on its API; a round prices in
+process (:mod:`mots.platform.quotes`, issue 38)."""
 WORKER_OF = {"training": ("orchestration", "services.orchestration.training_worker")}
 """A worker that is not its own service: the service whose settings and database it shares, and
 its module (the training worker trains the orchestration's rounds on the ``training`` queue)."""
@@ -266,7 +270,8 @@ class Stack:
 
         for service in services:
             names = [f"{service}-api"] if service in SERVICES_WITH_API else []
-            for name in [*names, f"{service}-worker"]:
+            workers = [] if service in API_ONLY else [f"{service}-worker"]
+            for name in [*names, *workers]:
                 rotate_log(self.workdir / "logs" / f"{name}.log")
 
     def _choose_api_ports(self, services: tuple[str, ...]) -> None:
@@ -314,6 +319,8 @@ class Stack:
                             "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
                         ]  # fmt: skip
                     self._spawn(f"{service}-api", argv, env, f"{self.url(service)}/healthz")
+                if service in API_ONLY:
+                    continue
                 mport = self.ports.setdefault(f"{service}-worker", free_port())
                 wenv = {**env, "MOTS_METRICS_PORT": str(mport)}
                 argv = [

@@ -12,9 +12,10 @@ from celery import Celery
 
 from mots.platform.contracts import ALL_TASKS
 
-QUEUES = ("market", "pricing", "orchestration", "evaluation", "training")
-"""One queue per service (and the orchestration's training worker); a task named
-``<queue>.<verb>`` is routed to ``<queue>``."""
+QUEUES = ("market", "orchestration", "evaluation", "training")
+"""One queue per service with a worker (and the orchestration's training worker); a task named
+``<queue>.<verb>`` is routed to ``<queue>``. Pricing has none: its API alone (a round prices in
+process, :mod:`mots.platform.quotes`)."""
 
 
 def make_celery(

@@ -18,9 +18,10 @@ untyped dict back, which is the gap this module closes. A :class:`TaskSpec` hold
 models once, for both sides, in ~100 lines; every handler is also counted in ``mots_tasks_total``
 by the same wrapper.
 
-The payloads the tasks carry are declared here too, beside their specs (the pricing tasks take
-the pricing API's own bodies, :mod:`mots.platform.api.pricing`; the settlement and the error
-model's fit, which the round API shows, are :mod:`mots.platform.api.rounds`'s). Task names
+The payloads the tasks carry are declared here too, beside their specs (the settlement and the
+error model's fit, which the round API shows, are :mod:`mots.platform.api.rounds`'s). Pricing has
+no task: a round prices in process through :mod:`mots.platform.quotes`, and the pricing service
+answers what-if quotes on its REST API only (issue 38). Task names
 appear as string literals in this module only (a test keeps it so).
 """
 
@@ -34,19 +35,14 @@ from celery import Celery
 from celery.result import AsyncResult
 from pydantic import BaseModel, Field, field_validator
 
+from mots.economics.scenario import ClientType
 from mots.platform.api.base import (
     MAX_AMOUNT,
     Money,
     RoundState,
     Schema,
 )
-from mots.platform.api.pricing import (
-    EquilibriumRequest,
-    EquilibriumResult,
-    PricingRequest,
-    PricingResult,
-)
-from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult
+from mots.platform.api.rounds import ErrorEstimate, ErrorFit, SettleResult, TrainingCurve
 from mots.platform.api.tasks import DEFAULT_TASK, TaskName
 from mots.platform.metrics import TASKS
 from mots.platform.timestamps import Timestamp
@@ -227,20 +223,14 @@ class AdvanceResult(Schema):
     waiting: bool = False
 
 
-class PopulationType(Schema):
-    """One declared type and how many of the round's population are of it."""
-
-    name: str
-    data_size: int
-    cost: Money
-    count: int = Field(..., ge=1, description="the type's clients in the round's population")
-
-
 class Population(Schema):
     """A round's population as the market snapshotted it for pricing (its members: the market
-    owns them), types in non-decreasing data size (the order Eq. 3 expects)."""
+    owns them), types in non-decreasing data size (the order Eq. 3 expects): the scenario's own
+    :class:`~mots.economics.scenario.ClientType` (N_i the type's members, D_i, C_i; Section
+    2.A.2), which the orchestration prices as it comes. C_i is a parameter of the model, a float
+    there, not an amount the ledger books."""
 
-    types: list[PopulationType]
+    types: list[ClientType]
 
 
 class OpenRoundPayload(Schema):
@@ -404,15 +394,14 @@ def round_calls(calls: list[str]) -> int:
     return sum(task != MARKET_DECLARATION_PROGRESS.name for task in calls)
 
 
-# ---------------------------------------------------------------- pricing
+def resent_calls(calls: list[str]) -> int:
+    """How many of a round's calls (polls apart) were sends of a task the round had already
+    sent: a call lost to a fault (a worker killed between its claim and its send, its reply lost)
+    and sent again once past its timeout. Each of a round's seven calls is a different task, so
+    ``round_calls(calls) - resent_calls(calls)`` counts each call once however often it was sent."""
+    tasks = [task for task in calls if task != MARKET_DECLARATION_PROGRESS.name]
+    return len(tasks) - len(set(tasks))
 
-PRICING_QUOTE = TaskSpec("pricing.quote", "pricing", PricingRequest, PricingResult)
-"""The mechanism's terms at K* or at a realised state (a round prices in process, through
-:mod:`mots.platform.quotes`; this task serves other callers)."""
-PRICING_EQUILIBRIUM = TaskSpec(
-    "pricing.equilibrium", "pricing", EquilibriumRequest, EquilibriumResult
-)
-"""Whether a realised state (K, B) is an equilibrium of the mechanism's schedule."""
 
 # ---------------------------------------------------------------- evaluation
 
@@ -452,20 +441,17 @@ class TrainRequest(Coalition):
     node_types: list[int]
 
 
-class TrainResult(BaseModel):
-    """What a round's training produced; ``completed`` counts per type the participants whose
+class TrainResult(TrainingCurve):
+    """What a round's training produced: the engine's curve (ε, losses, round seconds, metadata)
+    and the published model file; ``completed`` counts per type the participants whose
     updates were verified in every round they were asked for; ``participants`` says, per
     participant (``client_id`` when known), ``status`` (verified, dropped, failed_verification),
     the round it left in and why."""
 
-    epsilon: float
-    losses: list[float]
-    round_seconds: list[float]
     artifact_path: str
     artifact_sha256: str
     completed: list[int]
     seconds: float
-    metadata: dict[str, Any] = Field(default_factory=dict)
     participants: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -492,8 +478,6 @@ ALL_TASKS: tuple[TaskSpec[Any, Any], ...] = (
     MARKET_CLOSE_ROUND,
     MARKET_SETTLE_ROUND,
     MARKET_NODE_KEYS,
-    PRICING_QUOTE,
-    PRICING_EQUILIBRIUM,
     EVALUATION_EVALUATE,
     EVALUATION_ERROR_MODEL,
     EVALUATION_PUBLISHED,

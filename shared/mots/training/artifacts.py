@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ConfigDict
 
 from mots.client.model_file import FORMAT, METADATA_MEMBER, sha256_file, write_sidecar
+from mots.platform.api.rounds import TrainingCurve
 
 if TYPE_CHECKING:
     from mots.training.config import TrainConfig
@@ -34,16 +35,14 @@ class ArtifactError(ValueError):
     """An artifact is malformed or does not match its digest."""
 
 
-@dataclass(frozen=True)
-class TrainingResult:
-    """The outcome of training one coalition: ε (final global test loss) and the per-round record."""
+class TrainingResult(TrainingCurve):
+    """The outcome of training one coalition on an engine: the curve, the model file it wrote
+    (None when none was published) and the final test accuracy."""
 
-    epsilon: float
-    losses: list[float]
-    round_seconds: list[float]
+    model_config = ConfigDict(frozen=True)
+
     artifact_path: Path | None
     artifact_sha256: str | None
-    metadata: dict[str, Any] = field(default_factory=dict)
     accuracy: float | None = None
 
 

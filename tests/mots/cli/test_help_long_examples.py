@@ -9,6 +9,7 @@ another federation holds them.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -109,6 +110,8 @@ def test_the_long_examples_run_as_written(tmp_path: Path) -> None:
             assert "Traceback" not in done.stderr, (line, done.stderr[-3000:])
         for made in ("out/sweep/sweep.json", "out/demo/summary.json"):
             assert (folder / made).is_file(), made
+        demo = json.loads((folder / "out/demo/summary.json").read_text())
+        assert 0 < demo["round_calls"] <= 7, demo  # issue 38: the demo round's call log
         assert (tmp_path / "r" / "report.md").is_file()
     finally:
         for stop in (f"{MOTS} federation down --workdir out/fed",

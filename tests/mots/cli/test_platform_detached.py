@@ -28,7 +28,6 @@ COUNTERS = {  # counters a process exports from its start, by metrics endpoint
     "pricing": ["mots_http_requests_total", "mots_pricing_requests_total"],
     "orchestration": ["mots_http_requests_total"],
     "market-worker": ["mots_tasks_total"],
-    "pricing-worker": ["mots_tasks_total", "mots_pricing_requests_total"],
     "evaluation-worker": ["mots_tasks_total", "mots_evaluations_total"],
     "orchestration-worker": [
         "mots_tasks_total",

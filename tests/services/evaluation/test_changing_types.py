@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from decimal import Decimal
 from types import ModuleType
 
 import numpy as np
 import pytest
 
 from mots.economics.error import generalization_error
-from mots.economics.scenario import ErrorModel
+from mots.economics.scenario import ClientType, ErrorModel
 from mots.platform.api.base import RoundState
 from mots.platform.contracts import (
     CurrentErrorModel,
@@ -24,7 +23,6 @@ from mots.platform.contracts import (
     EvaluationResult,
     NoInput,
     Population,
-    PopulationType,
     RoundRef,
 )
 from tests.services.orchestration.rounds.fakes import (
@@ -77,7 +75,7 @@ class EvaluatedMarket(FakeServices):
     def population(self, ref: RoundRef) -> Population:
         self._enter("population")
         types = [
-            PopulationType(name=n, data_size=self.sizes[n], cost=Decimal(1), count=len(ids))
+            ClientType(name=n, data_size=self.sizes[n], cost=1.0, count=len(ids))
             for n, ids in self.clients.items()
             if ids
         ]  # in non-decreasing data size, as the market's population

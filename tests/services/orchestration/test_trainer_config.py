@@ -69,7 +69,10 @@ def test_a_local_federation_whose_keys_were_unregistered_is_started_afresh(
 
     def train(*args: object, **kwargs: object) -> TrainingResult:
         meta = {"completed_participants": [1], "removed_nodes": removed}
-        return TrainingResult(0.5, [0.5], [1.0], None, None, meta)
+        return TrainingResult(
+            epsilon=0.5, losses=[0.5], round_seconds=[1.0], artifact_path=None,
+            artifact_sha256=None, metadata=meta,
+        )  # fmt: skip
 
     trainer = Trainer(Settings(trainer="deployment", artifact_dir=str(tmp_path)))
     monkeypatch.setattr(runner, "train_coalition", train)

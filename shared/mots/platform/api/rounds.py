@@ -187,6 +187,18 @@ class TrainingProgress(Schema):
     in_progress: bool = Field(..., description="True while clients of this FedAvg round train")
 
 
+class TrainingCurve(BaseModel):
+    """What any training of a coalition reports: ε (the final global test loss, Eq. 3's
+    measured counterpart), the test loss and the seconds of each FedAvg round, and the engine's
+    metadata. The engines' :class:`mots.training.artifacts.TrainingResult` and the round's
+    :class:`mots.platform.contracts.TrainResult` both extend it (one shape, issue 38)."""
+
+    epsilon: float
+    losses: list[float]
+    round_seconds: list[float]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
 class ErrorEstimate(Schema):
     """An estimate of Eq. 3's parameters (with ε0) from ``points`` published measurements: what
     the refit (:class:`ErrorFit`) and the posterior

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from mots.economics.scenario import ClientType
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import (
     PricingRequest,
@@ -38,7 +39,6 @@ from mots.platform.contracts import (
     NoInput,
     OpenRoundPayload,
     Population,
-    PopulationType,
     RoundDecisions,
     RoundRef,
     SettlePayload,
@@ -123,9 +123,7 @@ class FakeServices:
         sizes = {SMALL: 50, LARGE: 300}
         return Population(
             types=[
-                PopulationType(
-                    name=n, data_size=sizes[n], cost=Decimal(sizes[n]) / 100, count=len(ids)
-                )
+                ClientType(name=n, data_size=sizes[n], cost=sizes[n] / 100, count=len(ids))
                 for n, ids in self.clients.items()
                 if ids
             ]

@@ -24,6 +24,7 @@ from mots.platform.contracts import (
     MARKET_SETTLE_ROUND,
     TRAINING_TRAIN,
     TaskSpec,
+    resent_calls,
     round_calls,
 )
 from mots.platform.db import make_engine, make_sessionmaker
@@ -211,6 +212,9 @@ def test_a_lost_call_is_re_driven_past_its_timeout_and_sent_again(wire: Wire) ->
     assert wire.services.calls.count("close") == 1  # the lost one never reached the fake
     assert not wire.calls.pending(lost[0])
     assert wire.machine.answered(lost[0], {"round_id": round_id}) is None  # late: dropped
+    sent = wire.calls.sent(round_id)  # the call log holds the close twice: sent, lost, re-sent
+    assert (round_calls(sent), resent_calls(sent)) == (MAX_ROUND_CALLS + 1, 1), sent
+    assert round_calls(sent) - resent_calls(sent) == MAX_ROUND_CALLS  # each call counted once
 
 
 def test_an_error_reply_fails_the_round_as_a_raised_error_did(wire: Wire) -> None:
