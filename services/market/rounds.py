@@ -420,8 +420,28 @@ def settle_round(
     session.execute(delete(RoundMember).where(RoundMember.round_id == rid))  # trained: done
     if removed:
         log.warning("round %s: removed participants %s are not paid", rid, sorted(removed))
-    result = SettleResult(
-        round_id=rid,
+    result = _settle_result(payload, purchases, plan, terms, removed, (returned, forfeited))
+    rnd.state = RoundState.SETTLED_BY_RULE if payload.refund_buyers else RoundState.SETTLING
+    rnd.settlement_json = result.model_dump_json()
+    if payload.artifact_path and not payload.refund_buyers:
+        rnd.artifact_path = payload.artifact_path
+        rnd.artifact_sha256 = payload.artifact_sha256
+    session.flush()
+    return result
+
+
+def _settle_result(
+    payload: SettlePayload,
+    purchases: Sequence[Any],
+    plan: SettlementPlan,
+    terms: CapturedTerms,
+    removed: set[int],
+    bonds_moved: tuple[int, int],
+) -> SettleResult:
+    """What :func:`settle_round` booked, in currency units (bonds: returned, slashed)."""
+    returned, forfeited = bonds_moved
+    return SettleResult(
+        round_id=payload.round_id,
         payments=from_micros(sum(p[1] for p in purchases)),
         rewards_paid=from_micros(plan.paid),
         charges=from_micros(plan.charged),
@@ -436,13 +456,6 @@ def settle_round(
         bonds_returned=from_micros(returned),
         bonds_slashed=from_micros(forfeited),
     )
-    rnd.state = RoundState.SETTLED_BY_RULE if payload.refund_buyers else RoundState.SETTLING
-    rnd.settlement_json = result.model_dump_json()
-    if payload.artifact_path and not payload.refund_buyers:
-        rnd.artifact_path = payload.artifact_path
-        rnd.artifact_sha256 = payload.artifact_sha256
-    session.flush()
-    return result
 
 
 def _joined(session: Session, round_id: int) -> list[int]:

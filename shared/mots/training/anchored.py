@@ -285,6 +285,28 @@ def judge(
             ": fewer steps than asked",
             stats,
         )
+    verdict = _rescaled(delta, refs, t, stats)
+    if verdict is not None:
+        return verdict
+    floor = refs.accuracy_floor(t)
+    if floor is not None and accuracy is not None:
+        stats["accuracy"], stats["accuracy_floor"] = accuracy, floor
+        if not accuracy >= floor:  # NaN fails
+            return AnchoredVerdict(
+                "accuracy",
+                f"validation accuracy of its model {accuracy:.3f} < {floor:.3f}, the worst of the "
+                f"server's own draws less {t.accuracy_spread} × their spread and "
+                f"{t.accuracy_margin}: trained toward other labels than the data's",
+                stats,
+            )
+    return AnchoredVerdict(None, "", stats)
+
+
+def _rescaled(
+    delta: Flat, refs: References, t: AnchorTolerance, stats: dict[str, float]
+) -> AnchoredVerdict | None:
+    """The ``rescaled`` check of :func:`judge` (i.i.d. data, ``spread_ratio`` > 0): Δ's first
+    layer spans too few directions for E steps, whatever its norm; None when it passes."""
     spread = refs.spread(delta) if t.spread_ratio > 0.0 and refs.iid else None
     ref_spread = refs.median_spread if spread is not None else None
     if spread is not None and ref_spread is not None and ref_spread > 0.0:
@@ -298,15 +320,4 @@ def judge(
                 "asked, stretched to an honest size",
                 stats,
             )
-    floor = refs.accuracy_floor(t)
-    if floor is not None and accuracy is not None:
-        stats["accuracy"], stats["accuracy_floor"] = accuracy, floor
-        if not accuracy >= floor:  # NaN fails
-            return AnchoredVerdict(
-                "accuracy",
-                f"validation accuracy of its model {accuracy:.3f} < {floor:.3f}, the worst of the "
-                f"server's own draws less {t.accuracy_spread} × their spread and "
-                f"{t.accuracy_margin}: trained toward other labels than the data's",
-                stats,
-            )
-    return AnchoredVerdict(None, "", stats)
+    return None

@@ -483,7 +483,7 @@ class VerifyingFedAvg(FedAvg):
     def outcome(self, run_id: int, discover_seconds: float) -> dict[str, Any]:
         """What ``result.json`` records: the losses, each participant's verdict, the quality
         gate (whether the model may be published) and the last artifact."""
-        from mots.training.verification import quality_gate
+        from mots.training.quality_gate import quality_gate
 
         s, log, chosen = self.setup, self.log, self.chosen
         gate = quality_gate(

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mots.training.config import TrainConfig
+from mots.training.quality_gate import quality_gate
 from mots.training.verification import (
     Candidate,
     VerificationPolicy,
     accept_all,
     cosine,
-    quality_gate,
     robust_low,
     verify_round,
 )
