@@ -124,12 +124,14 @@ def test_service_commands_name_existing_modules(
     service: str, bake: dict[str, dict[str, Any]]
 ) -> None:
     """The image's default command (its API's factory, or the evaluation's worker) and compose's
-    worker command name modules of this service that exist in the source tree."""
+    worker command (every service's but pricing's) name modules of this service that exist in
+    the source tree."""
     command = _image_of(service, bake)["COMMAND"]
     compose = (DOCKER / "compose.yaml").read_text()
     modules = set(re.findall(r"services\.([a-z_]+\.[a-z_]+)", command + compose))
     mine = {m for m in modules if m.startswith(service + ".")}
-    assert f"{service}.worker" in mine
+    if service != "pricing":  # pricing has no worker: a round prices in process (issue 38)
+        assert f"{service}.worker" in mine
     for m in mine:
         assert _module_file("services." + m).exists(), f"services.{m} does not exist"
     if service != "evaluation":  # the evaluation service has no API
