@@ -152,12 +152,24 @@ SUMMARY_FIELDS_ADDED_SINCE_0002: dict[str, Any] = {
 }
 """Summary fields added after 0002, and the defaults a row written before them reads back with."""
 
+SETTLEMENT_FIELDS_ADDED_SINCE_0002: dict[str, Any] = {
+    "bonds_returned": "0.000000",
+    "bonds_slashed": "0.000000",
+}
+"""The settlement's fields added after 0002 (issue 37's participation bond), read back at their
+defaults: a round settled before bonds existed returned and slashed none."""
+
 
 def _without_added_summary_fields(summary: dict[str, Any]) -> dict[str, Any]:
     """The summary without the fields added since 0002, each checked to read at its default."""
     summary = dict(summary)
     for key, default in SUMMARY_FIELDS_ADDED_SINCE_0002.items():
         assert summary.pop(key) == default, key
+    if summary.get("settlement") is not None:
+        settlement = dict(summary["settlement"])
+        for key, default in SETTLEMENT_FIELDS_ADDED_SINCE_0002.items():
+            assert settlement.pop(key) == default, key
+        summary["settlement"] = settlement
     return summary
 
 

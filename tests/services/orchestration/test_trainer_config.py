@@ -37,6 +37,7 @@ def test_superlink_port_zero_takes_a_free_block_not_the_fixed_port() -> None:
     assert superlink_port(9500, 4) == 9500
     with socket.socket() as held:
         taken = superlink_port(0, 4)  # the block a first federation would take: now in use
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server binds
         held.bind(("127.0.0.1", taken))
         held.listen()
         port = superlink_port(0, 4)
