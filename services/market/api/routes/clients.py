@@ -122,6 +122,9 @@ def _self_registered(body: ClientRegistration, request: Request, settings: Setti
     status_code=status.HTTP_201_CREATED,
     response_model=RegisteredClient,
     responses={401: {}, 403: {}, 409: {}, 429: {}},
+    # the operator's token, or none at all: an enrolment code (or open registration) needs no
+    # credential, so the spec offers the empty requirement beside the bearer one
+    openapi_extra={"security": [{"HTTPBearer": []}, {}]},
 )
 async def register(
     body: ClientRegistration,
