@@ -1,5 +1,7 @@
 """Tables of the orchestration service: rounds (the persisted state machine), their transitions,
-and the calls the current step of each round has sent (with their replies)."""
+and the calls the current step of each round has sent (with their replies). The rounds and their
+transitions are plain tables, read straight into the one shape each has in Python (the machine's
+``RoundRecord``, the API's ``TransitionOut``), not restated as ORM classes (issue 38)."""
 
 from __future__ import annotations
 
@@ -9,17 +11,22 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Column,
     DateTime,
+    Dialect,
     Float,
     ForeignKey,
     Integer,
     String,
+    Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from mots.economics.scenario import Scenario
+from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, TrainingProgress
 from mots.platform.contracts import EvaluationResult, RoundDecisions
@@ -31,58 +38,90 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _product(kind: Any) -> Mapped[Any]:
+def as_utc(at: datetime) -> datetime:
+    """SQLite gives naive datetimes back; they were written in UTC."""
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A ``timestamp with time zone`` read back timezone-aware on every database (SQLite's naive
+    ones were written in UTC): what the round record and the API's Timestamp expect."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """The stored instant, in UTC."""
+        return None if value is None else as_utc(value)
+
+
+class StateColumn(TypeDecorator[RoundState]):
+    """A round state stored as its value (``varchar(16)``), read back as :class:`RoundState`."""
+
+    impl = String(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        """The state's value (a :class:`RoundState` or its string; an unknown one is refused)."""
+        return None if value is None else RoundState(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> RoundState | None:
+        """The stored state as the enum."""
+        return None if value is None else RoundState(value)
+
+
+def _product(name: str, kind: Any) -> Column[Any]:
     """A nullable typed JSON column holding one of the round's products."""
-    return mapped_column(TypedJSON(kind), nullable=True)
+    return Column(name, TypedJSON(kind), nullable=True)
 
 
 class Base(DeclarativeBase):
     """Declarative base of the orchestration tables."""
 
 
-class Round(Base):
-    """One market round: ``state`` is the machine's current state, the typed JSON columns the
-    products of the states it went through (each validated against its model on write and read)."""
+rounds = Table(
+    "rounds",
+    Base.metadata,
+    Column("id", Integer, primary_key=True),
+    Column("state", StateColumn(), index=True, nullable=False),
+    Column("mechanism", String(64), nullable=True),
+    _product("scenario", Scenario),
+    _product("quote", PricingResult),
+    _product("decisions", RoundDecisions),
+    _product("terms", RoundTerms),
+    _product("training", TrainingRecord),
+    _product("training_progress", TrainingProgress),
+    _product("evaluation", EvaluationResult),
+    _product("summary", RoundSummary),
+    Column("rule", Text, nullable=True),
+    Column("created_at", UtcDateTime(), default=_now, nullable=False),
+    Column("state_entered_at", UtcDateTime(), default=_now, nullable=False),
+    Column("collect_deadline", Float, nullable=True),
+    _product("deadlines", Deadlines),
+    Column("artifact_expired_at", UtcDateTime(), nullable=True),
+    Column("subsidy_budget_micros", BigInteger, nullable=True),
+    Column("collect_seconds", Float, nullable=True),
+)
+"""One market round per row, read as it is into
+:class:`~services.orchestration.rounds.ports.RoundRecord` (one column per field: the record is
+the row's only Python shape): ``state`` is the machine's current state, the typed JSON columns
+the products of the states it went through (each validated against its model on write and read),
+``subsidy_budget_micros`` and ``collect_seconds`` the round's own budget and collection window
+(POST /v1/rounds; None: MOTS_ROUND_SUBSIDY_BUDGET, MOTS_COLLECT_TIMEOUT_S)."""
 
-    __tablename__ = "rounds"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    state: Mapped[str] = mapped_column(String(16), index=True)
-    mechanism: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    scenario: Mapped[Scenario | None] = _product(Scenario)
-    quote: Mapped[PricingResult | None] = _product(PricingResult)
-    decisions: Mapped[RoundDecisions | None] = _product(RoundDecisions)
-    terms: Mapped[RoundTerms | None] = _product(RoundTerms)
-    training: Mapped[TrainingRecord | None] = _product(TrainingRecord)
-    training_progress: Mapped[TrainingProgress | None] = _product(TrainingProgress)
-    evaluation: Mapped[EvaluationResult | None] = _product(EvaluationResult)
-    summary: Mapped[RoundSummary | None] = _product(RoundSummary)
-    rule: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    state_entered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    collect_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
-    deadlines: Mapped[Deadlines | None] = _product(Deadlines)
-    artifact_expired_at: Mapped[datetime | None] = mapped_column(
-        DateTime(timezone=True), nullable=True
-    )
-    subsidy_budget_micros: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    """The round's own subsidy budget (POST /v1/rounds); None: MOTS_ROUND_SUBSIDY_BUDGET."""
-    collect_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
-    """The round's own collection window (POST /v1/rounds); None: MOTS_COLLECT_TIMEOUT_S."""
-
-
-class Transition(Base):
-    """An audit row per state change, with the seconds spent in the state it left."""
-
-    __tablename__ = "round_transitions"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id"), index=True)
-    from_state: Mapped[str] = mapped_column(String(16))
-    to_state: Mapped[str] = mapped_column(String(16))
-    seconds_in_from: Mapped[float] = mapped_column(Float)
-    note: Mapped[str | None] = mapped_column(Text, nullable=True)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+round_transitions = Table(
+    "round_transitions",
+    Base.metadata,
+    Column("id", Integer, primary_key=True),
+    Column("round_id", Integer, ForeignKey("rounds.id"), index=True, nullable=False),
+    Column("from_state", StateColumn(), nullable=False),
+    Column("to_state", StateColumn(), nullable=False),
+    Column("seconds_in_from", Float, nullable=False),
+    Column("note", Text, nullable=True),
+    Column("at", UtcDateTime(), default=_now, nullable=False),
+)
+"""An audit row per state change, with the seconds spent in the state it left; read as the round
+API's :class:`~mots.platform.api.rounds.TransitionOut` (its only Python shape)."""
 
 
 class SentCallColumns:

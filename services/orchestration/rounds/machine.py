@@ -157,24 +157,25 @@ class RoundMachine:
         """Compare-and-set the round to the move's state; the step to run next, if any."""
         if move.to not in ALLOWED[rnd.state]:
             raise AssertionError(f"transition {rnd.state} → {move.to} is not in the machine")
-        update = RoundUpdate(**move.update)
+        update = move.update
         if move.to not in TERMINAL_STATES:
             budget = self.ports.settings.phase_budget_s(move.to.value)
-            due = update.get("collect_deadline") or self.ports.clock() + budget
-            update["deadlines"] = {**(rnd.deadlines or {}), move.to.value: due}
+            due = update.collect_deadline or self.ports.clock() + budget
+            deadlines = {**(rnd.deadlines or {}), move.to.value: due}
+            update = dataclasses.replace(update, deadlines=deadlines)
         seconds = self.ports.store.move(rnd.id, rnd.state, move.to, move.note, update)
         if seconds is None:
             return Step(None)  # another delivery of this step moved the round first
         log.info("round %s: %s → %s %s", rnd.id, rnd.state.value, move.to.value, move.note)
         prometheus.state_left(rnd.state, seconds)
-        if "quote" in move.update:
-            prometheus.quoted(move.update["quote"])
-        if "evaluation" in move.update:
-            prometheus.evaluated(move.update["evaluation"])
+        if move.update.quote is not None:
+            prometheus.quoted(move.update.quote)
+        if move.update.evaluation is not None:
+            prometheus.evaluated(move.update.evaluation)
         if move.to in TERMINAL_STATES:
-            if "summary" in move.update:
-                prometheus.finished(move.update["summary"])
-                prometheus.subsidy(move.update["summary"], self.ports.settings.subsidy_alert_share)
+            if move.update.summary is not None:
+                prometheus.finished(move.update.summary)
+                prometheus.subsidy(move.update.summary, self.ports.settings.subsidy_alert_share)
             return Step(None)
         return Step(move.to)
 

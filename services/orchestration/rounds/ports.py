@@ -14,17 +14,15 @@ import os
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Protocol, TypedDict, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from mots.economics.scenario import Scenario
 from mots.platform.api.base import RoundState
-from mots.platform.api.pricing import (
-    PricingResult,
-)
+from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, TrainingProgress
 from mots.platform.contracts import AdvanceRequest, EvaluationResult, RoundDecisions, TaskSpec
 from services.orchestration.core.config import Settings
@@ -34,27 +32,40 @@ In = TypeVar("In", bound=BaseModel)
 Out = TypeVar("Out", bound=BaseModel)
 
 
-@dataclass(frozen=True)
-class RoundRecord:
-    """A round as the machine reads it: its state, its clock and the products of the states it
-    has passed (None until that state has run); timestamps are timezone-aware (UTC)."""
+@dataclass(frozen=True, kw_only=True)
+class RoundUpdate:
+    """The products a move sets on the round alongside its new state (None: left as it is);
+    :class:`RoundRecord` extends it, so a product has one name and one type in both."""
 
-    id: int
-    state: RoundState
-    created_at: datetime
-    state_entered_at: datetime
     mechanism: str | None = None
     scenario: Scenario | None = None
     quote: PricingResult | None = None
     decisions: RoundDecisions | None = None
     terms: RoundTerms | None = None
     training: TrainingRecord | None = None
-    training_progress: TrainingProgress | None = None
     evaluation: EvaluationResult | None = None
     summary: RoundSummary | None = None
     rule: str | None = None
     collect_deadline: float | None = None
     deadlines: Deadlines | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The products this move sets (those not None), by name: the store's column values."""
+        named = ((f.name, getattr(self, f.name)) for f in fields(RoundUpdate))
+        return {name: value for name, value in named if value is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundRecord(RoundUpdate):
+    """A round as the machine reads it (a row of the ``rounds`` table, read as it is): its state,
+    its clock, and the products of the states it has passed (the :class:`RoundUpdate` fields,
+    None until that state has run); timestamps are timezone-aware (UTC)."""
+
+    id: int
+    state: RoundState
+    created_at: datetime
+    state_entered_at: datetime
+    training_progress: TrainingProgress | None = None
     subsidy_budget_micros: int | None = None
     """The round's own subsidy budget in micro-units (None: the settings' budget)."""
     collect_seconds: float | None = None
@@ -67,29 +78,13 @@ class RoundRecord:
         return (self.deadlines or {}).get(self.state.value)
 
 
-class RoundUpdate(TypedDict, total=False):
-    """The fields a move sets on the round, alongside its new state."""
-
-    mechanism: str | None
-    scenario: Scenario
-    quote: PricingResult
-    decisions: RoundDecisions
-    terms: RoundTerms
-    training: TrainingRecord
-    evaluation: EvaluationResult
-    summary: RoundSummary
-    rule: str
-    collect_deadline: float
-    deadlines: Deadlines
-
-
 @dataclass(frozen=True)
 class Move:
     """A step's decision: move the round to ``to``, recording ``note`` and setting ``update``."""
 
     to: RoundState
     note: str = ""
-    update: RoundUpdate = field(default_factory=lambda: RoundUpdate())
+    update: RoundUpdate = field(default_factory=RoundUpdate)
 
 
 @dataclass(frozen=True)

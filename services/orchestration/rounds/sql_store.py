@@ -7,7 +7,6 @@ PostgreSQL restarted) raises :class:`~.ports.ServiceUnavailable`: the step runs 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -15,15 +14,20 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, cast
 
-from sqlalchemy import CursorResult, delete, select
+from sqlalchemy import CursorResult, Row, delete, insert, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
-from mots.platform.api.rounds import TrainingProgress
+from mots.platform.api.rounds import TrainingProgress, TransitionOut
 from mots.platform.db import dropped_connection
-from services.orchestration.models import Round, RoundCall, SentCall, Transition
+from services.orchestration.models import (
+    RoundCall,
+    SentCall,
+    round_transitions,
+    rounds,
+)
 from services.orchestration.rounds.ports import (
     CallEntry,
     RoundInFlight,
@@ -35,13 +39,15 @@ from services.orchestration.rounds.ports import (
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_FIELDS = [f.name for f in dataclasses.fields(RoundRecord)]
-_UNFINISHED = Round.state.notin_([s.value for s in TERMINAL_STATES])
-
-
-def as_utc(at: datetime) -> datetime:
-    """SQLite gives naive datetimes back; they were written in UTC."""
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+_UNFINISHED = rounds.c.state.notin_(list(TERMINAL_STATES))
+_SHOWN_TRANSITION = [
+    round_transitions.c.from_state,
+    round_transitions.c.to_state.label("to"),
+    round_transitions.c.seconds_in_from,
+    round_transitions.c.note,
+    round_transitions.c.at,
+]
+"""A transition's columns under the names of the :class:`TransitionOut` it is read as."""
 
 
 DROP_TRIES = 6
@@ -75,27 +81,24 @@ def database(method: Callable[P, R]) -> Callable[P, R]:
     return wrapped
 
 
-def record(row: Round) -> RoundRecord:
-    """A round row as the machine reads it."""
-    values: dict[str, Any] = {name: getattr(row, name) for name in _FIELDS}
-    values["state"] = RoundState(row.state)
-    values["created_at"] = as_utc(row.created_at)
-    values["state_entered_at"] = as_utc(row.state_entered_at)
-    if row.artifact_expired_at is not None:
-        values["artifact_expired_at"] = as_utc(row.artifact_expired_at)
-    return RoundRecord(**values)
+def record(row: Row[Any]) -> RoundRecord:
+    """A round row as the machine reads it: its columns are the record's fields (the column
+    types give the state as :class:`RoundState`, the instants in UTC, the products as models)."""
+    return RoundRecord(**row._mapping)
 
 
-def _just_opened(row: Round) -> bool:
-    """The round is still ``open`` with no transition, made in the last minute: on a try after
-    a dropped connection, the round our first try created (a duplicate delivery of the opening
-    is harmless: its first step runs once, the others find it moved)."""
-    age = (datetime.now(UTC) - as_utc(row.created_at)).total_seconds()
-    return row.state == RoundState.OPEN.value and age < 60
+def _just_opened(state: RoundState, created_at: datetime) -> bool:
+    """The round (in ``state``, made at ``created_at``) is still ``open`` with no transition,
+    made in the last minute: on a try after a dropped connection, the round our first try created
+    (a duplicate delivery of the opening is harmless: its first step runs once, the others find it
+    moved)."""
+    age = (datetime.now(UTC) - created_at).total_seconds()
+    return state == RoundState.OPEN and age < 60
 
 
 class SqlRoundStore:
-    """Rounds in the orchestration database (see :mod:`services.orchestration.models`)."""
+    """Rounds in the orchestration database (the ``rounds`` and ``round_transitions`` tables of
+    :mod:`services.orchestration.models`)."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
@@ -107,42 +110,43 @@ class SqlRoundStore:
         """Insert a new round in ``open`` (with its own subsidy budget and collection window, if
         given); refuse while another round is in flight."""
         with self.sessions() as session, session.begin():
-            busy = session.scalars(select(Round).where(_UNFINISHED).with_for_update()).first()
-            if busy is not None and _RETRYING.get() and _just_opened(busy):
-                return busy.id  # our first try committed before its connection dropped
+            query = select(rounds.c.id, rounds.c.state, rounds.c.created_at).where(_UNFINISHED)
+            busy = session.execute(query.with_for_update()).first()
+            if busy is not None and _RETRYING.get() and _just_opened(busy.state, busy.created_at):
+                return int(busy.id)  # our first try committed before its connection dropped
             if busy is not None:
-                raise RoundInFlight(f"round {busy.id} is still {busy.state}; one round at a time")
-            rnd = Round(
-                state=RoundState.OPEN.value,
+                raise RoundInFlight(
+                    f"round {busy.id} is still {busy.state.value}; one round at a time"
+                )
+            opened = insert(rounds).values(
+                state=RoundState.OPEN,
                 subsidy_budget_micros=subsidy_budget_micros,
                 collect_seconds=collect_seconds,
             )
-            session.add(rnd)
-            session.flush()
-            return rnd.id
+            return int(session.execute(opened.returning(rounds.c.id)).scalar_one())
 
     @database
     def load(self, round_id: int) -> RoundRecord | None:
         """The round, or None."""
         with self.sessions() as session:
-            row = session.get(Round, round_id)
+            row = session.execute(select(rounds).where(rounds.c.id == round_id)).first()
             return None if row is None else record(row)
 
     @database
     def latest(self, limit: int, before: int | None = None) -> list[RoundRecord]:
         """The newest ``limit`` rounds (older than round ``before`` if given), newest first."""
-        query = select(Round).order_by(Round.id.desc()).limit(limit)
+        query = select(rounds).order_by(rounds.c.id.desc()).limit(limit)
         if before is not None:
-            query = query.where(Round.id < before)
+            query = query.where(rounds.c.id < before)
         with self.sessions() as session:
-            rows = session.scalars(query)
-            return [record(r) for r in rows]
+            return [record(r) for r in session.execute(query)]
 
-    def transitions(self, round_id: int) -> list[Transition]:
-        """A round's transitions in the order they happened."""
+    def transitions(self, round_id: int) -> list[TransitionOut]:
+        """A round's transitions in the order they happened, as the round API shows them."""
+        query = select(*_SHOWN_TRANSITION).where(round_transitions.c.round_id == round_id)
         with self.sessions() as session:
-            query = select(Transition).where(Transition.round_id == round_id)
-            return list(session.scalars(query.order_by(Transition.id)))
+            rows = session.execute(query.order_by(round_transitions.c.id))
+            return [TransitionOut.model_validate(dict(r._mapping)) for r in rows]
 
     @database
     def move(
@@ -151,22 +155,23 @@ class SqlRoundStore:
         """Compare-and-set the round from ``src`` to ``dst``; seconds spent in ``src``, or None."""
         now = datetime.now(UTC)
         with self.sessions() as session, session.begin():
-            entered = session.scalar(select(Round.state_entered_at).where(Round.id == round_id))
+            query = select(rounds.c.state_entered_at).where(rounds.c.id == round_id)
+            entered: datetime | None = session.scalar(query)
             if entered is None:
                 return None
-            seconds = (now - as_utc(entered)).total_seconds()
+            seconds = (now - entered).total_seconds()
             result = session.execute(
-                sql_update(Round)
-                .where(Round.id == round_id, Round.state == src.value)
-                .values(state=dst.value, state_entered_at=now, **update)
+                sql_update(rounds)
+                .where(rounds.c.id == round_id, rounds.c.state == src)
+                .values(state=dst, state_entered_at=now, **update.values())
             )
             if not cast(CursorResult[Any], result).rowcount:
                 return self._moved_before(session, round_id, src, dst)
-            session.add(
-                Transition(
+            session.execute(
+                insert(round_transitions).values(
                     round_id=round_id,
-                    from_state=src.value,
-                    to_state=dst.value,
+                    from_state=src,
+                    to_state=dst,
                     seconds_in_from=seconds,
                     note=note or None,
                 )
@@ -182,20 +187,23 @@ class SqlRoundStore:
         goes on; else None (another delivery moved the round)."""
         if not _RETRYING.get():
             return None
-        last = session.scalars(
-            select(Transition).where(Transition.round_id == round_id).order_by(Transition.id.desc())
+        t = round_transitions.c
+        last = session.execute(
+            select(t.from_state, t.to_state, t.seconds_in_from)
+            .where(t.round_id == round_id)
+            .order_by(t.id.desc())
         ).first()
-        if last is None or (last.from_state, last.to_state) != (src.value, dst.value):
+        if last is None or (last.from_state, last.to_state) != (src, dst):
             return None
-        return last.seconds_in_from
+        return float(last.seconds_in_from)
 
     @database
     def record_progress(self, round_id: int, progress: TrainingProgress) -> None:
         """Note the latest FedAvg round, if the round is still training."""
         with self.sessions() as session, session.begin():
             session.execute(
-                sql_update(Round)
-                .where(Round.id == round_id, Round.state == RoundState.TRAINING.value)
+                sql_update(rounds)
+                .where(rounds.c.id == round_id, rounds.c.state == RoundState.TRAINING)
                 .values(training_progress=progress)
             )
 
@@ -204,23 +212,23 @@ class SqlRoundStore:
         """Seconds spent in each state the round has left."""
         phases: dict[str, float] = {}
         for t in self.transitions(round_id):
-            phases[t.from_state] = phases.get(t.from_state, 0.0) + t.seconds_in_from
+            phases[t.from_state.value] = phases.get(t.from_state.value, 0.0) + t.seconds_in_from
         return phases
 
     @database
     def unfinished(self) -> list[tuple[int, RoundState]]:
         """Every round not in a terminal state."""
         with self.sessions() as session:
-            rows = session.execute(select(Round.id, Round.state).where(_UNFINISHED))
-            return [(round_id, RoundState(state)) for round_id, state in rows]
+            rows = session.execute(select(rounds.c.id, rounds.c.state).where(_UNFINISHED))
+            return [(round_id, state) for round_id, state in rows]
 
     @database
     def mark_expired(self, round_id: int) -> None:
         """Note that retention removed the round's model artifact."""
         with self.sessions() as session, session.begin():
             session.execute(
-                sql_update(Round)
-                .where(Round.id == round_id)
+                sql_update(rounds)
+                .where(rounds.c.id == round_id)
                 .values(artifact_expired_at=datetime.now(UTC))
             )
 

@@ -15,10 +15,11 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from mots.economics.error import error_from_totals, generalization_error
 from mots.economics.exhaustive import MAX_ENUMERATED_STATES, all_states, state_count
@@ -50,14 +51,29 @@ _SPLIT = 16
 """An interval that survives its bound is split into this many parts."""
 
 
-@dataclass(frozen=True)
-class SocialOptimum:
-    """A social state {K, B} with its welfare and error."""
+Counts = TypeVar("Counts")
+Figure = TypeVar("Figure")
 
-    participants: IntArray
-    buyers: IntArray
-    welfare: float
-    epsilon: float
+
+class SocialState(BaseModel, Generic[Counts, Figure]):
+    """A social state {K, B} (Problem 2's variables: K_i participants and B_i buyers of each
+    type) with its welfare (Eq. 5) and its ε (Eq. 3), in one shape for every form it takes
+    (issue 38): the solver's :class:`SocialOptimum` holds K and B as int64 arrays, the pricing
+    terms (:class:`mots.platform.api.pricing.PricingResult`) as lists in the scenario's type
+    order, a round's summary (:class:`mots.platform.api.rounds.RoundSummary`) per type name,
+    with figures that are None where the round never got that far."""
+
+    participants: Counts = Field(..., description="K_i per type")
+    buyers: Counts = Field(..., description="B_i per type")
+    welfare: Figure = Field(..., description="Eq. 5 at the state")
+    epsilon: Figure = Field(..., description="ε at the state (Eq. 3)")
+
+
+class SocialOptimum(SocialState[InstanceOf[np.ndarray], float]):
+    """A social state {K, B} with its welfare and error, as the solver finds it (K and B as
+    int64 arrays: :data:`IntArray`)."""
+
+    model_config = ConfigDict(frozen=True)
 
 
 class RequirementInfeasibleError(ValueError):
@@ -716,7 +732,7 @@ def _solve(scenario: Scenario, framework: Framework) -> SocialOptimum:
         buyers = np.zeros_like(k)
         w = float(welfare_fl(scenario, k))
     eps = float(generalization_error(k, scenario.sizes, scenario.error_model))
-    return SocialOptimum(k, buyers, w, eps)
+    return SocialOptimum(participants=k, buyers=buyers, welfare=w, epsilon=eps)
 
 
 def solve_mots_optimum(scenario: Scenario) -> SocialOptimum:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import fields
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 
@@ -13,15 +14,13 @@ from mots.platform.api.rounds import (
     RoundQuote,
     RoundStart,
     RoundStarted,
-    TransitionOut,
 )
 from mots.platform.contracts import ORCHESTRATION_ADVANCE, AdvanceRequest, send
 from mots.platform.deps import Principal, PrincipalDep, operator
 from mots.platform.money import to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
-from services.orchestration.models import Transition
 from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
-from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore, as_utc
+from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 
 router = APIRouter(tags=["rounds"])
 
@@ -30,30 +29,20 @@ def _store(request: Request) -> SqlRoundStore:
     return SqlRoundStore(request.app.state.sessions)
 
 
+_SHOWN = [f.name for f in fields(RoundRecord) if f.name in RoundOut.model_fields.keys() - {"quote"}]
+"""The record's fields the round API shows as they are (a field added to both shows at once);
+the quote is shown with its amounts as the market books them."""
+
+
 def _out(rnd: RoundRecord) -> RoundOut:
+    """The round as the API shows it: the record's shown fields, its quote with the amounts as
+    the market books them, and ε predicted at the quote and measured by the evaluation."""
+    shown: dict[str, Any] = {name: getattr(rnd, name) for name in _SHOWN}
     return RoundOut(
-        id=rnd.id,
-        state=rnd.state,
-        mechanism=rnd.mechanism,
-        rule=rnd.rule,
-        created_at=rnd.created_at,
-        summary=rnd.summary,
-        training_progress=rnd.training_progress,
+        **shown,
         quote=RoundQuote.of(rnd.quote) if rnd.quote else None,
-        scenario=rnd.scenario,
-        deadlines=rnd.deadlines,
         predicted_epsilon=rnd.quote.epsilon if rnd.quote else None,
         measured_epsilon=rnd.evaluation.test_loss if rnd.evaluation else None,
-    )
-
-
-def _transition(t: Transition) -> TransitionOut:
-    return TransitionOut(
-        from_state=RoundState(t.from_state),
-        to=RoundState(t.to_state),
-        seconds_in_from=t.seconds_in_from,
-        note=t.note,
-        at=as_utc(t.at),
     )
 
 
@@ -132,6 +121,6 @@ def get_round(
     if rnd is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"round_id: round {round_id} does not exist")
     view = _visible(rnd, who)
-    transitions = [_transition(t) for t in store.transitions(round_id)]
+    transitions = store.transitions(round_id)
     calls = SqlCallLog(request.app.state.sessions).sent(round_id) if who.client_id is None else []
     return RoundDetail(**dict(view), transitions=transitions, calls=calls)

@@ -12,6 +12,7 @@ from pydantic import (
 
 # A client's strategy s_n ∈ {A, J, B} (Eq. 2) is the economics core's, re-exported for the schemas.
 from mots.economics.best_response import Strategy as Strategy
+from mots.economics.optimum import SocialState
 from mots.economics.scenario import SCENARIO_EXAMPLE
 from mots.platform.api.base import PRICED_EXAMPLE, BoundedMoney, Schema, example
 from mots.platform.money import Money as Money
@@ -85,20 +86,17 @@ class WhatIfRequest(Schema):
     cost: BoundedMoney | None = Field(None, description="new C_i of type_name")
 
 
-class PricingResult(Schema):
-    """SWAN's terms at a state, with the state's welfare (Eq. 5) and the platform's incentive cost."""
+class PricingResult(Schema, SocialState[list[int], float]):
+    """SWAN's terms at a social state (K and B in the scenario's type order, with its welfare,
+    Eq. 5, and ε, Eq. 3), and the platform's incentive cost."""
 
     model_config = example(PRICED_EXAMPLE)
 
     mechanism: str
     regime: Literal["low", "high"]
     type_names: list[str]
-    participants: list[int]
-    buyers: list[int]
     price: QuotedMoney
     rewards: list[QuotedMoney]
-    welfare: float
-    epsilon: float
     incentive_cost: QuotedMoney = Field(
         ..., description="[Σ K_i r_i − Σ B_i p]⁺ (Problem 1's Eq. 7)"
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mots.economics.optimum import SocialState
 from mots.economics.scenario import SCENARIO_EXAMPLE, Scenario
 from mots.platform.api.base import (
     PRICED_EXAMPLE,
@@ -254,8 +255,9 @@ class SettleResult(Schema):
 STATE_ORDER = {state.value: i for i, state in enumerate(RoundState)}
 
 
-class RoundSummary(Schema):
-    """A finished round's figures: the realised state, its terms, measured ε, money and time."""
+class RoundSummary(Schema, SocialState[dict[str, int], float | None]):
+    """A finished round's figures: the realised social state (K_i, B_i per type name, its
+    welfare and its measured ε), its terms, money and time."""
 
     model_config = example(SUMMARY_EXAMPLE)
 
@@ -263,8 +265,6 @@ class RoundSummary(Schema):
     state: RoundState = Field(..., description="published or settled_by_rule")
     rule: str | None = Field(..., description="why the round was settled by rule")
     mechanism: str | None
-    participants: dict[str, int] = Field(..., description="K_i per type")
-    buyers: dict[str, int] = Field(..., description="B_i per type")
     price: Money | None = Field(..., description="p at the realised state, as the market booked it")
     rewards: dict[str, Money] = Field(..., description="r_i per type, as the market booked them")
     terms_price: QuotedMoney | None = Field(
@@ -277,11 +277,11 @@ class RoundSummary(Schema):
         " bounded them by the quote (what `rewards` would be without it)",
     )
     welfare: float | None = Field(..., description="Eq. 5 at the realised state")
+    epsilon: float | None = Field(..., description="the evaluation service's measured test loss")
     incentive_cost: Money = Field(..., description="the subsidy the ledger booked")
     incentive_cost_predicted: Money | None = Field(
         ..., description="[Σ K_i r_i − Σ B_i p]⁺ at pricing, in micro-units"
     )
-    epsilon: float | None = Field(..., description="the evaluation service's measured test loss")
     epsilon_predicted: float | None = Field(..., description="ε(K) of Eq. 3 at pricing")
     epsilon_training: float | None = Field(..., description="the training engine's test loss")
     equilibrium: bool | None = Field(..., description="(K, B) is an equilibrium of the schedule")

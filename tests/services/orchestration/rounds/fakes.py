@@ -233,10 +233,10 @@ class MemoryStore:
         round_id = len(self.rounds) + 1
         now = self.clock.datetime()
         self.rounds[round_id] = RoundRecord(
-            round_id,
-            RoundState.OPEN,
-            now,
-            now,
+            id=round_id,
+            state=RoundState.OPEN,
+            created_at=now,
+            state_entered_at=now,
             subsidy_budget_micros=subsidy_budget_micros,
             collect_seconds=collect_seconds,
         )
@@ -260,7 +260,7 @@ class MemoryStore:
             rnd,
             state=dst,
             state_entered_at=now,
-            **update,  # type: ignore[arg-type]
+            **update.values(),
         )
         self.transitions.append((round_id, src, dst, seconds, note))
         return seconds

@@ -97,4 +97,4 @@ def test_a_retried_write_whose_commit_landed_reads_as_its_own(store: SqlRoundSto
     finally:
         _RETRYING.reset(again)
     assert store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate()) is None
-    assert [t.to_state for t in store.transitions(round_id)] == ["collecting"]
+    assert [t.to for t in store.transitions(round_id)] == ["collecting"]

@@ -91,7 +91,7 @@ class Wire:
         return True
 
     def path(self, round_id: int) -> list[str]:
-        return [t.to_state for t in self.store.transitions(round_id)]
+        return [t.to for t in self.store.transitions(round_id)]
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ products validated on the way in."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import fields
 
 import pytest
 from sqlalchemy.exc import StatementError
@@ -12,8 +13,9 @@ from mots.platform.api.base import RoundState
 from mots.platform.api.rounds import TrainingProgress
 from mots.platform.db import make_engine, make_sessionmaker
 from services.orchestration.migrations import upgrade
+from services.orchestration.models import rounds
 from services.orchestration.products import RoundTerms
-from services.orchestration.rounds.ports import RoundInFlight, RoundUpdate
+from services.orchestration.rounds.ports import RoundInFlight, RoundRecord, RoundUpdate
 from services.orchestration.rounds.sql_store import SqlRoundStore
 
 S = RoundState
@@ -39,11 +41,26 @@ def test_a_move_is_a_compare_and_set_on_the_state(store: SqlRoundStore) -> None:
     rnd = store.load(round_id)
     assert rnd is not None and rnd.state == S.COLLECTING and rnd.mechanism == "swan"
     assert rnd.terms is None and rnd.created_at.tzinfo is not None
-    assert [(t.from_state, t.to_state, t.note) for t in store.transitions(round_id)] == [
+    assert [(t.from_state, t.to, t.note) for t in store.transitions(round_id)] == [
         ("open", "collecting", "first")
     ]
     assert list(store.phase_seconds(round_id)) == ["open"]
     assert store.unfinished() == [(round_id, S.COLLECTING)]
+
+
+def test_the_rounds_table_has_a_column_per_record_field() -> None:
+    """A row is read straight into the record: a column added without its field (or a field
+    without its column) is caught here, not at the first load."""
+    assert sorted(c.name for c in rounds.columns) == sorted(f.name for f in fields(RoundRecord))
+
+
+def test_a_move_sets_the_products_it_names_and_leaves_the_others(store: SqlRoundStore) -> None:
+    """A product the move leaves None keeps its value (the record's update sets what it names)."""
+    round_id = store.create()
+    store.move(round_id, S.OPEN, S.COLLECTING, "", RoundUpdate(mechanism="swan", rule="r"))
+    store.move(round_id, S.COLLECTING, S.FAILED, "", RoundUpdate(rule="timeout"))
+    rnd = store.load(round_id)
+    assert rnd is not None and (rnd.mechanism, rnd.rule) == ("swan", "timeout")
 
 
 def test_one_round_at_a_time(store: SqlRoundStore) -> None:
