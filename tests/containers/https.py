@@ -73,13 +73,15 @@ def https_get(
     ``name``), the certificate verified against ``ca`` (None: the system's trust store);
     (status, body). A failed handshake raises ssl.SSLError."""
     context = ssl.create_default_context(cafile=str(ca) if ca else None)
-    with socket.create_connection((address, port), timeout=15) as raw:
-        with context.wrap_socket(raw, server_hostname=name) as tls:
-            conn = http.client.HTTPConnection(name, port, timeout=15)
-            conn.sock = tls
-            conn.request("GET", path, headers=headers or {})
-            response = conn.getresponse()
-            return response.status, response.read()
+    with (
+        socket.create_connection((address, port), timeout=15) as raw,
+        context.wrap_socket(raw, server_hostname=name) as tls,
+    ):
+        conn = http.client.HTTPConnection(name, port, timeout=15)
+        conn.sock = tls
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read()
 
 
 def plain_get(address: str, port: int, name: str, path: str = "/healthz") -> int | str:
@@ -115,9 +117,7 @@ def check(address: str, port: int, ca: Path, operator_token: str) -> dict[str, A
         "market /v1/ledger/check": https_get(
             address, port, HOSTS["market"], "/v1/ledger/check", ca, auth
         ),
-        "orchestration /healthz": https_get(
-            address, port, HOSTS["orchestration"], "/healthz", ca
-        ),
+        "orchestration /healthz": https_get(address, port, HOSTS["orchestration"], "/healthz", ca),
     }
     status = {k: s for k, (s, _) in answers.items()}
     ledger = json.loads(answers["market /v1/ledger/check"][1] or b"{}")

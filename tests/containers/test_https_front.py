@@ -77,7 +77,7 @@ def test_the_shipped_check_would_see_an_override() -> None:
 
 
 class _Ok(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b"{}")
