@@ -83,10 +83,21 @@ def _alerts() -> object:
     return alerts.run()
 
 
+def _https() -> object:
+    """The shipped compose file alone (its training settings unmodified) behind its TLS front:
+    the market over HTTPS with the deployment's CA from the host's address, plain HTTP refused,
+    and a round on the shipped 5 x 20 at lr 0.5 (tests/containers/https.py): https{ok,
+    plain_refused, shipped_round}."""
+    from tests.containers import https
+
+    return https.run()
+
+
 PARTS: list[tuple[str, Part]] = [
     ("images", _images),
     ("compose", _compose),
     ("alerts", _alerts),
+    ("https", _https),
     ("kube_play", _kube_play),
     ("arm64", _arm64),
     ("network", _network),

@@ -3,8 +3,8 @@ where no registry can be pulled (tests only): Debian bookworm's package of the s
 local base, one Containerfile per image under tests/containers/standins/NAME/, each saying which
 contract of the official image it keeps (the official uid, entrypoint behaviour for the arguments
 and env our files pass, data paths). What differs is the version: Redis 7.0, PostgreSQL 15 and
-Prometheus 2.42, Alertmanager 0.25 and node-exporter 1.5 from Debian against 7.4.2, 16.6,
-3.1.0, 0.28.0 and 1.8.2.
+Prometheus 2.42, Alertmanager 0.25, node-exporter 1.5 and nginx 1.22 (the TLS front) from Debian
+against 7.4.2, 16.6, 3.1.0, 0.28.0, 1.8.2 and 1.27.3.
 
 Each is tagged twice: with the name compose uses (fully qualified, as podman resolves it), so that
 compose runs as written, and as ``localhost/mots-stand-in/NAME:test``, which kube play's
@@ -28,6 +28,7 @@ STAND_INS = {
     "prom/prometheus:v3.1.0": "prometheus",
     "prom/alertmanager:v0.28.0": "alertmanager",
     "prom/node-exporter:v1.8.2": "node-exporter",
+    "nginx:1.27.3-alpine": "nginx",
 }
 # The name podman resolves compose's short names to (docker.io's library/ for official images).
 QUALIFIED = {
@@ -36,11 +37,12 @@ QUALIFIED = {
     "prometheus": "docker.io/prom/prometheus:v3.1.0",
     "alertmanager": "docker.io/prom/alertmanager:v0.28.0",
     "node-exporter": "docker.io/prom/node-exporter:v1.8.2",
+    "nginx": "docker.io/library/nginx:1.27.3-alpine",
 }
 # What each stand-in runs instead of the official image's version.
 VERSIONS = {"redis": "Debian redis-server 7.0", "postgres": "Debian PostgreSQL 15",
             "prometheus": "Debian Prometheus 2.42", "alertmanager": "Debian Alertmanager 0.25",
-            "node-exporter": "Debian node-exporter 1.5"}  # fmt: skip
+            "node-exporter": "Debian node-exporter 1.5", "nginx": "Debian nginx 1.22"}  # fmt: skip
 NONE_FOR = {"grafana/grafana:11.4.0": "Grafana has no Debian package; no image can be pulled"}
 __all__ = ["NONE_FOR", "STAND_INS", "base_image", "build", "build_standins", "images", "ref"]
 

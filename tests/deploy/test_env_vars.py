@@ -29,10 +29,10 @@ from tests.source_ast import parse
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("services", "edge", "shared/mots")
 OUR_IMAGES = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
-THIRD_PARTY_PREFIXES = ("POSTGRES_", "PGDATA", "GF_")
+THIRD_PARTY_PREFIXES = ("POSTGRES_", "PGDATA", "GF_", "NGINX_")
 # Variables our images' libraries read, not our code: Flower's (FLWR_HOME, where it installs FABs).
 LIBRARY_PREFIXES = ("FLWR_",)
-"""Variables that third-party images (postgres, grafana) read; they never carry MOTS_ settings."""
+"""Variables that third-party images (postgres, grafana, nginx: the TLS front) read; they never carry MOTS_ settings."""
 
 
 @dataclass
