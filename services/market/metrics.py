@@ -1,4 +1,6 @@
-"""The market's ledger gauge: ``mots_ledger_balance{account=…}``, Σ balances per account category.
+"""The market's ledger gauge: ``mots_ledger_balance{account=…,task=…}``, Σ balances per account
+category and task (issue 36: a round pool's task is its round's; wallets and the platform's
+accounts belong to no task, ``task=""``, which Prometheus reads as no label: one ledger).
 
 A scrape reads cached totals, never the ledger: a background thread refreshes them every
 :data:`REFRESH_S` seconds (one query, whatever the scrape rate), so scraping cannot load the
@@ -18,6 +20,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.market import ledger
+from services.market.models import DEFAULT_TASK
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +30,12 @@ REFRESH_S = 2.0
 
 
 class LedgerCollector(Collector):
-    """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits), as
-    last read by :meth:`refresh`."""
+    """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits) and
+    task, as last read by :meth:`refresh`."""
 
     def __init__(self) -> None:
         self.factory: sessionmaker[Session] | None = None
-        self.totals: dict[str, int] | None = None
+        self.totals: dict[tuple[str, str], int] | None = None
         self.reads = 0
         self.failing = False
 
@@ -52,9 +55,10 @@ class LedgerCollector(Collector):
             self.failing = True
             return
         self.failing = False
-        for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
-            totals.setdefault(category, 0)
-        totals.setdefault("external_deposits", 0)
+        for category in ("wallets", "platform_subsidy", "platform_surplus", "external_deposits"):
+            totals.setdefault((category, ""), 0)
+        if not any(category == "round_pools" for category, _ in totals):
+            totals[("round_pools", DEFAULT_TASK)] = 0  # before any round: the default task's
         self.totals = totals
         self.reads += 1
 
@@ -64,11 +68,12 @@ class LedgerCollector(Collector):
             return
         family = GaugeMetricFamily(
             "mots_ledger_balance",
-            "Sum of ledger balances by account category, in currency units (Σ over all is 0).",
-            labels=["account"],
+            "Sum of ledger balances by account category and task (empty: an account of no task),"
+            " in currency units (Σ over all is 0).",
+            labels=["account", "task"],
         )
-        for category, micros in sorted(totals.items()):
-            family.add_metric([category], micros / 1_000_000)
+        for (category, task), micros in sorted(totals.items()):
+            family.add_metric([category, task], micros / 1_000_000)
         yield family
 
 
