@@ -38,7 +38,7 @@ def test_the_sdk_docstring_example_of_tasks_runs(
         "MarketClient": functools.partial(MarketClient, transport=transport),
         "operator_token": "dev-operator-token",
     }
-    exec(compile(_task_example(), "mots.client docstring", "exec"), namespace)  # noqa: S102
+    exec(compile(_task_example(), "mots.client docstring", "exec"), namespace)
     printed = capsys.readouterr().out
     assert "('digits', 1, <TaskStatus.ACTIVE: 'active'>)" in printed, printed
     code = printed.split()[-1]
