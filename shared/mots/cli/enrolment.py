@@ -47,7 +47,7 @@ def enrol(
     \b
     Examples:
       mots market enrol --type small --data-size 50 --cost 0.5 --uses 10
-      mots market enrol --task digits --type type-1 --data-size 20 --cost 0.2 --uses 5
+      mots market enrol --task digits --type type-1 --data-size 20 --cost 0.2
     """
     body = EnrolmentIn(
         type_name=type_name, data_size=data_size, cost=cost, uses=uses, ttl_s=ttl_s, task=task

@@ -35,7 +35,7 @@ def market() -> None:
     \b
     Example (a buyer):
       mots market enrol --type small --data-size 50 --cost 0.5    # the operator: a code
-      mots market enrol --task digits --type type-1 --data-size 20 --cost 0.2  # another task
+      mots market enrol --task digits --type type-1 --data-size 20 --cost 0.2
       mots market register --name alice --code CODE --save-as alice
       mots market deposit 1 10                                     # the operator funds client 1
       export MOTS_PROFILE=alice
