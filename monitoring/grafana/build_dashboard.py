@@ -44,7 +44,7 @@ TASK_METRICS = frozenset(
         "mots_round_phase_duration_seconds", "mots_platform_overhead_ratio",
         "mots_supernodes_connected", "mots_training_fedavg_round", "mots_training_fedavg_rounds",
         "mots_rounds_total", "mots_rounds_redriven_total", "mots_round_step_retries_total",
-        "mots_evaluations_total", "mots_participant_verifications_total",
+        "mots_evaluations_total", "mots_participant_verifications_total", "mots_purchases_total",
     }
 )  # fmt: skip
 """The families that carry the market's ``task`` label (mots.platform.metrics; the test checks
@@ -438,9 +438,13 @@ def round_outcome_panels() -> list[Panel]:
         Panel(
             f"Purchases booked per second (last {RATE_WINDOW})",
             "ops",
-            "Model purchases the market booked, per second (every task's: one batch books "
-            "several tasks' purchases).",
-            (_t(f"sum(rate(mots_purchases_total[{RATE_WINDOW}]))", "purchases/s"),),
+            "Model purchases the market booked, per second, by the task of their round.",
+            (
+                _t(
+                    f"sum by (task) (rate(mots_purchases_total[{RATE_WINDOW}]))",
+                    "{{task}} purchases/s",
+                ),
+            ),
             width=6,
         ),
     ]

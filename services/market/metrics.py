@@ -3,8 +3,9 @@ category and task (issue 36: a round pool's task is its round's; wallets and the
 accounts belong to no task, ``task=""``, which Prometheus reads as no label: one ledger).
 
 A scrape reads cached totals, never the ledger: a background thread refreshes them every
-:data:`REFRESH_S` seconds (one query, whatever the scrape rate), so scraping cannot load the
-database (issue 13).
+:data:`REFRESH_S` seconds (two queries, whatever the scrape rate), so scraping cannot load the
+database (issue 13). The same refresh exports each stored task's ``mots_purchases_total{task}``
+at 0, so that a new task's first purchase counts in ``increase()``.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from collections.abc import Iterator
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform.metrics import PURCHASES
 from services.market import ledger
-from services.market.models import DEFAULT_TASK
+from services.market.models import DEFAULT_TASK, Task
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class LedgerCollector(Collector):
         try:
             with factory() as session:
                 totals = ledger.totals_by_category(session)
+                stored = set(session.scalars(select(Task.name).distinct()))
         except Exception:  # the gauge keeps its last values; the next refresh tries again
             # the traceback once per outage, not every REFRESH_S while the database is away
             log.warning(
@@ -61,6 +65,8 @@ class LedgerCollector(Collector):
             totals[("round_pools", DEFAULT_TASK)] = 0  # before any round: the default task's
         self.totals = totals
         self.reads += 1
+        for task in stored | {task for _, task in totals if task}:  # at 0 before their first sale
+            PURCHASES.labels(task)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         totals = self.totals

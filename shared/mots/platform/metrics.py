@@ -2,13 +2,14 @@
 
 One registry per process. The HTTP middleware counts and times every request by route template;
 :func:`serve_worker_metrics` exposes a worker's registry on ``MOTS_METRICS_HOST:MOTS_METRICS_PORT``.
+Every per-round and per-market figure carries the label ``task`` (issue 36): the market's task of
+its round, ``fashion-mnist`` (mots.platform.api.tasks.DEFAULT_TASK) where a round names none, so
+rules and panels sum or filter by it.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -56,14 +57,9 @@ quantile interpolated inside a bucket is off by at most a third (a 64 s round: p
 PHASE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, *ROUND_BUCKETS)
 """Seconds in one state: a step runs in milliseconds, collecting or training may take hours."""
 
-TASK_LABEL = "task"
-"""The label naming the market's task (issue 36) on every per-round and per-market figure: a
-rule or panel sums or filters by it; ``fashion-mnist`` (mots.platform.api.tasks.DEFAULT_TASK)
-where a round names no task."""
-
 # Labelled families export nothing until a label set is used, so every process may define them.
-# A process that will increment a counter or observe a histogram declares its label sets (and
-# creates its lazy metrics) when it starts, or when a task's first round moves, so that
+# A process that will increment a counter or observe a histogram declares its label sets
+# when it starts, or when a task's first round moves or the task is stored, so that
 # Prometheus sees each series at 0 before its first event: increase() and rate() cannot count
 # the event that created a series.
 REWARD = Gauge(
@@ -203,25 +199,11 @@ ROUND_SUBSIDY_ALERT_SHARE = Gauge(
 )
 EVALUATIONS = Counter("mots_evaluations_total", "Models evaluated, by task.", ["task"])
 
-# Unlabelled metrics would export a 0 from every process that imports this module, so each is
-# created on first use (module __getattr__) and lives only in the process that sets it.
-_LAZY: dict[str, Callable[[], Any]] = {
-    "PURCHASES": lambda: Counter(
-        "mots_purchases_total",
-        "Model purchases booked (of every task: one batch books several tasks' purchases).",
-    ),
-}
-_lazy_lock = threading.Lock()
-
-
-def __getattr__(name: str) -> Any:
-    """Create an unlabelled metric the first time a process uses it."""
-    if name not in _LAZY:
-        raise AttributeError(name)
-    with _lazy_lock:
-        if name not in globals():
-            globals()[name] = _LAZY[name]()
-    return globals()[name]
+PURCHASES = Counter(
+    "mots_purchases_total",
+    "Model purchases booked, by task (the round's; one batch may book several tasks').",
+    ["task"],
+)
 
 
 class HttpMetricsMiddleware:

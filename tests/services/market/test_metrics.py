@@ -51,6 +51,8 @@ def test_round_pools_are_totalled_per_task(market: TestClient) -> None:
     collector.refresh()
     pools = {"account": "round_pools", "task": "digits"}
     assert REGISTRY.get_sample_value("mots_ledger_balance", pools) == 2.5
+    declared = REGISTRY.get_sample_value("mots_purchases_total", {"task": "digits"})
+    assert declared is not None  # exported (at 0 here) before the task's first sale
     samples = [s for f in collector.collect() for s in f.samples]
     assert {s.labels["task"] for s in samples} >= {"", "digits", "fashion-mnist"}
     assert abs(sum(s.value for s in samples)) < 1e-9
