@@ -31,20 +31,46 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 Grafana (its ``__inputs`` asks for a Prometheus) or provisioned, the panels follow the choice."""
 JOB_MATCHER = 'job=~"$job"'
 """Every series selector is narrowed to the ``job`` variable (All: every scraped process)."""
+TASK_MATCHER = 'task=~"$task"'
+"""Every selector of a per-task series is narrowed to the ``task`` variable (issue 36; All: every
+task, and the ledger's accounts of no task)."""
+TASK_METRICS = frozenset(
+    {
+        "mots_social_welfare", "mots_incentive_cost", "mots_model_price", "mots_reward",
+        "mots_participants", "mots_buyers", "mots_generalization_error",
+        "mots_error_model_parameter", "mots_ledger_balance", "mots_latest_round_subsidy",
+        "mots_round_subsidy_budget", "mots_round_subsidy_alert_share", "mots_round_subsidy_total",
+        "mots_round_duration_seconds", "mots_round_waiting_seconds", "mots_round_platform_seconds",
+        "mots_round_phase_duration_seconds", "mots_platform_overhead_ratio",
+        "mots_supernodes_connected", "mots_training_fedavg_round", "mots_training_fedavg_rounds",
+        "mots_rounds_total", "mots_rounds_redriven_total", "mots_round_step_retries_total",
+        "mots_evaluations_total", "mots_participant_verifications_total", "mots_purchases_total",
+    }
+)  # fmt: skip
+"""The families that carry the market's ``task`` label (mots.platform.metrics; the test checks
+this list against the services' registries)."""
 _SELECTOR = re.compile(r"\b(mots_[a-z0-9_]+)(\{)?")
 
 
+def family(series: str) -> str:
+    """The family a series name belongs to (a histogram's ``_bucket``, ``_sum``, ``_count``)."""
+    return re.sub(r"_(bucket|sum|count)$", "", series)
+
+
 def scoped(expr: str) -> str:
-    """``expr`` with :data:`JOB_MATCHER` in each of its ``mots_*`` series selectors."""
+    """``expr`` with :data:`JOB_MATCHER` in each of its ``mots_*`` series selectors, and
+    :data:`TASK_MATCHER` in those of :data:`TASK_METRICS`."""
 
     def one(m: re.Match[str]) -> str:
-        return f"{m.group(1)}{{{JOB_MATCHER}" + ("," if m.group(2) else "}")
+        matchers = JOB_MATCHER + ("," + TASK_MATCHER if family(m.group(1)) in TASK_METRICS else "")
+        return f"{m.group(1)}{{{matchers}" + ("," if m.group(2) else "}")
 
     return _SELECTOR.sub(one, expr)
 
 
 def templating() -> dict[str, Any]:
-    """The dashboard's variables: the Prometheus data source, and the scrape jobs to show."""
+    """The dashboard's variables: the Prometheus data source, the scrape jobs and the market's
+    tasks to show (every task's round counters exist from its first round on)."""
     return {
         "list": [
             {
@@ -65,6 +91,22 @@ def templating() -> dict[str, Any]:
                 "datasource": DATASOURCE,
                 "query": {"query": "label_values(up, job)", "refId": "jobs"},
                 "definition": "label_values(up, job)",
+                "refresh": 2,
+                "multi": True,
+                "includeAll": True,
+                "allValue": ".*",
+                "current": {"text": ["All"], "value": ["$__all"]},
+                "sort": 1,
+                "hide": 0,
+                "options": [],
+            },
+            {
+                "name": "task",
+                "label": "Task",
+                "type": "query",
+                "datasource": DATASOURCE,
+                "query": {"query": "label_values(mots_rounds_total, task)", "refId": "tasks"},
+                "definition": "label_values(mots_rounds_total, task)",
                 "refresh": 2,
                 "multi": True,
                 "includeAll": True,
@@ -101,10 +143,13 @@ WIDTH = 24
 @dataclass(frozen=True)
 class Target:
     """One PromQL query of a panel and the legend of its series (``{{label}}`` for each label the
-    series differ by; a fixed name when the query yields one series)."""
+    series differ by; a fixed name when the query yields one series). A query of per-task series
+    keeps the task apart (``{{task}}`` in its legend) unless ``across_tasks`` says it
+    deliberately aggregates over every task."""
 
     expr: str
     legend: str
+    across_tasks: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,8 +168,8 @@ class Panel:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _t(expr: str, legend: str) -> Target:
-    return Target(expr, legend)
+def _t(expr: str, legend: str, across_tasks: bool = False) -> Target:
+    return Target(expr, legend, across_tasks)
 
 
 def market_panels() -> list[Panel]:
@@ -133,49 +178,49 @@ def market_panels() -> list[Panel]:
         Panel(
             "Social welfare W_MoTS (Eq. 5), latest round",
             "none",
-            "W_MoTS(K, B) of the latest finished round, in utility units (Eq. 5).",
-            (_t("mots_social_welfare", "W_MoTS"),),
+            "W_MoTS(K, B) of each task's latest finished round, in utility units (Eq. 5).",
+            (_t("mots_social_welfare", "W_MoTS {{task}}"),),
             kind="stat",
             width=6,
         ),
         Panel(
             "Model price p, latest round",
             "currencyUSD",
-            "SWAN's price p(K) of the latest finished round.",
-            (_t("mots_model_price", "p"),),
+            "SWAN's price p(K) of each task's latest finished round.",
+            (_t("mots_model_price", "p {{task}}"),),
             kind="stat",
             width=6,
         ),
         Panel(
             "Incentive cost (platform subsidy), latest round",
             "currencyUSD",
-            "The subsidy [Σ K_i r_i − Σ B_i p]⁺ the ledger booked for the latest finished round.",
-            (_t("mots_incentive_cost", "subsidy"),),
+            "The subsidy [Σ K_i r_i − Σ B_i p]⁺ the ledger booked for each task's latest finished round.",
+            (_t("mots_incentive_cost", "subsidy {{task}}"),),
             kind="stat",
             width=6,
         ),
         Panel(
             "Generalization error ε: predicted vs measured",
             "none",
-            "ε of the latest rounds by source: predicted (the quote's ε(K*), Eq. 3 with the error "
+            "ε of each task's latest rounds by source: predicted (the quote's ε(K*), Eq. 3 with the error "
             "model's estimate at the open), training (the engine's ε after each FedAvg round), "
             "measured (the evaluation service's test loss), each from the service (job) exporting it.",
-            (_t("mots_generalization_error", "{{source}} ({{job}})"),),
+            (_t("mots_generalization_error", "{{task}} {{source}} ({{job}})"),),
             width=6,
         ),
         Panel(
             "Reward r_i per type, latest round",
             "currencyUSD",
-            "Participation reward r_i(K) of each type in the latest finished round.",
-            (_t("mots_reward", "{{type}}"),),
+            "Participation reward r_i(K) of each type in each task's latest finished round.",
+            (_t("mots_reward", "{{task}} {{type}}"),),
             kind="bargauge",
             width=8,
         ),
         Panel(
             "Participants K_i per type, latest round",
             "none",
-            "Clients of each type that joined the latest finished round's training.",
-            (_t("mots_participants", "{{type}}"),),
+            "Clients of each type that joined each task's latest finished round's training.",
+            (_t("mots_participants", "{{task}} {{type}}"),),
             kind="bargauge",
             width=8,
             decimals=0,
@@ -183,8 +228,8 @@ def market_panels() -> list[Panel]:
         Panel(
             "Buyers B_i per type, latest round",
             "none",
-            "Clients of each type that bought the latest finished round's model.",
-            (_t("mots_buyers", "{{type}}"),),
+            "Clients of each type that bought each task's latest finished round's model.",
+            (_t("mots_buyers", "{{task}} {{type}}"),),
             kind="bargauge",
             width=8,
             decimals=0,
@@ -192,33 +237,38 @@ def market_panels() -> list[Panel]:
         Panel(
             "Ledger totals by account",
             "currencyUSD",
-            "Σ balances per account category, read from the market's ledger at each scrape "
-            "(Σ over all categories is 0).",
-            (_t("mots_ledger_balance", "{{account}}"),),
+            "Σ balances per account category and task (a round pool's task; wallets and the "
+            "platform's accounts belong to none), read from the market's ledger at each scrape "
+            "(Σ over all is 0 with every task shown: one ledger).",
+            (_t("mots_ledger_balance", "{{account}} {{task}}"),),
             kind="bargauge",
         ),
         Panel(
             "Subsidy vs budget",
             "currencyUSD",
-            "The latest settled round's subsidy from platform:subsidy against its budget "
+            "Each task's latest settled round's subsidy from platform:subsidy against its budget "
             "(MOTS_ROUND_SUBSIDY_BUDGET or the round's own; payouts beyond it are scaled down at "
             "settlement) and the alert threshold (MOTS_SUBSIDY_ALERT_SHARE of the budget, rule "
             "MotsRoundSubsidyNearBudget); and the subsidy paid over the last "
             f"{ROUND_WINDOW}.",
             (
-                _t("mots_latest_round_subsidy", "subsidy, latest round"),
-                _t("mots_round_subsidy_budget", "budget"),
-                _t("mots_round_subsidy_alert_share * mots_round_subsidy_budget", "alert threshold"),
+                _t("mots_latest_round_subsidy", "{{task}} subsidy, latest round"),
+                _t("mots_round_subsidy_budget", "{{task}} budget"),
                 _t(
-                    f"increase(mots_round_subsidy_total[{ROUND_WINDOW}])", f"paid in {ROUND_WINDOW}"
+                    "mots_round_subsidy_alert_share * mots_round_subsidy_budget",
+                    "{{task}} alert threshold",
+                ),
+                _t(
+                    f"increase(mots_round_subsidy_total[{ROUND_WINDOW}])",
+                    f"{{{{task}}}} paid in {ROUND_WINDOW}",
                 ),
             ),
         ),
         Panel(
             "Error model parameters (Eq. 3)",
             "none",
-            "The evaluation service's latest estimate of Eq. 3's parameters and ε0.",
-            (_t("mots_error_model_parameter", "{{parameter}}"),),
+            "The evaluation service's latest estimate of Eq. 3's parameters and ε0, per task.",
+            (_t("mots_error_model_parameter", "{{task}} {{parameter}}"),),
             kind="stat",
         ),
     ]
@@ -232,17 +282,17 @@ def round_time_panels() -> list[Panel]:
             f"Round duration p50 / p95 (last {w})",
             "s",
             "Quantiles of the wall time from a round's open to its terminal state, over rounds "
-            f"that ended in the last {w}.",
+            f"that ended in the last {w}, per task.",
             (
                 _t(
-                    "histogram_quantile(0.5, sum by (le) "
+                    "histogram_quantile(0.5, sum by (le, task) "
                     f"(increase(mots_round_duration_seconds_bucket[{w}])))",
-                    "p50",
+                    "{{task}} p50",
                 ),
                 _t(
-                    "histogram_quantile(0.95, sum by (le) "
+                    "histogram_quantile(0.95, sum by (le, task) "
                     f"(increase(mots_round_duration_seconds_bucket[{w}])))",
-                    "p95",
+                    "{{task}} p95",
                 ),
             ),
             width=8,
@@ -250,12 +300,12 @@ def round_time_panels() -> list[Panel]:
         Panel(
             f"Round duration mean (last {w})",
             "s",
-            f"Mean wall time of the rounds that ended in the last {w}.",
+            f"Mean wall time of the rounds that ended in the last {w}, per task.",
             (
                 _t(
-                    f"sum(increase(mots_round_duration_seconds_sum[{w}])) / "
-                    f"sum(increase(mots_round_duration_seconds_count[{w}]))",
-                    "mean",
+                    f"sum by (task) (increase(mots_round_duration_seconds_sum[{w}])) / "
+                    f"sum by (task) (increase(mots_round_duration_seconds_count[{w}]))",
+                    "{{task}}",
                 ),
             ),
             kind="stat",
@@ -264,12 +314,13 @@ def round_time_panels() -> list[Panel]:
         Panel(
             f"Mean seconds per round state (last {w})",
             "s",
-            f"Mean time a round spent in each state, over the states left in the last {w}.",
+            f"Mean time a round spent in each state, over the states left in the last {w}, per "
+            "task.",
             (
                 _t(
-                    f"sum by (state) (increase(mots_round_phase_duration_seconds_sum[{w}])) / "
-                    f"sum by (state) (increase(mots_round_phase_duration_seconds_count[{w}]))",
-                    "{{state}}",
+                    f"sum by (task, state) (increase(mots_round_phase_duration_seconds_sum[{w}])) / "
+                    f"sum by (task, state) (increase(mots_round_phase_duration_seconds_count[{w}]))",
+                    "{{task}} {{state}}",
                 ),
             ),
             kind="bargauge",
@@ -282,19 +333,19 @@ def round_time_panels() -> list[Panel]:
             "(everything else: pricing, booking, settling, scheduling).",
             (
                 _t(
-                    f"sum(increase(mots_round_waiting_seconds_sum[{w}])) / "
-                    f"sum(increase(mots_round_waiting_seconds_count[{w}]))",
-                    "waiting for clients",
+                    f"sum by (task) (increase(mots_round_waiting_seconds_sum[{w}])) / "
+                    f"sum by (task) (increase(mots_round_waiting_seconds_count[{w}]))",
+                    "{{task}} waiting for clients",
                 ),
                 _t(
-                    f'sum(increase(mots_round_phase_duration_seconds_sum{{state=~"training|evaluating"}}[{w}])) / '
-                    f"sum(increase(mots_round_duration_seconds_count[{w}]))",
-                    "training and evaluation",
+                    f'sum by (task) (increase(mots_round_phase_duration_seconds_sum{{state=~"training|evaluating"}}[{w}])) / '
+                    f"sum by (task) (increase(mots_round_duration_seconds_count[{w}]))",
+                    "{{task}} training and evaluation",
                 ),
                 _t(
-                    f"sum(increase(mots_round_platform_seconds_sum[{w}])) / "
-                    f"sum(increase(mots_round_platform_seconds_count[{w}]))",
-                    "platform",
+                    f"sum by (task) (increase(mots_round_platform_seconds_sum[{w}])) / "
+                    f"sum by (task) (increase(mots_round_platform_seconds_count[{w}]))",
+                    "{{task}} platform",
                 ),
             ),
             kind="bargauge",
@@ -306,12 +357,12 @@ def round_time_panels() -> list[Panel]:
             "the rounds ended in the last window; the latest round's own share beside it.",
             (
                 _t(
-                    f"sum(increase(mots_round_platform_seconds_sum[{w}])) / "
-                    f"(sum(increase(mots_round_duration_seconds_sum[{w}])) - "
-                    f"sum(increase(mots_round_waiting_seconds_sum[{w}])))",
-                    f"last {w}",
+                    f"sum by (task) (increase(mots_round_platform_seconds_sum[{w}])) / "
+                    f"(sum by (task) (increase(mots_round_duration_seconds_sum[{w}])) - "
+                    f"sum by (task) (increase(mots_round_waiting_seconds_sum[{w}])))",
+                    f"{{{{task}}}} last {w}",
                 ),
-                _t("mots_platform_overhead_ratio", "latest round"),
+                _t("mots_platform_overhead_ratio", "{{task}} latest round"),
             ),
             kind="stat",
             width=6,
@@ -324,11 +375,12 @@ def round_outcome_panels() -> list[Panel]:
     w = ROUND_WINDOW
     return [
         Panel(
-            "SuperNodes connected per type",
+            "SuperNodes connected per task and type",
             "none",
-            "SuperNodes of the federation per client type, read before and after each training "
+            "SuperNodes of the federation per client type of a task, read before and after each "
+            "training of it "
             "(alive processes of the local federation; nodes registered with an external SuperLink).",
-            (_t("mots_supernodes_connected", "{{type}}"),),
+            (_t("mots_supernodes_connected", "{{task}} {{type}}"),),
             kind="bargauge",
             width=6,
             decimals=0,
@@ -336,11 +388,11 @@ def round_outcome_panels() -> list[Panel]:
         Panel(
             "Training progress: FedAvg round r of R",
             "none",
-            "The FedAvg round the latest training has reached and the rounds it runs (ε so far is "
-            "the training series of the ε panel).",
+            "The FedAvg round each task's latest training has reached and the rounds it runs (ε "
+            "so far is the training series of the ε panel).",
             (
-                _t("mots_training_fedavg_round", "r"),
-                _t("mots_training_fedavg_rounds", "R"),
+                _t("mots_training_fedavg_round", "{{task}} r"),
+                _t("mots_training_fedavg_rounds", "{{task}} R"),
             ),
             kind="stat",
             width=6,
@@ -349,8 +401,8 @@ def round_outcome_panels() -> list[Panel]:
         Panel(
             f"Rounds ended by outcome (last {w})",
             "none",
-            f"Rounds that reached a terminal state in the last {w}, by state.",
-            (_t(f"sum by (state) (increase(mots_rounds_total[{w}]))", "{{state}}"),),
+            f"Rounds that reached a terminal state in the last {w}, by task and state.",
+            (_t(f"sum by (task, state) (increase(mots_rounds_total[{w}]))", "{{task}} {{state}}"),),
             kind="stat",
             width=6,
             decimals=0,
@@ -361,8 +413,14 @@ def round_outcome_panels() -> list[Panel]:
             "Rounds the reconciler re-drove because a state outlived its deadline, and round steps "
             "run again because a service call got no answer (0 when nothing was lost).",
             (
-                _t(f"sum(increase(mots_rounds_redriven_total[{w}])) or vector(0)", "re-driven"),
-                _t(f"sum(increase(mots_round_step_retries_total[{w}])) or vector(0)", "retried"),
+                _t(
+                    f"sum by (task) (increase(mots_rounds_redriven_total[{w}])) or vector(0)",
+                    "{{task}} re-driven",
+                ),
+                _t(
+                    f"sum by (task) (increase(mots_round_step_retries_total[{w}])) or vector(0)",
+                    "{{task}} retried",
+                ),
             ),
             kind="stat",
             width=6,
@@ -371,8 +429,8 @@ def round_outcome_panels() -> list[Panel]:
         Panel(
             f"Models evaluated (last {w})",
             "none",
-            f"Models the evaluation service measured in the last {w}.",
-            (_t(f"sum(increase(mots_evaluations_total[{w}]))", "evaluations"),),
+            f"Models the evaluation service measured in the last {w}, per task.",
+            (_t(f"sum by (task) (increase(mots_evaluations_total[{w}]))", "{{task}} evaluations"),),
             kind="stat",
             width=6,
             decimals=0,
@@ -380,8 +438,13 @@ def round_outcome_panels() -> list[Panel]:
         Panel(
             f"Purchases booked per second (last {RATE_WINDOW})",
             "ops",
-            "Model purchases the market booked, per second.",
-            (_t(f"sum(rate(mots_purchases_total[{RATE_WINDOW}]))", "purchases/s"),),
+            "Model purchases the market booked, per second, by the task of their round.",
+            (
+                _t(
+                    f"sum by (task) (rate(mots_purchases_total[{RATE_WINDOW}]))",
+                    "{{task}} purchases/s",
+                ),
+            ),
             width=6,
         ),
     ]
@@ -441,11 +504,11 @@ def service_panels() -> list[Panel]:
         Panel(
             f"Celery tasks per second (last {w})",
             "ops",
-            "Tasks the workers ran, by service, task and outcome.",
+            "Celery tasks the workers ran, by service, Celery task and outcome.",
             (
                 _t(
-                    f"sum by (service, task, outcome) (rate(mots_tasks_total[{w}]))",
-                    "{{service}} {{task}} {{outcome}}",
+                    f"sum by (service, celery_task, outcome) (rate(mots_tasks_total[{w}]))",
+                    "{{service}} {{celery_task}} {{outcome}}",
                 ),
             ),
         ),
@@ -489,12 +552,17 @@ def fleet_panels() -> list[Panel]:
         Panel(
             "Edge devices up",
             "none",
-            "Edge devices whose node-exporter answers, against the latest round's participants "
-            "Σ K_i (rules MotsEdgeDeviceDown, MotsFewerEdgeDevicesThanParticipants).",
+            "Edge devices whose node-exporter answers, against the largest of the tasks' latest "
+            "rounds' participants Σ K_i (rules MotsEdgeDeviceDown, "
+            "MotsFewerEdgeDevicesThanParticipants; a device may train several tasks).",
             (
                 _t(f"sum(up{{{EDGE}}})", "devices up"),
                 _t(f"count(up{{{EDGE}}})", "devices"),
-                _t("sum(mots_participants)", "participants Σ K_i"),
+                _t(
+                    "max(sum by (task) (mots_participants))",
+                    "participants Σ K_i, largest task",
+                    across_tasks=True,
+                ),
             ),
             width=6,
             decimals=0,
@@ -541,12 +609,12 @@ def fleet_panels() -> list[Panel]:
         Panel(
             f"Participants by verification outcome (last {w})",
             "none",
-            "Participants of the rounds finished in the window: verified, dropped, or "
-            "failed_verification (rule MotsFailedVerificationsSpike at 3 in 30 minutes).",
+            "Participants of the rounds finished in the window by task: verified, dropped, or "
+            "failed_verification (rule MotsFailedVerificationsSpike at 3 of a task in 30 minutes).",
             (
                 _t(
-                    f"sum by (outcome) (increase(mots_participant_verifications_total[{w}]))",
-                    "{{outcome}}",
+                    f"sum by (task, outcome) (increase(mots_participant_verifications_total[{w}]))",
+                    "{{task}} {{outcome}}",
                 ),
             ),
             width=24,
@@ -622,8 +690,8 @@ def build() -> dict[str, Any]:
         ],
         "uid": "mots-platform",
         "title": "MoTS platform",
-        "description": "Market rounds priced by SWAN: welfare, price, rewards, states per type, "
-        "ledger, round time and the platform's share of it, training, services. Generated by "
+        "description": "Market rounds priced by SWAN, per task (the task variable): welfare, "
+        "price, rewards, states per type, ledger, round time and the platform's share of it, training, services. Generated by "
         "monitoring/grafana/build_dashboard.py: edit that file, not this one.",
         "tags": ["mots"],
         "timezone": "utc",

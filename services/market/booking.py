@@ -278,8 +278,8 @@ def purchase_batcher(
 
     async def book(requests: Sequence[PurchaseRequest], shard: int) -> Booked[PurchaseResult]:
         done = await book_batch(requests, shard)
-        if done.booked:  # committed: count them (mots_purchases_total)
-            metrics.PURCHASES.inc(done.booked)
+        for task in set(done.booked_tasks):  # committed: count them, mots_purchases_total{task}
+            metrics.PURCHASES.labels(task).inc(done.booked_tasks.count(task))
         return Booked(done.outcomes, done.booked, done.rounds_booked)
 
     async def book_batch(requests: Sequence[PurchaseRequest], shard: int) -> BookedBatch:

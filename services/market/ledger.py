@@ -350,9 +350,16 @@ def check(session: Session) -> LedgerCheck:
     )
 
 
-def totals_by_category(session: Session) -> dict[str, int]:
-    """Σ balances per account category, for the ``mots_ledger_balance`` gauge."""
+def totals_by_category(session: Session) -> dict[tuple[str, str], int]:
+    """Σ balances per (account category, task), for the ``mots_ledger_balance`` gauge: a round
+    pool's task is its round's; the accounts of no task (wallets, the platform's) have ``""``."""
     rows = session.execute(
-        select(Account.category, func.sum(Account.balance_micros)).group_by(Account.category)
+        select(Account.category, Account.task, func.sum(Account.balance_micros)).group_by(
+            Account.category, Account.task
+        )
     ).all()
-    return {r[0]: int(r[1] or 0) for r in rows}
+    totals: dict[tuple[str, str], int] = {}
+    for category, task, total in rows:
+        key = (category, task or "")
+        totals[key] = totals.get(key, 0) + int(total or 0)
+    return totals

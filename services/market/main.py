@@ -57,7 +57,7 @@ from services.market.booking import (
 from services.market.core.config import Settings, get_settings
 from services.market.metrics import unwatch_ledger, watch_ledger
 from services.market.migrations import upgrade
-from services.market.models import Client
+from services.market.models import DEFAULT_TASK, Client
 from services.market.purchases_pg import PgPurchaseBook
 
 GC_YOUNG_THRESHOLD = 20_000
@@ -196,7 +196,8 @@ def market_lifespan(parts: MarketParts) -> Lifespan:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the market app for ``settings`` (the environment's by default)."""
     settings = settings or get_settings()
-    metrics.PURCHASES.inc(0)  # exported at 0 before the first purchase
+    metrics.PURCHASES.labels(DEFAULT_TASK).inc(0)  # at 0 before the first purchase (others: the
+    # ledger gauge's refresh declares each stored task's, services.market.metrics)
     parts = build_parts(settings)
     app = service_app(
         "market",

@@ -1,8 +1,11 @@
-"""The market's ledger gauge: ``mots_ledger_balance{account=…}``, Σ balances per account category.
+"""The market's ledger gauge: ``mots_ledger_balance{account=…,task=…}``, Σ balances per account
+category and task (issue 36: a round pool's task is its round's; wallets and the platform's
+accounts belong to no task, ``task=""``, which Prometheus reads as no label: one ledger).
 
 A scrape reads cached totals, never the ledger: a background thread refreshes them every
-:data:`REFRESH_S` seconds (one query, whatever the scrape rate), so scraping cannot load the
-database (issue 13).
+:data:`REFRESH_S` seconds (two queries, whatever the scrape rate), so scraping cannot load the
+database (issue 13). The same refresh exports each stored task's ``mots_purchases_total{task}``
+at 0, so that a new task's first purchase counts in ``increase()``.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from collections.abc import Iterator
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from mots.platform.metrics import PURCHASES
 from services.market import ledger
+from services.market.models import DEFAULT_TASK, Task
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +33,12 @@ REFRESH_S = 2.0
 
 
 class LedgerCollector(Collector):
-    """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits), as
-    last read by :meth:`refresh`."""
+    """Σ balances per account category (wallets, round pools, subsidy, surplus, deposits) and
+    task, as last read by :meth:`refresh`."""
 
     def __init__(self) -> None:
         self.factory: sessionmaker[Session] | None = None
-        self.totals: dict[str, int] | None = None
+        self.totals: dict[tuple[str, str], int] | None = None
         self.reads = 0
         self.failing = False
 
@@ -44,6 +50,7 @@ class LedgerCollector(Collector):
         try:
             with factory() as session:
                 totals = ledger.totals_by_category(session)
+                stored = set(session.scalars(select(Task.name).distinct()))
         except Exception:  # the gauge keeps its last values; the next refresh tries again
             # the traceback once per outage, not every REFRESH_S while the database is away
             log.warning(
@@ -52,11 +59,14 @@ class LedgerCollector(Collector):
             self.failing = True
             return
         self.failing = False
-        for category in ("wallets", "round_pools", "platform_subsidy", "platform_surplus"):
-            totals.setdefault(category, 0)
-        totals.setdefault("external_deposits", 0)
+        for category in ("wallets", "platform_subsidy", "platform_surplus", "external_deposits"):
+            totals.setdefault((category, ""), 0)
+        if not any(category == "round_pools" for category, _ in totals):
+            totals[("round_pools", DEFAULT_TASK)] = 0  # before any round: the default task's
         self.totals = totals
         self.reads += 1
+        for task in stored | {task for _, task in totals if task}:  # at 0 before their first sale
+            PURCHASES.labels(task)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         totals = self.totals
@@ -64,11 +74,12 @@ class LedgerCollector(Collector):
             return
         family = GaugeMetricFamily(
             "mots_ledger_balance",
-            "Sum of ledger balances by account category, in currency units (Σ over all is 0).",
-            labels=["account"],
+            "Sum of ledger balances by account category and task (empty: an account of no task),"
+            " in currency units (Σ over all is 0).",
+            labels=["account", "task"],
         )
-        for category, micros in sorted(totals.items()):
-            family.add_metric([category], micros / 1_000_000)
+        for (category, task), micros in sorted(totals.items()):
+            family.add_metric([category, task], micros / 1_000_000)
         yield family
 
 

@@ -17,7 +17,7 @@ budget: docs/mechanisms.md §7.3.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -109,6 +109,7 @@ class BookedBatch:
     outcomes: list[Outcome]
     booked: int
     rounds_booked: list[int]
+    booked_tasks: list[str] = field(default_factory=list)  # each booking's round's task (issue 36)
 
 
 class BatchReads(NamedTuple):
@@ -497,14 +498,14 @@ def purchase_body(
     ).model_dump(mode="json")
 
 
-def finish(verdict: Verdict) -> BookedBatch:
-    """The batch's answers once its bookings are written (aliases repeat their first)."""
+def finish(verdict: Verdict, tasks: Mapping[int, str] | None = None) -> BookedBatch:
+    """The batch's answers once written (aliases repeat their first); ``tasks``: rounds' tasks."""
     for i, first in verdict.aliases.items():
         verdict.outcomes[i] = verdict.outcomes[first]
-    booked_rounds = sorted({verdict.todo[i].round_id for i in verdict.accepted})
-    return BookedBatch(
-        [o for o in verdict.outcomes if o is not None], len(verdict.accepted), booked_rounds
-    )
+    rounds = [verdict.todo[i].round_id for i in verdict.accepted]
+    booked_tasks = [(tasks or {}).get(r, DEFAULT_TASK) for r in rounds]
+    outcomes = [o for o in verdict.outcomes if o is not None]
+    return BookedBatch(outcomes, len(rounds), sorted(set(rounds)), booked_tasks)
 
 
 # --- the batch on a SQLAlchemy session (SQLite, and PostgreSQL's general path) -------------
@@ -584,7 +585,6 @@ def book_purchases(
             for name in missing:  # made when the round opened; made here if it was not
                 found[name] = found.get(name) or ledger.ensure_account(session, name)
             known.update(found)  # the caller keeps these only once the transaction commits
-        paid = sum(1 for r in buys if rounds[r.round_id][1] > 0)
         writes = BatchWrite()
         queue_bookings(
             verdict,
@@ -592,9 +592,9 @@ def book_purchases(
             writes,
             shard,
             known,
-            reserve_ids(conn, _TRANSACTIONS, paid),
+            reserve_ids(conn, _TRANSACTIONS, sum(1 for r in buys if rounds[r.round_id][1] > 0)),
             reserve_ids(conn, _PURCHASES, len(buys)),
             datetime.now(UTC),
         )
         writes.flush(conn)
-    return finish(verdict)
+    return finish(verdict, view.tasks)

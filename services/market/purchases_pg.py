@@ -257,7 +257,7 @@ class PgPurchaseBook:
             buys = verdict.buys()
             if not buys:
                 await conn.run("COMMIT", [])
-                return finish(verdict)
+                return finish(verdict, view.tasks)
             shard_ids = {**self.account_ids, **found}
             if any(n not in shard_ids for n in destination_names(buys, view, shard)):
                 raise NeedsSetup("a pool shard (or the subsidy) account is missing")
@@ -280,7 +280,7 @@ class PgPurchaseBook:
             await conn.rollback()
             raise
         self.account_ids.update(found)  # committed: they exist
-        return finish(verdict)
+        return finish(verdict, view.tasks)
 
     async def close(self) -> None:
         """Close the idle connections (a batch in flight closes its own when done)."""

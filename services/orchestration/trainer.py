@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import Coalition, TrainResult
 from mots.platform.metrics import SUPERNODES
 from mots.training.progress import RoundProgress
@@ -273,8 +274,9 @@ def _positions(
 
 
 def _export_supernodes(federation: Any, coalition: Coalition | None) -> None:
-    """``mots_supernodes_connected{type}``: the federation's SuperNodes per type (alive processes
-    of a local federation, registered nodes of an external SuperLink); nothing in process."""
+    """``mots_supernodes_connected{task,type}``: the federation's SuperNodes per type of the
+    coalition's task (alive processes of a local federation, registered nodes of an external
+    SuperLink); nothing in process."""
     if federation is None or coalition is None or not coalition.type_names:
         return
     try:
@@ -282,8 +284,9 @@ def _export_supernodes(federation: Any, coalition: Coalition | None) -> None:
     except Exception:  # a gauge must never stop a training
         log.warning("SuperNodes per type could not be read", exc_info=True)
         return
+    task = getattr(coalition, "task", None) or DEFAULT_TASK  # issue 36: the round's task
     for i, name in enumerate(coalition.type_names):
-        SUPERNODES.labels(name).set(counts.get(i, 0))
+        SUPERNODES.labels(task, name).set(counts.get(i, 0))
 
 
 def participant_outcomes(

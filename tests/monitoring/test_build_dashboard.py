@@ -29,15 +29,13 @@ BUILD = _builder()
 
 
 def exported_metrics(tmp_path: Path) -> set[str]:
-    """The names of every mots_* metric family the services' registries hold (lazy ones created,
-    the market's ledger collector pointed at a migrated database)."""
-    from mots.platform import metrics
+    """The names of every mots_* metric family the services' registries hold (every family of
+    mots.platform.metrics, the market's ledger collector pointed at a migrated database)."""
+    import mots.platform.metrics  # noqa: F401  (its families registered)
     from mots.platform.db import make_engine, make_sessionmaker
     from services.market.metrics import watch_ledger
     from services.market.migrations import upgrade
 
-    for name in metrics._LAZY:
-        getattr(metrics, name)
     url = f"sqlite:///{tmp_path / 'market.db'}"
     upgrade(url)
     engine = make_engine(url)
@@ -83,7 +81,8 @@ def test_every_panel_has_a_unit_a_legend_and_a_window(panel: object) -> None:
         assert t.legend, t.expr
         for by in re.findall(r"sum by \(([^)]*)\)", t.expr):
             for label in (s.strip() for s in by.split(",")):
-                assert label == "le" or "{{" + label + "}}" in t.legend, (label, t.legend)
+                across = label == "task" and t.across_tasks  # summed by task, then over them
+                assert label == "le" or across or "{{" + label + "}}" in t.legend, (label, t.legend)
         for name in re.findall(r"\bmots_[a-z0-9_]+", t.expr):
             if name in _cumulative():
                 window = rf"(rate|increase)\({name}(\{{[^}}]*\}})?\[\d+[smh]\]\)"
@@ -94,10 +93,8 @@ def _cumulative() -> set[str]:
     """The series of every counter and histogram of the platform: they only make sense over a
     window (the ledger's ``mots_ledger_balance`` is a gauge; it was ``mots_ledger_total``, a gauge
     named like a counter, until promtool flagged it)."""
-    from mots.platform import metrics
+    import mots.platform.metrics  # noqa: F401  (its families registered)
 
-    for name in metrics._LAZY:
-        getattr(metrics, name)
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
     return {
         f.name + s
@@ -135,3 +132,68 @@ def test_the_dashboard_imports_into_any_grafana() -> None:
             devices = re.findall(r"\b(?:node_[A-Za-z0-9_]+|up)\b(\{[^}]*\})?", t["expr"])
             assert selectors or devices, (p["title"], t)
             assert all('job="mots-edge-nodes"' in s for s in devices), (p["title"], t)
+
+
+def task_families(tmp_path: Path) -> set[str]:
+    """The ``mots_*`` families the services export with a ``task`` label (issue 36), named as a
+    query reads them (a counter with its ``_total``): the platform's metrics by their label names
+    (a labelled family exports nothing before its first label set), the market's ledger gauge by
+    what it collects."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from mots.platform import metrics
+
+    exported_metrics(tmp_path)  # the lazy metrics created, the ledger collector registered
+    found = set()
+    for value in vars(metrics).values():
+        if isinstance(value, MetricWrapperBase) and "task" in value._labelnames:
+            found.add(value._name + ("_total" if value._type == "counter" else ""))
+    for f in REGISTRY.collect():
+        if f.name == "mots_ledger_balance" and all("task" in s.labels for s in f.samples):
+            found.add(f.name)
+    return found
+
+
+def test_the_task_variable_narrows_every_per_task_series(tmp_path: Path) -> None:
+    """A ``task`` variable (All by default, the tasks whose rounds Prometheus has seen); every
+    selector of a family that carries the task label reads ``task=~"$task"``, and the builder's
+    list of those families is the services' own."""
+    import json
+
+    families = task_families(tmp_path)
+    assert {"mots_reward", "mots_rounds_total", "mots_ledger_balance"} <= families
+    assert "mots_http_requests_total" not in families
+    assert families == BUILD.TASK_METRICS
+    dash = json.loads((ROOT / "monitoring/grafana/dashboards/mots.json").read_text())
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    task = variables["task"]
+    assert task["includeAll"] and task["multi"] and task["allValue"] == ".*"
+    assert task["definition"] == "label_values(mots_rounds_total, task)"
+    checked = 0
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            for name, selector in re.findall(r"\b(mots_[a-z0-9_]+)(\{[^}]*\})?", t["expr"]):
+                per_task = BUILD.family(name) in families
+                assert ('task=~"$task"' in selector) == per_task, (p["title"], t["expr"])
+                checked += per_task
+    assert checked > 20
+    assert 'task=~"$task"' not in BUILD.scoped("mots_http_requests_total")  # the check can fail
+
+
+@pytest.mark.parametrize(
+    "panel", [p for _, s in BUILD.sections() for p in s], ids=lambda p: p.title
+)
+def test_every_per_task_query_keeps_the_tasks_apart(panel: object) -> None:
+    """Two tasks' figures never add up unseen: a query of per-task series names the task in its
+    legend (and keeps it in each ``sum by``), unless it is marked as aggregating over every task
+    (then its legend cannot name one)."""
+    for t in panel.targets:  # type: ignore[attr-defined]
+        names = {BUILD.family(n) for n in re.findall(r"\bmots_[a-z0-9_]+", t.expr)}
+        if not names & BUILD.TASK_METRICS:
+            continue
+        if t.across_tasks:
+            assert "{{task}}" not in t.legend, t
+            continue
+        assert "{{task}}" in t.legend, (panel.title, t)  # type: ignore[attr-defined]
+        for by in re.findall(r"sum by \(([^)]*)\)", t.expr):
+            assert "task" in {s.strip() for s in by.split(",")}, (panel.title, t.expr)  # type: ignore[attr-defined]

@@ -142,3 +142,21 @@ def test_every_example_is_a_valid_instance(model: type[BaseModel]) -> None:
     assert isinstance(extra, dict)
     for example in extra["examples"]:
         model.model_validate(example)
+
+
+def test_the_market_spec_shows_a_task_wherever_a_body_names_one(tmp_path: Path) -> None:
+    """Issue 36: the task bodies carry a task file as their example, and each body that names a
+    task (an enrolment, a registration, a bulk type) has an example in a task other than the
+    default one, so a reader of the spec sees how to act in a second task."""
+    schemas = _app("market", tmp_path).openapi()["components"]["schemas"]
+    assert "name: digits" in schemas["TaskIn"]["examples"][0]["content"]
+    assert "task" in schemas["BulkType"]["properties"]
+
+    def tasks_of(examples: list[dict[str, Any]]) -> set[str]:
+        named = {e.get("task") for e in examples}
+        named |= {t.get("task") for e in examples for t in e.get("types", [])}
+        return {t for t in named if t}
+
+    for name in ("EnrolmentIn", "ClientRegistration", "BulkRegistration"):
+        assert tasks_of(schemas[name]["examples"]) - {"fashion-mnist"}, name
+    assert not tasks_of([{"name": "pi-07"}])  # the check can fail

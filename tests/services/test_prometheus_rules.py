@@ -1,5 +1,9 @@
 """The Prometheus alert rules (monitoring/prometheus/rules/mots.yml): promtool's unit tests of
-the subsidy alerts, and every Prometheus config (demo, compose, k8s) loads the same rules."""
+the subsidy alerts, and every Prometheus config (demo, compose, k8s) loads the same rules.
+
+Issue 36: every input series carries the market's ``task`` label, two tasks at once, and each
+per-round alert holds task by task: the series are chosen so that summing over the tasks (the
+rules before tasks) would fire where a task is fine or stay silent where one is not."""
 
 from __future__ import annotations
 
@@ -20,29 +24,35 @@ evaluation_interval: 1m
 tests:
   - interval: 1m
     input_series:
-      - series: 'mots_round_subsidy_alert_share{{job="orchestration-worker"}}'
+      - series: 'mots_round_subsidy_alert_share{{job="orchestration-worker",task="digits"}}'
         values: '0.8x4'
-      - series: 'mots_round_subsidy_budget{{job="orchestration-worker"}}'
+      - series: 'mots_round_subsidy_budget{{job="orchestration-worker",task="digits"}}'
         values: '100x4'
-      - series: 'mots_latest_round_subsidy{{job="orchestration-worker"}}'
+      - series: 'mots_latest_round_subsidy{{job="orchestration-worker",task="digits"}}'
         values: '0 80 80.5 100 100.000001'
+      - series: 'mots_round_subsidy_alert_share{{job="orchestration-worker",task="fashion-mnist"}}'
+        values: '0.8x4'
+      - series: 'mots_round_subsidy_budget{{job="orchestration-worker",task="fashion-mnist"}}'
+        values: '1000x4'
+      - series: 'mots_latest_round_subsidy{{job="orchestration-worker",task="fashion-mnist"}}'
+        values: '500x4'
     alert_rule_test:
       - {{eval_time: 0m, alertname: MotsRoundSubsidyNearBudget, exp_alerts: []}}
       - {{eval_time: 1m, alertname: MotsRoundSubsidyNearBudget, exp_alerts: []}}
       - eval_time: 2m
         alertname: MotsRoundSubsidyNearBudget
         exp_alerts:
-          - exp_labels: {{severity: warning, job: orchestration-worker}}
+          - exp_labels: {{severity: warning, job: orchestration-worker, task: digits}}
             exp_annotations:
-              summary: "Round subsidy 80.5 uses more than its alert share of the budget"
+              summary: "Task digits: round subsidy 80.5 uses more than its alert share of the budget"
               description: "{description}"
       - {{eval_time: 3m, alertname: MotsRoundSubsidyOverBudget, exp_alerts: []}}
       - eval_time: 4m
         alertname: MotsRoundSubsidyOverBudget
         exp_alerts:
-          - exp_labels: {{severity: critical, job: orchestration-worker}}
+          - exp_labels: {{severity: critical, job: orchestration-worker, task: digits}}
             exp_annotations:
-              summary: "Round subsidy 100.000001 exceeds its budget"
+              summary: "Task digits: round subsidy 100.000001 exceeds its budget"
               description: "{over}"
 """
 
@@ -53,7 +63,8 @@ def _rules() -> dict[str, dict[str, object]]:
 
 
 def test_promtool_fires_the_subsidy_alerts_above_the_share_and_the_budget(tmp_path: Path) -> None:
-    """80 of 100 at share 0.8 is not an alert, 80.5 is; 100.000001 is over the budget."""
+    """80 of 100 at share 0.8 is not an alert, 80.5 is; 100.000001 is over the budget; the alert
+    names the task (digits), and the other task's 500 of 1000 raises none."""
     if not Path(PROMTOOL).exists():
         pytest.fail("promtool is missing: run `make system` (Debian's prometheus)")
     rules = _rules()
@@ -65,7 +76,7 @@ def test_promtool_fires_the_subsidy_alerts_above_the_share_and_the_budget(tmp_pa
     assert run.returncode == 0, run.stdout + run.stderr
     broken = tmp_path / "broken_test.yml"  # the check can fail: a wrong expectation is caught
     broken.write_text(UNIT_TESTS.format(rules=RULES, description=near, over=over).replace(
-        "80.5 uses", "80 uses"))  # fmt: skip
+        "digits: round subsidy 80.5", "digits: round subsidy 80"))  # fmt: skip
     run = subprocess.run([PROMTOOL, "test", "rules", str(broken)], capture_output=True, text=True)
     assert run.returncode != 0
 
@@ -125,12 +136,18 @@ tests:
         values: '10x10'
       - series: 'mots_ledger_balance{{account="platform"}}'
         values: '-10 -10 -10 -9.5 -9.5 -9.5 -9.5 -10 -10 -10 -10'
-      - series: 'mots_rounds_redriven_total{{state="training"}}'
+      - series: 'mots_rounds_redriven_total{{task="digits",state="training"}}'
         values: '0 0 1 1 1'
-      - series: 'mots_supernodes_connected{{type="type-1"}}'
+      - series: 'mots_rounds_redriven_total{{task="fashion-mnist",state="training"}}'
+        values: '0x4'
+      - series: 'mots_supernodes_connected{{task="fashion-mnist",type="type-1"}}'
         values: '10x3 8x8'
-      - series: 'mots_participants{{type="type-1"}}'
+      - series: 'mots_participants{{task="fashion-mnist",type="type-1"}}'
         values: '9x10'
+      - series: 'mots_supernodes_connected{{task="digits",type="type-1"}}'
+        values: '3x10'
+      - series: 'mots_participants{{task="digits",type="type-1"}}'
+        values: '2x10'
     alert_rule_test:
       - {{eval_time: 4m, alertname: MotsLedgerUnbalanced, exp_alerts: []}}
       - eval_time: 5m
@@ -145,25 +162,27 @@ tests:
       - eval_time: 3m
         alertname: MotsRoundStuck
         exp_alerts:
-          - exp_labels: {{severity: warning}}
+          - exp_labels: {{severity: warning, task: digits}}
             exp_annotations:
-              summary: "1 round steps outlived their deadline in the last 30 minutes"
+              summary: "Task digits: 1 round steps outlived their deadline in the last 30 minutes"
               description: "{stuck}"
       - {{eval_time: 8m, alertname: MotsFewerSuperNodesThanParticipants, exp_alerts: []}}
       - eval_time: 9m
         alertname: MotsFewerSuperNodesThanParticipants
         exp_alerts:
-          - exp_labels: {{severity: warning}}
+          - exp_labels: {{severity: warning, task: fashion-mnist}}
             exp_annotations:
-              summary: "8 SuperNodes connected, fewer than the latest round's participants"
+              summary: "Task fashion-mnist: 8 SuperNodes connected, fewer than its latest round's participants"
               description: "{short}"
 """
 
 
 def test_promtool_fires_the_operations_alerts_and_resolves_the_ledger_one(tmp_path: Path) -> None:
     """An imbalance of 0.5 held 2 minutes fires MotsLedgerUnbalanced and it resolves once the
-    sum is 0 again; one re-driven round step fires MotsRoundStuck; 8 SuperNodes for 9
-    participants, held 5 minutes, fires MotsFewerSuperNodesThanParticipants."""
+    sum is 0 again; one re-driven round step of digits fires MotsRoundStuck for digits; 8
+    SuperNodes for fashion-mnist's 9 participants, held 5 minutes, fires
+    MotsFewerSuperNodesThanParticipants for fashion-mnist although digits' 3 spare nodes make
+    the sums over both tasks equal (11 and 11)."""
     rules = _rules()
 
     def described(name: str) -> str:
@@ -194,8 +213,10 @@ tests:
         values: '1 1 0 0 0 1 1 1'
       - series: 'up{{job="mots-edge-nodes",instance="pi-02:9100",device="pi-02"}}'
         values: '1x7'
-      - series: 'mots_participants{{type="type-1"}}'
+      - series: 'mots_participants{{task="fashion-mnist",type="type-1"}}'
         values: '2x7'
+      - series: 'mots_participants{{task="digits",type="type-1"}}'
+        values: '1x7'
       - series: 'node_memory_MemAvailable_bytes{{job="mots-edge-nodes",device="pi-02"}}'
         values: '500 300x8'
       - series: 'node_memory_MemTotal_bytes{{job="mots-edge-nodes",device="pi-02"}}'
@@ -204,8 +225,10 @@ tests:
         values: '80 81x8'
       - series: 'node_hwmon_in_lcrit_alarm_volts{{job="mots-edge-nodes",instance="pi-02:9100",device="pi-02",chip="rpi_volt",sensor="in0"}}'
         values: '0 1 1 0'
-      - series: 'mots_participant_verifications_total{{outcome="failed_verification"}}'
+      - series: 'mots_participant_verifications_total{{task="digits",outcome="failed_verification"}}'
         values: '0 0 2 2 3 3'
+      - series: 'mots_participant_verifications_total{{task="fashion-mnist",outcome="failed_verification"}}'
+        values: '0 0 1 1 1 1'
     alert_rule_test:
       - {{eval_time: 2m, alertname: MotsEdgeDeviceDown, exp_alerts: []}}
       - eval_time: 3m
@@ -221,7 +244,7 @@ tests:
         exp_alerts:
           - exp_labels: {{severity: warning}}
             exp_annotations:
-              summary: "1 edge devices answer, fewer than the latest round's participants"
+              summary: "1 edge devices answer, fewer than the largest latest round's participants"
               description: "{few}"
       - {{eval_time: 6m, alertname: MotsFewerEdgeDevicesThanParticipants, exp_alerts: []}}
       - {{eval_time: 5m, alertname: MotsEdgeDeviceMemoryLow, exp_alerts: []}}
@@ -253,19 +276,20 @@ tests:
       - eval_time: 4m
         alertname: MotsFailedVerificationsSpike
         exp_alerts:
-          - exp_labels: {{severity: warning}}
+          - exp_labels: {{severity: warning, task: digits}}
             exp_annotations:
-              summary: "3 participants failed verification in the last 30 minutes"
+              summary: "Task digits: 3 participants failed verification in the last 30 minutes"
               description: "{spike}"
 """
 
 
 def test_promtool_fires_and_resolves_the_fleet_and_verification_alerts(tmp_path: Path) -> None:
     """A device down 2 minutes fires MotsEdgeDeviceDown (``for: 1m``) and resolves when it
-    answers again; with it down, 1 device answers for 2 participants (the fleet alert, resolved
-    with it); 7.5 % memory available for 5 minutes, 81 °C for 5 minutes (80 is not over), one
-    minute of under-voltage (resolved when the alarm clears); 3 failed verifications within
-    30 minutes (2 are not a spike)."""
+    answers again; with it down, 1 device answers for the largest task's 2 participants (the
+    fleet alert, resolved with it: 2 devices serve tasks of 2 and 1 participants); 7.5 % memory
+    available for 5 minutes, 81 °C for 5 minutes (80 is not over), one minute of under-voltage
+    (resolved when the alarm clears); 3 failed verifications of one task within 30 minutes (2
+    are not a spike, nor 2 and 1 of two tasks)."""
     rules = _rules()
 
     def described(name: str) -> str:

@@ -109,7 +109,7 @@ class RoundMachine:
             self._forget_calls(round_id, expected)
             if expected == S.FAILED or self._may_retry(rnd):
                 log.warning("round %s: %s lost (%s); retrying", round_id, expected.value, exc)
-                prometheus.retried(expected)
+                prometheus.retried(expected, prometheus.task_of(rnd))
                 return Step(expected, self.ports.settings.retry_interval_s)
             return self._fail(rnd, exc)
         except Exception as exc:
@@ -167,15 +167,17 @@ class RoundMachine:
         if seconds is None:
             return Step(None)  # another delivery of this step moved the round first
         log.info("round %s: %s → %s %s", rnd.id, rnd.state.value, move.to.value, move.note)
-        prometheus.state_left(rnd.state, seconds)
+        task = prometheus.task_of(rnd)  # every figure carries its round's task (issue 36)
+        prometheus.state_left(rnd.state, seconds, task)
         if move.update.quote is not None:
-            prometheus.quoted(move.update.quote)
+            prometheus.quoted(move.update.quote, task)
         if move.update.evaluation is not None:
-            prometheus.evaluated(move.update.evaluation)
+            prometheus.evaluated(move.update.evaluation, task)
         if move.to in TERMINAL_STATES:
-            if move.update.summary is not None:
-                prometheus.finished(move.update.summary)
-                prometheus.subsidy(move.update.summary, self.ports.settings.subsidy_alert_share)
+            summary = move.update.summary
+            if summary is not None:
+                prometheus.finished(summary, task)
+                prometheus.subsidy(summary, self.ports.settings.subsidy_alert_share, task)
             return Step(None)
         return Step(move.to)
 

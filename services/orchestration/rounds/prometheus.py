@@ -1,6 +1,7 @@
 """A round's figures: a finished round's summary (:func:`round_summary`, the keys the demo's
 ``summary.json`` carries, and more), and the round machine's Prometheus export of them and of the
-time per state, as gauges of the latest round (dashboards in ``monitoring/grafana``).
+time per state, as gauges of each task's latest round (label ``task``, issue 36; dashboards in
+``monitoring/grafana``).
 
 :func:`round_summary` is pure: the round, its products and the time it spent in each state in, a
 :class:`~mots.platform.api.rounds.RoundSummary` out; the round stores it and :func:`finished`
@@ -18,6 +19,7 @@ from mots.platform import metrics
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, SettleResult, TrainingProgress
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import EvaluationResult
 from mots.training.progress import RoundProgress
 from services.orchestration.products import RoundTerms, TrainingRecord, progress_of
@@ -94,51 +96,71 @@ def round_summary(
     )
 
 
-def declare() -> None:
-    """Export the round counters and histograms at 0 before the first round ends (increase()
-    cannot count the observation that created a series)."""
-    for lazy in ("ROUND_DURATION", "ROUND_WAITING", "ROUND_PLATFORM"):
-        getattr(metrics, lazy)  # creates the lazy histogram
+def task_of(rnd: object) -> str:
+    """The task a round trains (its ``task``; ``fashion-mnist`` where the round names none): the
+    ``task`` label of every figure it exports (issue 36)."""
+    return getattr(rnd, "task", None) or DEFAULT_TASK
+
+
+_declared: set[str] = set()
+
+
+def declare(task: str = DEFAULT_TASK) -> None:
+    """Export a task's round counters and histograms at 0 before its first round ends
+    (increase() cannot count the observation that created a series): the default task's when the
+    worker starts, any other's when its first round moves (:func:`state_left`)."""
+    if task in _declared:
+        return
+    for histogram in (metrics.ROUND_DURATION, metrics.ROUND_WAITING, metrics.ROUND_PLATFORM):
+        histogram.labels(task)
     for state in RoundState:
         if state not in TERMINAL_STATES:  # states a step runs in, retried or re-driven
-            metrics.ROUND_STEP_RETRIES.labels(state.value)
-            metrics.ROUNDS_REDRIVEN.labels(state.value)
+            metrics.ROUND_STEP_RETRIES.labels(task, state.value)
+            metrics.ROUNDS_REDRIVEN.labels(task, state.value)
         if state not in TERMINAL_STATES and state != RoundState.FAILED:  # states a round leaves
-            metrics.ROUND_PHASE_DURATION.labels(state.value)
+            metrics.ROUND_PHASE_DURATION.labels(task, state.value)
     for state in TERMINAL_STATES:
-        metrics.ROUNDS.labels(state.value)
+        metrics.ROUNDS.labels(task, state.value)
     for outcome in PARTICIPANT_OUTCOMES:  # MotsFailedVerificationsSpike counts the failed ones
-        metrics.PARTICIPANT_VERIFICATIONS.labels(outcome)
-    metrics.ROUND_SUBSIDY.inc(0)
+        metrics.PARTICIPANT_VERIFICATIONS.labels(task, outcome)
+    metrics.ROUND_SUBSIDY.labels(task).inc(0)
     for kind in ("quote", "equilibrium"):  # the round's pricing runs here (steps._price)
         metrics.PRICING_DURATION.labels(kind)
+    _declared.add(task)
 
 
-def state_left(state: RoundState, seconds: float) -> None:
-    """A round spent ``seconds`` in ``state`` and moved on."""
-    metrics.ROUND_PHASE_DURATION.labels(state.value).observe(seconds)
+def state_left(state: RoundState, seconds: float, task: str = DEFAULT_TASK) -> None:
+    """A round of ``task`` spent ``seconds`` in ``state`` and moved on."""
+    declare(task)
+    metrics.ROUND_PHASE_DURATION.labels(task, state.value).observe(seconds)
 
 
-def quoted(quote: PricingResult) -> None:
-    """A round opened with this quote: its predicted ε(K*)."""
-    metrics.GENERALIZATION_ERROR.labels("predicted").set(quote.epsilon)
+def quoted(quote: PricingResult, task: str = DEFAULT_TASK) -> None:
+    """A round of ``task`` opened with this quote: its predicted ε(K*)."""
+    metrics.GENERALIZATION_ERROR.labels(task, "predicted").set(quote.epsilon)
 
 
-def training_progress(progress: TrainingProgress) -> None:
-    """The latest training reached FedAvg round r of R with ε so far."""
-    metrics.TRAINING_FEDAVG_ROUND.set(progress.fedavg_round)
-    metrics.TRAINING_FEDAVG_ROUNDS.set(progress.fedavg_rounds)
+def training_progress(progress: TrainingProgress, task: str = DEFAULT_TASK) -> None:
+    """The task's latest training reached FedAvg round r of R with ε so far."""
+    metrics.TRAINING_FEDAVG_ROUND.labels(task).set(progress.fedavg_round)
+    metrics.TRAINING_FEDAVG_ROUNDS.labels(task).set(progress.fedavg_rounds)
     if progress.epsilon is not None:
-        metrics.GENERALIZATION_ERROR.labels("training").set(progress.epsilon)
+        metrics.GENERALIZATION_ERROR.labels(task, "training").set(progress.epsilon)
 
 
-def progress_recorder(store: RoundStore, round_id: int) -> Callable[[RoundProgress], None]:
-    """What the training engine calls after each FedAvg round: export it and note it on the
-    round (best effort: a failed write must not stop training)."""
+def progress_recorder(
+    store: RoundStore, round_id: int, task: str | None = None
+) -> Callable[[RoundProgress], None]:
+    """What the training engine calls after each FedAvg round: export it (under ``task``, else
+    the round's own, read once) and note it on the round (best effort: a failed write must not
+    stop training)."""
+    known: list[str] = [] if task is None else [task]
 
     def record(p: RoundProgress) -> None:
         try:
-            training_progress(progress_of(p))
+            if not known:
+                known.append(task_of(store.load(round_id)))
+            training_progress(progress_of(p), known[0])
             store.record_progress(round_id, progress_of(p))
         except Exception:
             log.warning("round %s: training progress not recorded", round_id, exc_info=True)
@@ -146,54 +168,56 @@ def progress_recorder(store: RoundStore, round_id: int) -> Callable[[RoundProgre
     return record
 
 
-def evaluated(evaluation: EvaluationResult) -> None:
-    """The latest round's model was measured."""
-    metrics.GENERALIZATION_ERROR.labels("measured").set(evaluation.test_loss)
+def evaluated(evaluation: EvaluationResult, task: str = DEFAULT_TASK) -> None:
+    """The task's latest round's model was measured."""
+    metrics.GENERALIZATION_ERROR.labels(task, "measured").set(evaluation.test_loss)
 
 
-def finished(summary: RoundSummary) -> None:
-    """A round reached a terminal state: export its figures."""
-    metrics.ROUNDS.labels(summary.state.value).inc()
-    metrics.ROUND_DURATION.observe(summary.round_seconds)
-    metrics.ROUND_WAITING.observe(summary.waiting_seconds)
-    metrics.ROUND_PLATFORM.observe(summary.platform_seconds)
+def finished(summary: RoundSummary, task: str = DEFAULT_TASK) -> None:
+    """A round of ``task`` reached a terminal state: export its figures."""
+    declare(task)
+    metrics.ROUNDS.labels(task, summary.state.value).inc()
+    metrics.ROUND_DURATION.labels(task).observe(summary.round_seconds)
+    metrics.ROUND_WAITING.labels(task).observe(summary.waiting_seconds)
+    metrics.ROUND_PLATFORM.labels(task).observe(summary.platform_seconds)
     if summary.platform_share is not None:
-        metrics.PLATFORM_OVERHEAD_RATIO.set(summary.platform_share)
-    metrics.INCENTIVE_COST.set(float(summary.incentive_cost))
+        metrics.PLATFORM_OVERHEAD_RATIO.labels(task).set(summary.platform_share)
+    metrics.INCENTIVE_COST.labels(task).set(float(summary.incentive_cost))
     if summary.price is not None:
-        metrics.MODEL_PRICE.set(float(summary.price))
+        metrics.MODEL_PRICE.labels(task).set(float(summary.price))
         if summary.welfare is not None:
-            metrics.SOCIAL_WELFARE.set(summary.welfare)
+            metrics.SOCIAL_WELFARE.labels(task).set(summary.welfare)
     for name, reward in summary.rewards.items():
-        metrics.REWARD.labels(name).set(float(reward))
+        metrics.REWARD.labels(task, name).set(float(reward))
     for name, k in summary.participants.items():
-        metrics.PARTICIPANTS.labels(name).set(k)
+        metrics.PARTICIPANTS.labels(task, name).set(k)
     for name, b in summary.buyers.items():
-        metrics.BUYERS.labels(name).set(b)
+        metrics.BUYERS.labels(task, name).set(b)
     if summary.epsilon is not None:
-        metrics.GENERALIZATION_ERROR.labels("measured").set(summary.epsilon)
+        metrics.GENERALIZATION_ERROR.labels(task, "measured").set(summary.epsilon)
     for outcome in summary.verification.values():
-        metrics.PARTICIPANT_VERIFICATIONS.labels(outcome).inc()
+        metrics.PARTICIPANT_VERIFICATIONS.labels(task, outcome).inc()
 
 
-def retried(state: RoundState) -> None:
-    """A step's service call got no answer; the step runs again."""
-    metrics.ROUND_STEP_RETRIES.labels(state.value).inc()
+def retried(state: RoundState, task: str = DEFAULT_TASK) -> None:
+    """A step of a round of ``task`` got no answer from a service call; the step runs again."""
+    metrics.ROUND_STEP_RETRIES.labels(task, state.value).inc()
 
 
-def redriven(state: RoundState) -> None:
-    """The reconciler re-drove a round past its state's deadline."""
-    metrics.ROUNDS_REDRIVEN.labels(state.value).inc()
+def redriven(state: RoundState, task: str = DEFAULT_TASK) -> None:
+    """The reconciler re-drove a round of ``task`` past its state's deadline."""
+    metrics.ROUNDS_REDRIVEN.labels(task, state.value).inc()
 
 
-def subsidy(summary: RoundSummary, alert_share: float) -> None:
-    """A settled round's subsidy against its budget (the alert rule MotsRoundSubsidyNearBudget
-    compares the two with ``alert_share``, monitoring/prometheus/rules/mots.yml)."""
-    metrics.ROUND_SUBSIDY_ALERT_SHARE.set(alert_share)
+def subsidy(summary: RoundSummary, alert_share: float, task: str = DEFAULT_TASK) -> None:
+    """A settled round's subsidy against its budget, by task (the alert rule
+    MotsRoundSubsidyNearBudget compares the two with ``alert_share``, task by task,
+    monitoring/prometheus/rules/mots.yml)."""
+    metrics.ROUND_SUBSIDY_ALERT_SHARE.labels(task).set(alert_share)
     settlement = summary.settlement
     if settlement is None:
         return
-    metrics.ROUND_SUBSIDY.inc(float(settlement.subsidy))
-    metrics.LATEST_ROUND_SUBSIDY.set(float(settlement.subsidy))
+    metrics.ROUND_SUBSIDY.labels(task).inc(float(settlement.subsidy))
+    metrics.LATEST_ROUND_SUBSIDY.labels(task).set(float(settlement.subsidy))
     if settlement.subsidy_budget is not None:
-        metrics.ROUND_SUBSIDY_BUDGET.set(float(settlement.subsidy_budget))
+        metrics.ROUND_SUBSIDY_BUDGET.labels(task).set(float(settlement.subsidy_budget))

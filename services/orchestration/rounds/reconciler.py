@@ -120,7 +120,7 @@ class Reconciler:
             )
             self.ports.schedule(AdvanceRequest(round_id=round_id, state=state), 0.0)
             self._sent[(round_id, state)] = now
-            prometheus.redriven(state)
+            prometheus.redriven(state, prometheus.task_of(rnd))
             redriven.append(round_id)
         redriven.extend(self._lost_calls(now))
         self._sent = {key: at for key, at in self._sent.items() if key in pending}

@@ -19,6 +19,7 @@ AREAS = (
     "platform",
     "reproduce",
     "market",
+    "enrolment",
     "ledger",
     "rounds",
     "data",

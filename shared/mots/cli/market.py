@@ -1,5 +1,7 @@
-"""`mots market …`: register, read the quote, declare, buy, balance and ledger, download and
-inspect a model; the operator's deposits, client list and ledger check."""
+"""`mots market …`: read the quote, declare, buy, balance and ledger, download and inspect a
+model; the operator's deposits and ledger check. Enrolling and registering
+(:mod:`mots.cli.enrolment`) and the operator's ledger views (:mod:`mots.cli.ledger`) join this
+group from their own modules."""
 
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ import click
 
 from mots.cli.client import Session, connection, decimal_amount, money, table
 from mots.cli.quote_text import on_sale_lines, when
-from mots.client.config import ConfigError, check_profile_name, save_profile
+from mots.client.config import ConfigError, save_profile
 from mots.client.market import MarketClient, new_idempotency_key
 from mots.client.model_file import ModelFileError, read_model_info
 from mots.platform.api.base import Strategy
-from mots.platform.api.market import ClientRegistration, DepositIn, EnrolmentIn, QuoteOut
+from mots.platform.api.market import DepositIn, QuoteOut
 
 
 @click.group("market")
@@ -27,9 +29,13 @@ def market() -> None:
     MOTS_OPERATOR_TOKEN, then a profile (MOTS_PROFILE in ~/.config/mots/profiles.toml), then
     the endpoints.json of `mots platform up --workdir DIR` (MOTS_WORKDIR, default out/platform).
 
+    Every client takes part in one task (`mots tasks ls`), its enrolment code's: it reads that
+    task's quotes and buys and trains in that task's rounds; its wallet pays for any task.
+
     \b
     Example (a buyer):
       mots market enrol --type small --data-size 50 --cost 0.5    # the operator: a code
+      mots market enrol --task digits --type type-1 --data-size 20 --cost 0.2
       mots market register --name alice --code CODE --save-as alice
       mots market deposit 1 10                                     # the operator funds client 1
       export MOTS_PROFILE=alice
@@ -64,99 +70,7 @@ def show_config(session: Session) -> None:
     )
 
 
-@market.command("enrol")
-@click.option("--type", "type_name", required=True, help="the attested type label i")
-@click.option("--data-size", type=int, required=True, help="D_i the operator attests")
-@click.option("--cost", callback=decimal_amount, required=True, help="C_i the operator attests")
-@click.option("--uses", type=click.IntRange(1), default=1, show_default=True, help="registrations")
-@click.option(
-    "--ttl", "ttl_s", type=click.IntRange(60), default=7 * 86_400, show_default=True, help="seconds"
-)
-@connection
-def enrol(
-    session: Session, type_name: str, data_size: int, cost: Decimal, uses: int, ttl_s: int
-) -> None:
-    """(operator) Issue an enrolment code for an attested type; devices redeem it with
-    `mots market register --code CODE` (the code is shown once).
-
-    \b
-    Example:
-      mots market enrol --type small --data-size 50 --cost 0.5 --uses 10
-    """
-    body = EnrolmentIn(type_name=type_name, data_size=data_size, cost=cost, uses=uses, ttl_s=ttl_s)
-    with session.market(operator=True) as m:
-        out = m.enrol(body)
-    expires = out.expires_at
-    session.emit(
-        out,
-        f"enrolment {out.id}: type {out.type_name} (D {out.data_size}, C {money(out.cost)}), "
-        f"{out.uses_left} {'use' if out.uses_left == 1 else 'uses'}, expires {expires:%Y-%m-%d %H:%M} UTC\ncode {out.code}",
-    )
-
-
-@market.command("register")
-@click.option("--name", required=True, help="a display name")
-@click.option("--code", "enrolment_code", help="an enrolment code from the operator")
-@click.option("--type", "type_name", help="the type label i (the code's if omitted)")
-@click.option("--data-size", type=int, help="D_i, training samples held (the code's if omitted)")
-@click.option(
-    "--cost", callback=decimal_amount, help="C_i, the participation cost (the code's if omitted)"
-)
-@click.option(
-    "--save-as",
-    "save_as",
-    metavar="PROFILE",
-    help="keep the token (and where the market is) as a profile: later commands take "
-    "--profile PROFILE or MOTS_PROFILE=PROFILE",
-)
-@connection
-def register(
-    session: Session,
-    name: str,
-    enrolment_code: str | None,
-    type_name: str | None,
-    data_size: int | None,
-    cost: Decimal | None,
-    save_as: str | None,
-) -> None:
-    """Register a client with an enrolment code (or, without one, vouched for by the operator's
-    token when it is configured); prints its id and its token (shown once: keep it, or
-    --save-as).
-
-    \b
-    Example:
-      mots market register --name alice --code CODE --save-as alice
-      mots market quote --profile alice
-    """
-    if save_as is not None:
-        check_profile_name(save_as)
-    if enrolment_code is None and None in (type_name, data_size, cost):
-        raise click.UsageError("without --code, give --type, --data-size and --cost")
-    reg = ClientRegistration(
-        name=name,
-        enrolment_code=enrolment_code,
-        type_name=type_name,
-        data_size=data_size,
-        cost=cost,
-    )
-    with session.registrar(vouch=enrolment_code is None) as m:
-        me = m.register(reg)
-    saved = _save(session, save_as, me.token) if save_as is not None else ""
-    session.emit(
-        me,
-        f"client {me.id} ({me.name}, type {me.type_name}, D {me.data_size}, C {money(me.cost)})\n"
-        f"token {me.token}\n"
-        + (
-            "status pending: the operator must approve it (`mots market approve "
-            f"{me.id}`) before it is priced, declares or buys\n"
-            if me.status.value == "pending"
-            else ""
-        )
-        + (saved or "(shown once; pass it as --token or MOTS_TOKEN, or register with --save-as)"),
-    )
-
-
-def _save(session: Session, profile: str, token: str, *, locate: bool = True) -> str:
+def save_token(session: Session, profile: str, token: str, *, locate: bool = True) -> str:
     """Save ``token`` (and, with ``locate``, the market's and the rounds' URLs) as the client
     profile ``profile``: never a work folder or the operator's token (roles stay apart). A
     failure is reported, not raised: the token must still be shown."""
@@ -230,7 +144,7 @@ def renew(session: Session) -> None:
     source = session.config.sources.get("token", "")
     saved = ""
     if source.startswith("profile "):
-        saved = _save(session, source.removeprefix("profile "), out.token, locate=False)
+        saved = save_token(session, source.removeprefix("profile "), out.token, locate=False)
     expires = out.expires_at
     session.emit(
         out,
@@ -514,65 +428,6 @@ def deposit(session: Session, client_id: int, amount: Decimal, idempotency_key: 
             f" {money(out.balance)} as of then"
         )
     session.emit(out, text)
-
-
-@market.command("enrolments")
-@click.option("--revoke", "revoke_id", type=click.IntRange(1), help="revoke this enrolment first")
-@connection
-def enrolments(session: Session, revoke_id: int | None) -> None:
-    """(operator) The enrolments (type, uses left, expiry; never the codes), after revoking one.
-
-    \b
-    Example:
-      mots market enrolments --revoke 2
-    """
-    with session.market(operator=True) as m:
-        if revoke_id is not None:
-            m.revoke_enrolment(revoke_id)
-        out = m.enrolments()
-    rows = [
-        (
-            e.id,
-            e.type_name,
-            e.data_size,
-            money(e.cost),
-            e.uses_left,
-            f"{e.expires_at:%Y-%m-%d %H:%M}",
-            "revoked" if e.revoked else "",
-        )
-        for e in out
-    ]
-    session.emit(out, table(rows, ("id", "type", "D", "C", "uses left", "expires (UTC)", "")))
-
-
-@market.command("approve")
-@click.argument("client_id", type=click.IntRange(1))
-@connection
-def approve(session: Session, client_id: int) -> None:
-    """(operator) Make a pending self-registered client active (priced from the next round).
-
-    \b
-    Example:
-      mots market approve 7
-    """
-    with session.market(operator=True) as m:
-        out = m.approve(client_id)
-    session.emit(out, f"client {out.id} ({out.name}): {out.status.value}")
-
-
-@market.command("revoke")
-@click.argument("client_id", type=click.IntRange(1))
-@connection
-def revoke(session: Session, client_id: int) -> None:
-    """(operator) Revoke a client: it may no longer declare or buy.
-
-    \b
-    Example:
-      mots market revoke 7
-    """
-    with session.market(operator=True) as m:
-        out = m.revoke_client(client_id)
-    session.emit(out, f"client {out.id} ({out.name}): {out.status.value}")
 
 
 @market.command("ledger-check")

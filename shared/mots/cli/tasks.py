@@ -33,11 +33,16 @@ def _line(t: TaskOut) -> str:
 def tasks() -> None:
     """The tasks the market trains and sells: one task file each (docs/tasks.md).
 
+    A task's devices enrol with codes of its own types (`mots market enrol --task NAME`); its
+    rounds, quotes, purchases and models are its own, and its figures in Prometheus carry its
+    name as label `task`.
+
     \b
     Example:
       mots tasks create examples/tasks/digits.yaml     # the operator
       mots tasks ls
       mots tasks show digits
+      mots market enrol --task digits --type type-1 --data-size 20 --cost 0.2
     """
 
 

@@ -12,6 +12,22 @@
         quote = mine.wait_for_quote(round_id=1)
         mine.buy(quote.round_id)
 
+A market sells many tasks (issue 36; docs/tasks.md): the operator stores one from its task file
+and enrols devices into it; a client acts in its code's task only, and its wallet pays for any::
+
+    from decimal import Decimal
+    from pathlib import Path
+
+    from mots.platform.api.market import EnrolmentIn
+    from mots.tasks.task_file import inline_task_text
+
+    with MarketClient("http://127.0.0.1:8000", operator_token) as operator:
+        operator.create_task(inline_task_text(Path("examples/tasks/digits.yaml")))
+        issued = operator.enrol(
+            EnrolmentIn(type_name="type-1", data_size=20, cost=Decimal("0.2"), task="digits")
+        )
+        print([(t.name, t.version, t.status) for t in operator.tasks()], issued.code)
+
 Used by the edge agent (:mod:`edge.agent`), the platform's simulated clients
 (:mod:`mots.local.agents`) and the ``mots market`` / ``mots rounds`` command lines;
 :class:`RoundsClient` reads and opens rounds on the orchestration API, its answers the

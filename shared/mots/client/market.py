@@ -34,6 +34,8 @@ from mots.platform.api.base import Page, RoundState, Strategy
 from mots.platform.api.market import (
     AccountOut,
     BalanceOut,
+    BulkRegistered,
+    BulkRegistration,
     ClientOut,
     ClientRegistration,
     DecisionIn,
@@ -259,8 +261,8 @@ class MarketClient:
     # ------------------------------------------------------------------ a client's calls
 
     def register(self, registration: ClientRegistration) -> RegisteredClient:
-        """``POST /v1/clients``: redeem an enrolment code (the client gets its attested type, D_i
-        and C_i); the returned token is shown only once.
+        """``POST /v1/clients``: redeem an enrolment code (the client gets its attested task, type,
+        D_i and C_i); the returned token is shown only once.
 
         Not retried (a lost answer would register twice): on a connection error, check with
         :meth:`clients` (operator) before registering again.
@@ -497,10 +499,19 @@ class MarketClient:
         )
 
     def enrol(self, enrolment: EnrolmentIn) -> EnrolmentIssued:
-        """``POST /v1/enrolments`` (operator): attest a type and get a code that devices redeem
-        at registration (:class:`ClientRegistration`'s ``enrolment_code``); shown only once, so
-        not retried."""
+        """``POST /v1/enrolments`` (operator): attest a type of a task and get a code that devices
+        redeem at registration (:class:`ClientRegistration`'s ``enrolment_code``; they join the
+        code's task, e.g. ``EnrolmentIn(type_name="type-1", data_size=20, cost=0.2,
+        task="digits")``); shown only once, so not retried."""
         return self._call(EnrolmentIssued, "POST", "/v1/enrolments", body=enrolment, retry=False)
+
+    def register_bulk(self, registration: BulkRegistration) -> BulkRegistered:
+        """``POST /v1/clients/bulk`` (operator): register a fleet by type, each type in its task
+        (:class:`BulkType`'s ``task``, fashion-mnist if omitted), each wallet funded with its
+        ``deposit``; the tokens are shown only once, so not retried."""
+        return self._call(
+            BulkRegistered, "POST", "/v1/clients/bulk", body=registration, retry=False
+        )
 
     def enrolments(self, page_size: int = 500) -> list[EnrolmentOut]:
         """``GET /v1/enrolments`` (operator): every enrolment (never its code), every page."""

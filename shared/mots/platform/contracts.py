@@ -67,7 +67,7 @@ class TaskSpec(Generic[In, Out]):
 
     @property
     def verb(self) -> str:
-        """The task's name without its queue (the ``task`` label of ``mots_tasks_total``)."""
+        """The task's name without its queue (the ``celery_task`` label of ``mots_tasks_total``)."""
         return self.name.removeprefix(f"{self.queue}.")
 
     def handler(self, app: Celery) -> Callable[[Callable[[In], Out]], Callable[[In], Out]]:

@@ -2,13 +2,14 @@
 
 One registry per process. The HTTP middleware counts and times every request by route template;
 :func:`serve_worker_metrics` exposes a worker's registry on ``MOTS_METRICS_HOST:MOTS_METRICS_PORT``.
+Every per-round and per-market figure carries the label ``task`` (issue 36): the market's task of
+its round, ``fashion-mnist`` (mots.platform.api.tasks.DEFAULT_TASK) where a round names none, so
+rules and panels sum or filter by it.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -57,53 +58,62 @@ PHASE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, *ROUND_BUCKETS)
 """Seconds in one state: a step runs in milliseconds, collecting or training may take hours."""
 
 # Labelled families export nothing until a label set is used, so every process may define them.
-# A process that will increment a counter or observe a histogram declares its label sets (and
-# creates its lazy metrics) when it starts, so that Prometheus sees each series at 0 before its
-# first event: increase() and rate() cannot count the event that created a series.
-REWARD = Gauge("mots_reward", "Participation reward r_i of the latest round, by type.", ["type"])
-PARTICIPANTS = Gauge(
-    "mots_participants", "Participants K_i of the latest round, by type.", ["type"]
+# A process that will increment a counter or observe a histogram declares its label sets
+# when it starts, or when a task's first round moves or the task is stored, so that
+# Prometheus sees each series at 0 before its first event: increase() and rate() cannot count
+# the event that created a series.
+REWARD = Gauge(
+    "mots_reward", "Participation reward r_i of the task's latest round, by type.", ["task", "type"]
 )
-BUYERS = Gauge("mots_buyers", "Buyers B_i of the latest round, by type.", ["type"])
+PARTICIPANTS = Gauge(
+    "mots_participants", "Participants K_i of the task's latest round, by type.", ["task", "type"]
+)
+BUYERS = Gauge("mots_buyers", "Buyers B_i of the task's latest round, by type.", ["task", "type"])
 ROUND_PHASE_DURATION = Histogram(
     "mots_round_phase_duration_seconds",
-    "Wall time a round spent in each state.",
-    ["state"],
+    "Wall time a round spent in each state, by task.",
+    ["task", "state"],
     buckets=PHASE_BUCKETS,
 )
 GENERALIZATION_ERROR = Gauge(
     "mots_generalization_error",
-    "Test loss ε of the latest round's model by source: predicted (the quote's ε(K*), Eq. 3), "
-    "training (the engine's ε so far, after each FedAvg round), measured (the evaluation service).",
-    ["source"],
+    "Test loss ε of the task's latest round's model by source: predicted (the quote's ε(K*), "
+    "Eq. 3), training (the engine's ε so far, after each FedAvg round), measured (the evaluation "
+    "service).",
+    ["task", "source"],
 )
 SUPERNODES = Gauge(
     "mots_supernodes_connected",
-    "SuperNodes of the federation per client type, before and after each training: alive "
-    "processes of the local federation, registered nodes of an external SuperLink.",
-    ["type"],
+    "SuperNodes of the federation per client type of a task, before and after each training of "
+    "it: alive processes of the local federation, registered nodes of an external SuperLink.",
+    ["task", "type"],
 )
-ROUNDS = Counter("mots_rounds_total", "Rounds that reached a terminal state, by state.", ["state"])
+ROUNDS = Counter(
+    "mots_rounds_total",
+    "Rounds that reached a terminal state, by task and state.",
+    ["task", "state"],
+)
 ROUNDS_REDRIVEN = Counter(
     "mots_rounds_redriven_total",
-    "Rounds the reconciler re-drove because their state outlived its deadline, by state.",
-    ["state"],
+    "Rounds the reconciler re-drove because their state outlived its deadline, by task and state.",
+    ["task", "state"],
 )
 PARTICIPANT_VERIFICATIONS = Counter(
     "mots_participant_verifications_total",
-    "Participants of finished rounds by their training outcome: verified, dropped (left or went "
-    "silent) or failed_verification (an update refused by the round's verification).",
-    ["outcome"],
+    "Participants of finished rounds by task and training outcome: verified, dropped (left or "
+    "went silent) or failed_verification (an update refused by the round's verification).",
+    ["task", "outcome"],
 )
 ROUND_STEP_RETRIES = Counter(
     "mots_round_step_retries_total",
-    "Round steps run again because a service call got no answer (a lost task), by state.",
-    ["state"],
+    "Round steps run again because a service call got no answer (a lost task), by task and state.",
+    ["task", "state"],
 )
 ERROR_MODEL = Gauge(
     "mots_error_model_parameter",
-    "The evaluation service's current estimate of an Eq. 3 parameter (the posterior's point estimate).",
-    ["parameter"],
+    "The evaluation service's current estimate of an Eq. 3 parameter for a task (the "
+    "posterior's point estimate).",
+    ["task", "parameter"],
 )
 PRICING_REQUESTS = Counter(
     "mots_pricing_requests_total", "Pricing computations, by kind and outcome.", ["kind", "outcome"]
@@ -116,78 +126,84 @@ PRICING_DURATION = Histogram(
 )
 TASKS = Counter(
     "mots_tasks_total",
-    "Celery tasks run, by service, task and outcome.",
-    ["service", "task", "outcome"],
+    "Celery tasks run, by service, Celery task (``celery_task``, not a market task) and outcome.",
+    ["service", "celery_task", "outcome"],
 )
 
-# Unlabelled metrics would export a 0 from every process that imports this module, so each is
-# created on first use (module __getattr__) and lives only in the process that sets it.
-_LAZY: dict[str, Callable[[], Any]] = {
-    "SOCIAL_WELFARE": lambda: Gauge(
-        "mots_social_welfare", "W_MoTS(K, B) of the latest round (Eq. 5)."
-    ),
-    "INCENTIVE_COST": lambda: Gauge(
-        "mots_incentive_cost",
-        "Platform incentive cost of the latest round: the subsidy [Σ K_i r_i − Σ B_i p]⁺ booked.",
-    ),
-    "MODEL_PRICE": lambda: Gauge("mots_model_price", "Model price p of the latest round."),
-    "ROUND_DURATION": lambda: Histogram(
-        "mots_round_duration_seconds",
-        "Wall time of a market round from open to its terminal state.",
-        buckets=ROUND_BUCKETS,
-    ),
-    "ROUND_WAITING": lambda: Histogram(
-        "mots_round_waiting_seconds",
-        "Time a round spent waiting for clients (collecting their decisions), per finished round.",
-        buckets=ROUND_BUCKETS,
-    ),
-    "ROUND_PLATFORM": lambda: Histogram(
-        "mots_round_platform_seconds",
-        "The platform's own time in a round (outside training, evaluation and waiting for "
-        "clients), per finished round.",
-        buckets=PHASE_BUCKETS,
-    ),
-    "PLATFORM_OVERHEAD_RATIO": lambda: Gauge(
-        "mots_platform_overhead_ratio",
-        "The latest round's platform seconds / (round seconds − seconds waiting for clients).",
-    ),
-    "TRAINING_FEDAVG_ROUND": lambda: Gauge(
-        "mots_training_fedavg_round",
-        "FedAvg round r the latest training has reached (1-based; equal to R once it is done).",
-    ),
-    "TRAINING_FEDAVG_ROUNDS": lambda: Gauge(
-        "mots_training_fedavg_rounds", "FedAvg rounds R of the latest training."
-    ),
-    "ROUND_SUBSIDY": lambda: Counter(
-        "mots_round_subsidy",
-        "Subsidy the platform paid into settled rounds' pools, in currency units (all rounds).",
-    ),
-    "LATEST_ROUND_SUBSIDY": lambda: Gauge(
-        "mots_latest_round_subsidy",
-        "Subsidy of the latest settled round, in currency units (at most its budget).",
-    ),
-    "ROUND_SUBSIDY_BUDGET": lambda: Gauge(
-        "mots_round_subsidy_budget",
-        "Subsidy budget of the latest settled round, in currency units (MOTS_ROUND_SUBSIDY_BUDGET).",
-    ),
-    "ROUND_SUBSIDY_ALERT_SHARE": lambda: Gauge(
-        "mots_round_subsidy_alert_share",
-        "Share of its budget a round's subsidy may use before an alert (MOTS_SUBSIDY_ALERT_SHARE).",
-    ),
-    "EVALUATIONS": lambda: Counter("mots_evaluations_total", "Models evaluated."),
-    "PURCHASES": lambda: Counter("mots_purchases_total", "Model purchases booked."),
-}
-_lazy_lock = threading.Lock()
+# The latest round's figures per task: labelled, so they export nothing until a round of the task
+# sets them (a process that never settles a round exports none of them).
+SOCIAL_WELFARE = Gauge(
+    "mots_social_welfare", "W_MoTS(K, B) of the task's latest round (Eq. 5).", ["task"]
+)
+INCENTIVE_COST = Gauge(
+    "mots_incentive_cost",
+    "Platform incentive cost of the task's latest round: the subsidy [Σ K_i r_i − Σ B_i p]⁺ "
+    "booked (the additional incentive cost that follows Eq. 4).",
+    ["task"],
+)
+MODEL_PRICE = Gauge("mots_model_price", "Model price p of the task's latest round.", ["task"])
+ROUND_DURATION = Histogram(
+    "mots_round_duration_seconds",
+    "Wall time of a market round from open to its terminal state, by task.",
+    ["task"],
+    buckets=ROUND_BUCKETS,
+)
+ROUND_WAITING = Histogram(
+    "mots_round_waiting_seconds",
+    "Time a round spent waiting for clients (collecting their decisions), per finished round, "
+    "by task.",
+    ["task"],
+    buckets=ROUND_BUCKETS,
+)
+ROUND_PLATFORM = Histogram(
+    "mots_round_platform_seconds",
+    "The platform's own time in a round (outside training, evaluation and waiting for "
+    "clients), per finished round, by task.",
+    ["task"],
+    buckets=PHASE_BUCKETS,
+)
+PLATFORM_OVERHEAD_RATIO = Gauge(
+    "mots_platform_overhead_ratio",
+    "The task's latest round's platform seconds / (round seconds − seconds waiting for clients).",
+    ["task"],
+)
+TRAINING_FEDAVG_ROUND = Gauge(
+    "mots_training_fedavg_round",
+    "FedAvg round r the task's latest training has reached (1-based; equal to R once it is done).",
+    ["task"],
+)
+TRAINING_FEDAVG_ROUNDS = Gauge(
+    "mots_training_fedavg_rounds", "FedAvg rounds R of the task's latest training.", ["task"]
+)
+ROUND_SUBSIDY = Counter(
+    "mots_round_subsidy",
+    "Subsidy the platform paid into settled rounds' pools, in currency units, by task.",
+    ["task"],
+)
+LATEST_ROUND_SUBSIDY = Gauge(
+    "mots_latest_round_subsidy",
+    "Subsidy of the task's latest settled round, in currency units (at most its budget).",
+    ["task"],
+)
+ROUND_SUBSIDY_BUDGET = Gauge(
+    "mots_round_subsidy_budget",
+    "Subsidy budget of the task's latest settled round, in currency units "
+    "(MOTS_ROUND_SUBSIDY_BUDGET or the round's own).",
+    ["task"],
+)
+ROUND_SUBSIDY_ALERT_SHARE = Gauge(
+    "mots_round_subsidy_alert_share",
+    "Share of its budget a round's subsidy may use before an alert (MOTS_SUBSIDY_ALERT_SHARE), "
+    "beside each task's latest subsidy so that the rule compares the two by task.",
+    ["task"],
+)
+EVALUATIONS = Counter("mots_evaluations_total", "Models evaluated, by task.", ["task"])
 
-
-def __getattr__(name: str) -> Any:
-    """Create an unlabelled metric the first time a process uses it."""
-    if name not in _LAZY:
-        raise AttributeError(name)
-    with _lazy_lock:
-        if name not in globals():
-            globals()[name] = _LAZY[name]()
-    return globals()[name]
+PURCHASES = Counter(
+    "mots_purchases_total",
+    "Model purchases booked, by task (the round's; one batch may book several tasks').",
+    ["task"],
+)
 
 
 class HttpMetricsMiddleware:

@@ -342,3 +342,40 @@ def test_operator_lists_follow_every_page_with_their_filter() -> None:
     assert [r.url.params.get("cursor") for r in seen] == [None, "1", "2"]
     assert {r.url.params["category"] for r in seen} == {"wallet"}
     assert {r.url.params["limit"] for r in seen} == {"1"}
+
+
+def test_bulk_registration_sends_each_types_task_once() -> None:
+    """Issue 36: ``register_bulk`` posts every type with its task (the default one where a type
+    names none), answers the typed clients with their tasks, and is not retried on a 503 (a
+    lost answer would register a second fleet)."""
+    from mots.platform.api.market import BulkRegistration, BulkType
+
+    seen: list[dict[str, Any]] = []
+    made = {
+        "id": 1, "name": "d-1", "type_name": "type-1", "data_size": 20, "cost": "0.2",
+        "token": "t1", "task": "digits",
+    }  # fmt: skip
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(201, json={"clients": [made]})
+
+    body = BulkRegistration(
+        types=[
+            BulkType(type_name="type-1", data_size=20, cost=Decimal("0.2"), count=1, task="digits"),
+            BulkType(type_name="type-1", data_size=50, cost=Decimal("0.5"), count=2),
+        ]
+    )
+    out = client(handler, "operator").register_bulk(body)
+    assert [c.task for c in out.clients] == ["digits"]
+    assert [t["task"] for t in seen[0]["types"]] == ["digits", "fashion-mnist"]
+    calls = 0
+
+    def busy(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(503, json={"detail": "briefly unavailable"})
+
+    with pytest.raises(MarketError):
+        client(busy, "operator").register_bulk(body)
+    assert calls == 1

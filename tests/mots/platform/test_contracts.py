@@ -28,7 +28,7 @@ QUOTED_TASK_NAME = re.compile(rf"""["'](?:{QUEUE})\.(?!{FILE_SUFFIX})\w+["']""")
 
 
 def _count(spec: TaskSpec[RoundRef, MarketRoundStatus], outcome: str) -> float:
-    labels = {"service": spec.queue, "task": spec.verb, "outcome": outcome}
+    labels = {"service": spec.queue, "celery_task": spec.verb, "outcome": outcome}
     return REGISTRY.get_sample_value("mots_tasks_total", labels) or 0.0
 
 

@@ -345,7 +345,7 @@ def test_the_round_is_complete_when_every_client_declared(database_url: str) -> 
     the purchases it booked are counted (mots_purchases_total)."""
     market = _market(database_url, _seed(database_url, {"a": "5", "b": "5"}))
     heard: list[int] = []
-    counted = metrics.PURCHASES._value.get()
+    counted = metrics.PURCHASES.labels("fashion-mnist")._value.get()  # the seeded round's task
 
     async def scenario() -> list[int]:
         batcher = purchase_batcher(market.sessions, on_complete=heard.append)
@@ -365,7 +365,7 @@ def test_the_round_is_complete_when_every_client_declared(database_url: str) -> 
 
     try:
         assert asyncio.run(scenario()) == [OPEN]
-        assert metrics.PURCHASES._value.get() == counted + 2
+        assert metrics.PURCHASES.labels("fashion-mnist")._value.get() == counted + 2
     finally:
         market.engine.dispose()
 

@@ -205,3 +205,46 @@ def test_enrolled_registrations_batched_equal_one_at_a_time(database_url: str) -
             assert all(c.enrolment_id is not None for c in s.scalars(select(Client)))
     finally:
         engine.dispose()
+
+
+def test_bulk_registration_enrols_each_type_into_its_task(market: TestClient) -> None:
+    """Issue 36: a bulk type names its task (fashion-mnist when it names none); the clients
+    belong to it, a type name is the task's own (type-1 of digits beside type-1 of
+    fashion-mnist, with other sizes and costs), and a type of a task not stored, or retired, is
+    refused whole, naming the type's task field, with nobody registered."""
+    from mots.tasks.task_file import SHIPPED_DIR
+
+    content = (SHIPPED_DIR / "digits.yaml").read_text(encoding="utf-8")
+    assert market.post("/v1/tasks", json={"content": content}, headers=OPERATOR).status_code == 201
+    r = _bulk(
+        market,
+        [
+            {"type_name": "type-1", "data_size": 20, "cost": "0.2", "count": 2, "task": "digits"},
+            {"type_name": "type-1", "data_size": 50, "cost": "0.5", "count": 1},
+        ],
+    )
+    assert r.status_code == 201, r.text
+    clients = r.json()["clients"]
+    assert [c["task"] for c in clients] == ["digits", "digits", "fashion-mnist"]
+    me = market.get("/v1/me", headers={"Authorization": f"Bearer {clients[0]['token']}"})
+    assert me.json()["task"] == "digits"
+    unknown = _bulk(
+        market,
+        [
+            {"type_name": "a", "data_size": 1, "cost": "0", "count": 1},
+            {"type_name": "b", "data_size": 1, "cost": "0", "count": 1, "task": "cifar"},
+        ],
+    )
+    assert unknown.status_code == 404 and unknown.json()["detail"].startswith("types.1.task: ")
+    assert market.delete("/v1/tasks/digits", headers=OPERATOR).status_code == 200
+    retired = _bulk(
+        market,
+        [{"type_name": "type-1", "data_size": 20, "cost": "0.2", "count": 1, "task": "digits"}],
+    )
+    assert retired.status_code == 409 and "retired" in retired.json()["detail"]
+    malformed = _bulk(
+        market, [{"type_name": "c", "data_size": 1, "cost": "0", "count": 1, "task": "No Task"}]
+    )
+    assert malformed.status_code == 422 and "task" in malformed.text
+    listed = market.get("/v1/clients", headers=OPERATOR, params={"limit": 100}).json()["items"]
+    assert len(listed) == 3

@@ -45,6 +45,13 @@ def _buy(market: TestClient, client: dict[str, Any], round_id: int, key: str) ->
     )
 
 
+def _purchases(task: str) -> float:
+    """``mots_purchases_total{task}`` of this process (0 before the task's first sale)."""
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("mots_purchases_total", {"task": task}) or 0.0
+
+
 def _open(market: TestClient, round_id: int, task: str) -> None:
     payload = open_round_payload(round_id, price="1.5", rewards={"type-1": "0.5"})
     payload = payload.model_copy(update={"task": task})
@@ -124,8 +131,12 @@ def test_money_stays_one_ledger_across_tasks(
     """Each client pays from its one wallet in its own task's round; the rows name the round's
     task, the pools theirs, wallets none; the ledger check is exact over both tasks."""
     fashion, digits = two_tasks
+    sold = {t: _purchases(t) for t in ("fashion-mnist", "digits")}
     assert _buy(market, fashion, 1, "pay-fashion-1").status_code == 201
     assert _buy(market, digits, 2, "pay-digits-02").status_code == 201
+    assert _buy(market, digits, 2, "pay-digits-02").status_code == 201  # a replay: not counted
+    # mots_purchases_total counts each sale under its round's task
+    assert {t: _purchases(t) - n for t, n in sold.items()} == {"fashion-mnist": 1, "digits": 1}
     for c in (fashion, digits):
         balance = market.get("/v1/me/balance", headers=c["auth"]).json()["balance"]
         assert Decimal(balance) == Decimal("8.5")

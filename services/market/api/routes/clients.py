@@ -227,18 +227,21 @@ def register_bulk(
     number of statements whatever the number of clients. Not idempotent: the tokens are shown
     once and not stored, so a retried call registers new clients."""
     new = [
-        NewClient(f"{t.name_prefix}{k}", t.type_name, t.data_size, to_micros(t.cost))
+        NewClient(f"{t.name_prefix}{k}", t.type_name, t.data_size, to_micros(t.cost), task=t.task)
         for t in body.types
         for k in range(1, t.count + 1)
     ]
     deposit = to_micros(body.deposit)
-    try:
-        done = in_transaction(
-            factory,
-            lambda s: register_clients(
-                s, new, deposit, settings.max_types, lambda cid: issue_token(cid, settings)
-            ),
+
+    def work(session: Session) -> list[Registered]:
+        for i, t in enumerate(body.types):  # each type's task stored and open (issue 36)
+            tasks.check_open(session, t.task, f"types.{i}.task")
+        return register_clients(
+            session, new, deposit, settings.max_types, lambda cid: issue_token(cid, settings)
         )
+
+    try:
+        done = in_transaction(factory, work)
     except TypeMismatch as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail) from exc
     return BulkRegistered(clients=[_registered(r) for r in done])

@@ -20,6 +20,12 @@ from mots.platform.api.base import (
     TypeName,
     example,
 )
+from mots.platform.api.enrolments import ENROLMENT_EXAMPLE as ENROLMENT_EXAMPLE
+from mots.platform.api.enrolments import MAX_ENROLMENT_TTL_S as MAX_ENROLMENT_TTL_S
+from mots.platform.api.enrolments import MAX_ENROLMENT_USES as MAX_ENROLMENT_USES
+from mots.platform.api.enrolments import EnrolmentIn as EnrolmentIn
+from mots.platform.api.enrolments import EnrolmentIssued as EnrolmentIssued
+from mots.platform.api.enrolments import EnrolmentOut as EnrolmentOut
 from mots.platform.api.node_keys import MAX_PUBLIC_KEY_CHARS as MAX_PUBLIC_KEY_CHARS
 from mots.platform.api.node_keys import NodeKeyChallenge as NodeKeyChallenge
 from mots.platform.api.node_keys import NodeKeyIn as NodeKeyIn
@@ -48,7 +54,15 @@ class ClientRegistration(Schema):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"name": "pi-07", "type_name": "type-1", "data_size": 50, "cost": "0.5"}],
+            "examples": [
+                {"name": "pi-07", "type_name": "type-1", "data_size": 50, "cost": "0.5"},
+                # a device enrolled into a task by its code (issue 36; the code's task if omitted)
+                {
+                    "name": "pi-12",
+                    "enrolment_code": "enrol_4Q8vN2kLx7RtY1cW9bZs3mHd",
+                    "task": "digits",
+                },
+            ],
             # with a code, or else the whole type (routes/clients.py's _claimed; issue 37)
             "anyOf": [
                 {
@@ -107,6 +121,7 @@ class RegisteredClient(OfTask):
             "data_size": 50,
             "cost": "0.500000",
             "token": TOKEN_EXAMPLE,
+            "task": "fashion-mnist",
         }
     )
 
@@ -136,8 +151,22 @@ BULK_TYPE_EXAMPLE: dict[str, Any] = {
 }
 
 
+BULK_TASK_TYPE_EXAMPLE: dict[str, Any] = {
+    "type_name": "type-1",
+    "data_size": 20,
+    "cost": "0.200000",
+    "count": 5,
+    "name_prefix": "digits-",
+    "task": "digits",
+}
+"""A bulk type of another task than the default (issue 36): ``digits``, stored by
+``mots tasks create examples/tasks/digits.yaml``."""
+
+
 class BulkType(Schema):
-    """``count`` clients of one type, attested by the operator: named ``<name_prefix><k>``."""
+    """``count`` clients of one type of one task, attested by the operator: named
+    ``<name_prefix><k>``. A type belongs to its task: type-1 of digits and type-1 of
+    fashion-mnist are two types, each with its own (D_i, C_i)."""
 
     model_config = example(BULK_TYPE_EXAMPLE)
 
@@ -146,12 +175,23 @@ class BulkType(Schema):
     cost: BoundedMoney = Field(..., description="C_i, participation cost")
     count: int = Field(..., ge=1, le=MAX_BULK_CLIENTS, description="clients of this type")
     name_prefix: str = Field("client-", min_length=1, max_length=100)
+    task: TaskName = Field(
+        DEFAULT_TASK,
+        description="the task its clients take part in (stored and not retired; issue 36)",
+    )
 
 
 class BulkRegistration(Schema):
     """An operator's registration of many clients by type, each wallet funded with ``deposit``."""
 
-    model_config = example({"types": [BULK_TYPE_EXAMPLE], "deposit": "10.000000"})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [  # one task's fleet, and two tasks' at once
+                {"types": [BULK_TYPE_EXAMPLE], "deposit": "10.000000"},
+                {"types": [BULK_TYPE_EXAMPLE, BULK_TASK_TYPE_EXAMPLE], "deposit": "10.000000"},
+            ]
+        },
+    )
 
     types: list[BulkType] = Field(..., min_length=1, max_length=64)
     deposit: BoundedMoney = Field(Decimal(0), description="paid into each wallet")
@@ -181,6 +221,7 @@ class ClientOut(OfTask):
             "data_size": 50,
             "cost": "0.500000",
             "node_key_sha256": "3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+            "task": "fashion-mnist",
         }
     )
 
@@ -205,60 +246,6 @@ class TokenOut(Schema):
     client_id: int
     token: str
     expires_at: Timestamp = Field(..., description="when the token expires (RFC 3339, UTC)")
-
-
-MAX_ENROLMENT_USES = 100_000
-MAX_ENROLMENT_TTL_S = 366 * 86_400
-
-
-ENROLMENT_EXAMPLE: dict[str, Any] = {
-    "id": 2,
-    "type_name": "type-1",
-    "data_size": 50,
-    "cost": "0.500000",
-    "uses_left": 9,
-    "expires_at": "2026-11-26T16:05:05Z",
-    "revoked": False,
-}
-
-
-class EnrolmentIn(Schema):
-    """An attested type the operator enrols devices into: label, D_i, C_i, uses and lifetime."""
-
-    model_config = example(
-        {"type_name": "type-1", "data_size": 50, "cost": "0.500000", "uses": 10, "ttl_s": 604800}
-    )
-
-    type_name: TypeName
-    data_size: int = Field(..., ge=1, le=10_000_000, description="D_i the operator attests")
-    cost: BoundedMoney = Field(..., description="C_i the operator attests")
-    uses: int = Field(1, ge=1, le=MAX_ENROLMENT_USES, description="registrations the code admits")
-    ttl_s: int = Field(
-        7 * 86_400, ge=60, le=MAX_ENROLMENT_TTL_S, description="seconds until the code expires"
-    )
-    task: TaskName = Field(DEFAULT_TASK, description="the task the code enrols devices into")
-
-
-class EnrolmentOut(OfTask):
-    """An enrolment as the operator lists it (never its code)."""
-
-    model_config = example(ENROLMENT_EXAMPLE)
-
-    id: int
-    type_name: str
-    data_size: int
-    cost: Money
-    uses_left: int
-    expires_at: Timestamp = Field(..., description="after this the code is refused (RFC 3339)")
-    revoked: bool
-
-
-class EnrolmentIssued(EnrolmentOut):
-    """A new enrolment with its code: shown once, stored only as a hash."""
-
-    model_config = example(ENROLMENT_EXAMPLE | {"code": "enr_4Q8vN2kLx7RtY1cW9bZs3mHd"})
-
-    code: str
 
 
 class TypeQuote(Schema):

@@ -28,7 +28,10 @@ SUMMARY_KEYS = {
 
 
 def _count(state: str) -> float:
-    return REGISTRY.get_sample_value("mots_rounds_total", {"state": state}) or 0.0
+    return (
+        REGISTRY.get_sample_value("mots_rounds_total", {"task": "fashion-mnist", "state": state})
+        or 0.0
+    )
 
 
 def test_a_round_publishes_with_the_realised_terms_and_its_figures() -> None:

@@ -35,16 +35,53 @@ def _settled(subsidy: str, budget: str) -> SimpleNamespace:
     return SimpleNamespace(settlement=result)
 
 
+DEFAULT = {"task": "fashion-mnist"}
+"""The labels of a round that names no task (issue 36)."""
+
+
 def test_subsidy_counter_and_gauges() -> None:
     """Two rounds: the counter grows by both subsidies; the gauges show the second round."""
-    before = REGISTRY.get_sample_value("mots_round_subsidy_total") or 0.0
+    before = REGISTRY.get_sample_value("mots_round_subsidy_total", DEFAULT) or 0.0
     prometheus.subsidy(_settled("1.5", "100"), 0.8)  # type: ignore[arg-type]
     prometheus.subsidy(_settled("0.25", "2"), 0.5)  # type: ignore[arg-type]
     prometheus.subsidy(SimpleNamespace(settlement=None), 0.5)  # type: ignore[arg-type]
-    assert REGISTRY.get_sample_value("mots_round_subsidy_total") == before + 1.75
-    assert REGISTRY.get_sample_value("mots_latest_round_subsidy") == 0.25
-    assert REGISTRY.get_sample_value("mots_round_subsidy_budget") == 2.0
-    assert REGISTRY.get_sample_value("mots_round_subsidy_alert_share") == 0.5
+    assert REGISTRY.get_sample_value("mots_round_subsidy_total", DEFAULT) == before + 1.75
+    assert REGISTRY.get_sample_value("mots_latest_round_subsidy", DEFAULT) == 0.25
+    assert REGISTRY.get_sample_value("mots_round_subsidy_budget", DEFAULT) == 2.0
+    assert REGISTRY.get_sample_value("mots_round_subsidy_alert_share", DEFAULT) == 0.5
+
+
+def test_each_task_exports_its_own_figures() -> None:
+    """Issue 36: a round's figures carry its task's label (the round's ``task``; a round naming
+    none is fashion-mnist's), so two tasks' latest rounds stand side by side: a digits round's
+    price, reward, subsidy and round count do not overwrite fashion-mnist's, and a new task's
+    counters exist at 0 before its first round ends (increase() counts that round)."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    rnd = RoundRecord(id=9, state=RoundState.SETTLING, created_at=now, state_entered_at=now)
+    digits = SimpleNamespace(task="digits-prom")  # a round record with h36r's task field
+    assert prometheus.task_of(rnd) == "fashion-mnist"
+    assert prometheus.task_of(digits) == "digits-prom"
+    prometheus.state_left(RoundState.OPEN, 0.5, "digits-prom")
+    labels = {"task": "digits-prom", "state": "published"}
+    assert REGISTRY.get_sample_value("mots_rounds_total", labels) == 0.0  # declared at 0
+    settlement = SettleResult(
+        round_id=9, payments=Decimal(3), rewards_paid=Decimal(2), charges=Decimal(0),
+        subsidy=Decimal("0.5"), surplus=Decimal(1), refunds=Decimal(0), subsidy_budget=Decimal(4),
+        captured_price=Decimal("1.5"), captured_rewards={"t": Decimal("2")},
+    )  # fmt: skip
+    summary = round_summary(rnd, None, None, settlement, True, {}, now)
+    prometheus.finished(summary.model_copy(update={"price": Decimal(7)}), "fashion-mnist")
+    prometheus.finished(summary, "digits-prom")
+    prometheus.subsidy(summary, 0.8, "digits-prom")
+    got = REGISTRY.get_sample_value
+    assert got("mots_model_price", {"task": "digits-prom"}) == 1.5
+    assert got("mots_model_price", DEFAULT) == 7.0
+    assert got("mots_reward", {"task": "digits-prom", "type": "t"}) == 2.0
+    assert got("mots_rounds_total", labels) == 1.0
+    assert got("mots_latest_round_subsidy", {"task": "digits-prom"}) == 0.5
+    assert got("mots_round_subsidy_budget", {"task": "digits-prom"}) == 4.0
+    assert got("mots_round_duration_seconds_count", {"task": "digits-prom"}) == 1.0
+    assert got("mots_model_price") is None  # no series without a task
 
 
 def test_money_in_the_summary_is_a_six_place_string_and_figures_stay_floats() -> None:
@@ -140,10 +177,10 @@ def test_the_summary_and_the_gauges_show_what_the_ledger_booked_not_the_terms() 
     assert summary.terms_price == Decimal("1.8")
     assert summary.terms_rewards == {"small": Decimal("-8.224"), "large": Decimal("9")}
     prometheus.finished(summary)
-    assert REGISTRY.get_sample_value("mots_reward", {"type": "small"}) == -1.25
-    assert REGISTRY.get_sample_value("mots_reward", {"type": "large"}) == 4.0
-    assert REGISTRY.get_sample_value("mots_model_price") == 1.5
-    assert REGISTRY.get_sample_value("mots_incentive_cost") == 1.25
+    assert REGISTRY.get_sample_value("mots_reward", {**DEFAULT, "type": "small"}) == -1.25
+    assert REGISTRY.get_sample_value("mots_reward", {**DEFAULT, "type": "large"}) == 4.0
+    assert REGISTRY.get_sample_value("mots_model_price", DEFAULT) == 1.5
+    assert REGISTRY.get_sample_value("mots_incentive_cost", DEFAULT) == 1.25
 
 
 def test_a_round_settled_by_rule_shows_no_booked_price_or_reward() -> None:
@@ -168,7 +205,7 @@ def test_finished_rounds_count_participants_by_verification_outcome() -> None:
 
     def count(outcome: str) -> float:
         value = REGISTRY.get_sample_value(
-            "mots_participant_verifications_total", {"outcome": outcome}
+            "mots_participant_verifications_total", {**DEFAULT, "outcome": outcome}
         )
         assert value is not None, outcome  # the series exists before its first event
         return value

@@ -21,7 +21,12 @@ PUBLISHED_PATH = ["collecting", "training", "evaluating", "settling", "published
 
 
 def _redriven(state: str) -> float:
-    return REGISTRY.get_sample_value("mots_rounds_redriven_total", {"state": state}) or 0.0
+    return (
+        REGISTRY.get_sample_value(
+            "mots_rounds_redriven_total", {"task": "fashion-mnist", "state": state}
+        )
+        or 0.0
+    )
 
 
 def _run_until(r: Rig, state: RoundState, round_id: int) -> None:
@@ -118,7 +123,9 @@ def test_a_lost_evaluation_is_asked_again_not_settled_by_rule() -> None:
     assert rnd is not None and rnd.state == S.PUBLISHED
     assert r.services.calls.count("evaluate") == 3
     assert len(r.trainer.calls) == 1  # trained once
-    retry = REGISTRY.get_sample_value("mots_round_step_retries_total", {"state": "evaluating"})
+    retry = REGISTRY.get_sample_value(
+        "mots_round_step_retries_total", {"task": "fashion-mnist", "state": "evaluating"}
+    )
     assert retry is not None and retry >= 2
 
 
