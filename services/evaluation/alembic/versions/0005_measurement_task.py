@@ -33,5 +33,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Revert this revision."""
     op.drop_index(INDEX, table_name="measurements")
-    with op.batch_alter_table("measurements", schema=None) as batch_op:
-        batch_op.drop_column("task")
+    op.drop_column("measurements", "task")  # ALTER TABLE … DROP COLUMN: SQLite keeps the table

@@ -35,5 +35,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Revert this revision."""
     op.drop_index(INDEX, table_name="rounds")
-    with op.batch_alter_table("rounds", schema=None) as batch_op:
-        batch_op.drop_column("task")
+    op.drop_column("rounds", "task")  # ALTER TABLE … DROP COLUMN: SQLite keeps the table
