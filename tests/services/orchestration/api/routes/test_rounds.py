@@ -312,4 +312,7 @@ def test_a_round_names_its_task_one_in_flight_per_task(
         r = client.post("/v1/rounds", json=again)
         assert r.status_code == 409 and r.json()["detail"].startswith("task: "), r.text
     shown = {r["id"]: r["task"] for r in client.get("/v1/rounds").json()["items"]}
-    assert shown == {fashion.json()["round_id"]: "fashion-mnist", digits.json()["round_id"]: "digits"}
+    assert shown == {
+        fashion.json()["round_id"]: "fashion-mnist",
+        digits.json()["round_id"]: "digits",
+    }
