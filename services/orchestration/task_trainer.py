@@ -45,8 +45,9 @@ def population_task(task: MarketTask, request: TrainRequest) -> MarketTask:
 
 
 def data_folders(task: MarketTask, root: Path) -> Path:
-    """The folder holding one data folder per device of the population (cut once, then reused):
-    ``root/<task>/<D per type>-<N per type>``."""
+    """The folder holding one data folder per device of the task's population (its client
+    types' D_i and N_i), cut once from the task's public set, then reused:
+    ``root/<task>/<D>x<N>_…`` with client j of type i in ``type-<i+1>-<j>``."""
     types = task.economics.scenario.types
     key = "_".join(f"{int(t.data_size)}x{t.count}" for t in types)
     out = root / task.name / key
@@ -55,9 +56,24 @@ def data_folders(task: MarketTask, root: Path) -> Path:
         if not done.exists():
             from mots.tasks.split import split_public
 
-            split_public(task, out)
+            sizes = tuple(int(t.data_size) for t in types)
+            split_public(task, out, sizes=sizes, counts=tuple(t.count for t in types))
             done.write_text("split by mots.tasks.split.split_public\n")
     return out
+
+
+def device_folders(name: str, root: Path, sizes: list[float], node_types: list[int]) -> str:
+    """:func:`data_folders` of task ``name`` for a local federation's nodes (``node_types``: each
+    node's type index, D_i per type ``sizes``): the root ``LocalFederation(task_data=…)`` hands
+    each node (its ``data-<task>`` folder)."""
+    types = [
+        ClientType(name=f"type-{i + 1}", count=node_types.count(i), data_size=d, cost=0.0)
+        for i, d in enumerate(sizes)
+    ]
+    task = task_file(name)
+    scenario = task.economics.scenario.model_copy(update={"types": types})
+    economics = task.economics.model_copy(update={"scenario": scenario})
+    return str(data_folders(task.model_copy(update={"economics": economics}), root))
 
 
 def train_task_round(settings: Settings, request: TrainRequest) -> TrainResult:
