@@ -80,7 +80,11 @@ class RoundsClient:
         service refuses one outside its bounds, 422 naming ``body.collect_seconds``).
 
         Not retried: a lost answer may have opened it; :meth:`rounds` shows the newest."""
-        given = {"subsidy_budget": subsidy_budget, "collect_seconds": collect_seconds, "task": task}
+        given: dict[str, Any] = {
+            "subsidy_budget": subsidy_budget,
+            "collect_seconds": collect_seconds,
+            "task": task,
+        }
         # not validated here: the service refuses a bad value (4xx naming the field)
         fields = {k: v for k, v in given.items() if v is not None}
         body = RoundStart.model_construct(**fields) if fields else None
