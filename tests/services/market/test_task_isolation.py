@@ -215,7 +215,7 @@ def test_a_rounds_population_is_its_tasks_and_outlives_another_tasks_pricing(
     for task, code in (("no-such-task", "404"), ("digits", "409")):
         if code == "409":
             assert market.delete("/v1/tasks/digits", headers=OPERATOR).status_code == 200
-        with pytest.raises(Refusal, match="^task: ") as refused:
+        with pytest.raises(Refusal, match=r"^task: ") as refused:
             in_transaction(sessions, lambda s, t=task: rounds.population(s, 9, t))
         assert task in refused.value.detail
         assert members(9) == set()
