@@ -224,19 +224,19 @@ class TaskRound:
     choices: dict[int, Strategy] = field(default_factory=dict)
 
 
-def _second_task(market: MarketClient, operator_token: str) -> TaskRound:
-    """Store the second task at the market and register its task file's clients."""
+def enrol_task(market: MarketClient, operator_token: str, task: str) -> TaskRound:
+    """Store a shipped task at the market and register (and fund) its task file's clients."""
     from mots.tasks.task_file import SHIPPED_DIR, inline_task_text, load_task
 
     operator = market.with_token(operator_token)
-    operator.create_task(inline_task_text(SHIPPED_DIR / f"{SECOND_TASK}.yaml"))
-    scenario = load_task(SECOND_TASK).economics.scenario
+    operator.create_task(inline_task_text(SHIPPED_DIR / f"{task}.yaml"))
+    scenario = load_task(task).economics.scenario
     types = [t.model_dump(mode="json") for t in scenario.types]
-    agents = register_population(market, types, operator_token, task=SECOND_TASK)
-    return TaskRound(SECOND_TASK, agents, scenario.utility)
+    agents = register_population(market, types, operator_token, task=task)
+    return TaskRound(task, agents, scenario.utility)
 
 
-def _open(orchestration: httpx.Client, market: MarketClient, rnd: TaskRound) -> None:
+def open_task_round(orchestration: httpx.Client, market: MarketClient, rnd: TaskRound) -> None:
     """Open the task's round; its clients best-respond to its quote and declare."""
     r = orchestration.post("/v1/rounds", json={"task": rnd.task})
     r.raise_for_status()
@@ -267,14 +267,14 @@ def _task_rounds(
             register_population(market, DEMO_TYPES, operator_token),
             PowerUtility.model_validate(DEMO_UTILITY),
         )
-        digits = _second_task(market, operator_token)
+        digits = enrol_task(market, operator_token, SECOND_TASK)
         print(
             f"registered {len(fashion.agents)} fashion-mnist and {len(digits.agents)} "
             f"{SECOND_TASK} clients and funded their wallets; opening both tasks' rounds",
             flush=True,
         )
         for rnd in (fashion, digits):
-            _open(orchestration, market, rnd)
+            open_task_round(orchestration, market, rnd)
         print("every client declared; training both tasks' participants ...", flush=True)
         with round_bar("FedAvg", total=train_rounds) as fedavg:
             body = wait_round(orchestration, fashion.round_id, timeout_s, on_fedavg=fedavg)
