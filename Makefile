@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers trace-paths images deploy-test
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round bench-tasks demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers trace-paths images deploy-test
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ bench-market: install system ## market API: purchases/s and p99 at 32 concurrent
 
 bench-round: install system ## a market round on Flower: the platform's own time as a share of the round
 	$(PY) -m benchmarks.bench_round
+
+bench-tasks: install system ## one, two and three tasks' rounds at once (issue 36): out/bench/tasks.json
+	$(PY) -m benchmarks.bench_tasks
 
 bench-training: install system ## Flower rounds with 20 nodes vs floor and in-process FedAvg; client throughput vs plain PyTorch
 	$(PY) -m benchmarks.bench_training

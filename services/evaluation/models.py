@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from sqlalchemy import Boolean, DateTime, Float, Integer, String, Text, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from mots.platform.api.tasks import DEFAULT_TASK
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -24,6 +26,8 @@ class Measurement(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     round_id: Mapped[int] = mapped_column(Integer, unique=True)
+    task: Mapped[str] = mapped_column(String(63), server_default=DEFAULT_TASK, index=True)
+    """The round's task: each task's error model learns from its own rounds only (issue 36)."""
     participants_json: Mapped[str] = mapped_column(Text)
     sizes_json: Mapped[str] = mapped_column(Text)
     test_loss: Mapped[float] = mapped_column(Float)

@@ -37,9 +37,9 @@ from mots.platform.contracts import (
     ErrorPosteriorEstimate,
     EvaluationRequest,
     EvaluationResult,
-    NoInput,
     PublishedRound,
     RoundRef,
+    TaskRef,
 )
 from mots.platform.db import in_transaction, make_engine, make_sessionmaker
 from mots.platform.metrics import ERROR_MODEL, EVALUATIONS, GENERALIZATION_ERROR
@@ -85,13 +85,24 @@ def usable(points: list[Point]) -> list[Point]:
 
 
 def measure(
-    artifact_path: str, sha256: str, data_dir: str | None, test_subset: int | None
+    artifact_path: str,
+    sha256: str,
+    data_dir: str | None,
+    test_subset: int | None,
+    task: str = DEFAULT_TASK,
 ) -> tuple[float, float | None]:
-    """(test loss, accuracy) of the model artifact; refuses an artifact whose digest differs."""
+    """(test loss, accuracy) of the model artifact on its task's evaluation data (the default
+    task: its data set's test split, as before tasks; another: the task file's ``evaluation``);
+    refuses an artifact whose digest differs."""
     from mots.training.artifacts import evaluate, verify
 
     if not verify(artifact_path, sha256):
         raise ValueError(f"artifact_sha256: {artifact_path} does not match its published digest")
+    if task != DEFAULT_TASK:
+        from mots.tasks.task_file import load_task
+        from mots.tasks.training import evaluate_model_file
+
+        return evaluate_model_file(load_task(task), artifact_path)
     loss, accuracy = evaluate(artifact_path, data_dir=data_dir, test_subset=test_subset)
     return float(loss), float(accuracy)
 
@@ -113,25 +124,33 @@ def refit(points: list[Point], min_points: int) -> ErrorFit | None:
     )
 
 
-def _published_points(session: Session) -> list[Point]:
+def _published_points(session: Session, task: str = DEFAULT_TASK) -> list[Point]:
     rows = session.scalars(
-        select(Measurement).where(Measurement.published).order_by(Measurement.round_id)
+        select(Measurement)
+        .where(Measurement.published, Measurement.task == task)
+        .order_by(Measurement.round_id)
     ).all()
     return [(json.loads(m.participants_json), json.loads(m.sizes_json), m.test_loss) for m in rows]
 
 
-def _fit_all() -> ErrorFit | None:
+def _fit_all(task: str = DEFAULT_TASK) -> ErrorFit | None:
     with sessions() as session:
-        points = _published_points(session)
+        points = _published_points(session, task)
     return refit(points, settings.min_fit_points)
 
 
-def prior() -> ErrorPosterior:
-    """The configured prior over Eq. 3's parameters (MOTS_PRIOR_ERROR_MODEL, MOTS_PRIOR_ERROR_SD,
-    MOTS_ERROR_NOISE_SD, MOTS_ERROR_DRIFT_SD)."""
+def prior(task: str = DEFAULT_TASK) -> ErrorPosterior:
+    """The prior over Eq. 3's parameters: its mean MOTS_PRIOR_ERROR_MODEL for the default task,
+    else the task file's ``economics.scenario.error_model``; its spread MOTS_PRIOR_ERROR_SD,
+    MOTS_ERROR_NOISE_SD and MOTS_ERROR_DRIFT_SD."""
     sd = [settings.prior_error_sd[name] for name in PARAMETERS]
     drift = [settings.error_drift_sd[name] for name in PARAMETERS]
-    model = ErrorModel.model_validate(settings.prior_error_model)
+    if task == DEFAULT_TASK:
+        model = ErrorModel.model_validate(settings.prior_error_model)
+    else:
+        from mots.tasks.task_file import load_task
+
+        model = load_task(task).economics.scenario.error_model
     return ErrorPosterior.prior(model, sd, settings.error_noise_sd, drift)
 
 
@@ -141,15 +160,16 @@ for _name, _value in zip(PARAMETERS, prior().mean, strict=True):  # the prior un
     ERROR_MODEL.labels(DEFAULT_TASK, _name).set(float(_value))
 
 
-def posterior(session: Session) -> ErrorPosterior:
-    """The prior updated with every published measurement in the rounds' order, each with its own
-    types' data sizes (the round-by-round update); exported as gauges."""
-    post = prior()
-    for k, sizes, loss in usable(_published_points(session)):
+def posterior(session: Session, task: str = DEFAULT_TASK) -> ErrorPosterior:
+    """The task's prior updated with every published measurement of its rounds in their order,
+    each with its own types' data sizes (the round-by-round update); exported as the task's
+    gauges."""
+    post = prior(task)
+    for k, sizes, loss in usable(_published_points(session, task)):
         post = post.update(k, sizes, loss)
     estimate = post.point_estimate()
     for name in PARAMETERS:
-        ERROR_MODEL.labels(DEFAULT_TASK, name).set(getattr(estimate, name))
+        ERROR_MODEL.labels(task, name).set(getattr(estimate, name))
     return post
 
 
@@ -174,7 +194,11 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
         raise ValueError(f"round {request.round_id}: {why}")
     start = time.perf_counter()
     loss, accuracy = measure(
-        request.artifact_path, request.artifact_sha256, settings.data_dir, settings.eval_test_subset
+        request.artifact_path,
+        request.artifact_sha256,
+        settings.data_dir,
+        settings.eval_test_subset,
+        request.task,
     )
     seconds = time.perf_counter() - start
     if not math.isfinite(loss):
@@ -186,6 +210,7 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
             session.add(
                 Measurement(
                     round_id=request.round_id,
+                    task=request.task,
                     participants_json=json.dumps(request.participants),
                     sizes_json=json.dumps(request.sizes),
                     test_loss=loss,
@@ -197,7 +222,7 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
             )
 
     in_transaction(sessions, store)
-    task = getattr(request, "task", None) or DEFAULT_TASK  # the round's task, where it names one
+    task = request.task  # the round's task
     GENERALIZATION_ERROR.labels(task, "measured").set(loss)
     EVALUATIONS.labels(task).inc()
     return EvaluationResult(
@@ -205,7 +230,7 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
         test_loss=loss,
         accuracy=accuracy,
         seconds=seconds,
-        fit=_fit_all(),
+        fit=_fit_all(request.task),
     )
 
 
@@ -226,9 +251,9 @@ def published(ref: RoundRef) -> PublishedRound:
 
 
 @EVALUATION_ERROR_MODEL.handler(app)
-def error_model(_: NoInput) -> CurrentErrorModel:
-    """The error model learned so far: the posterior (the prior before any published round) and
-    the least-squares fit (None below enough distinct coalitions)."""
+def error_model(ref: TaskRef) -> CurrentErrorModel:
+    """The task's error model learned so far from its own published rounds: the posterior (the
+    task's prior before any) and the least-squares fit (None below enough distinct coalitions)."""
     with sessions() as session:
-        post = posterior(session)
-    return CurrentErrorModel(fit=_fit_all(), posterior=_estimate(post))
+        post = posterior(session, ref.task)
+    return CurrentErrorModel(fit=_fit_all(ref.task), posterior=_estimate(post))

@@ -79,8 +79,10 @@ def population(session: Session, round_id: int, task: str = DEFAULT_TASK) -> Pop
     the active (attested or approved) clients (pending and revoked ones are never priced) and
     read back on any later call, so the counts priced and the clients admitted at the open are
     one set (issue 25: the market owns membership). Only clients of the round's ``task`` are
-    members (issue 36). Set-based: one insert from a select."""
-    _drop_stale_snapshots(session, round_id)
+    members (issue 36), and a task that is not stored (or is retired) is refused here, naming
+    ``task``, before anything is written. Set-based: one insert from a select."""
+    tasks.check_open(session, task)
+    _drop_stale_snapshots(session, round_id, task)
     snapped = select(RoundMember.client_id).where(RoundMember.round_id == round_id).limit(1)
     if session.scalar(snapped) is None and session.get(MarketRound, round_id) is None:
         active = select(literal(round_id), Client.id).where(
@@ -109,13 +111,17 @@ def population(session: Session, round_id: int, task: str = DEFAULT_TASK) -> Pop
     return Population(types=sorted(groups.values(), key=lambda t: (t.data_size, t.name)))
 
 
-def _drop_stale_snapshots(session: Session, round_id: int) -> None:
-    """Members of rounds that never opened here (priced, then failed before the open) other
-    than ``round_id``: at most one such snapshot lingers until the next round is priced."""
+def _drop_stale_snapshots(session: Session, round_id: int, task: str = DEFAULT_TASK) -> None:
+    """Members of ``task``'s rounds that never opened here (priced, then failed before the open)
+    other than ``round_id``: at most one such snapshot per task lingers until that task's next
+    round is priced (another task's round priced meanwhile keeps its snapshot: issue 36)."""
     opened = select(MarketRound.id)
+    of_task = select(Client.id).where(Client.task == task)
     session.execute(
         delete(RoundMember).where(
-            RoundMember.round_id != round_id, RoundMember.round_id.not_in(opened)
+            RoundMember.round_id != round_id,
+            RoundMember.round_id.not_in(opened),
+            RoundMember.client_id.in_(of_task),
         )
     )
 

@@ -21,6 +21,7 @@ from mots.platform.contracts import (
     NodeKeysRequest,
     OpenRoundPayload,
     Population,
+    PopulationRequest,
     RoundDecisions,
     RoundRef,
     SettlePayload,
@@ -39,10 +40,11 @@ _reads = make_read_sessionmaker(_engine)  # SQLite: without the write lock
 
 
 @MARKET_POPULATION.handler(app)
-def population(ref: RoundRef) -> Population:
-    """The round's population grouped by type, snapshotted as its members (the same on a
-    repeated call)."""
-    return in_transaction(_sessions, lambda s: rounds.population(s, ref.round_id))
+def population(ref: PopulationRequest) -> Population:
+    """The round's population (its task's active clients) grouped by type, snapshotted as its
+    members (the same on a repeated call); a task the market does not store, or has retired, is
+    refused naming ``task`` (the round fails by rule, touching no other task's round)."""
+    return in_transaction(_sessions, lambda s: rounds.population(s, ref.round_id, ref.task))
 
 
 @MARKET_NODE_KEYS.handler(app)

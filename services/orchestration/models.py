@@ -16,6 +16,7 @@ from sqlalchemy import (
     Dialect,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Table,
@@ -29,6 +30,7 @@ from mots.economics.scenario import Scenario
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, TrainingProgress
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import EvaluationResult, RoundDecisions
 from mots.platform.json_column import TypedJSON
 from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
@@ -101,13 +103,16 @@ rounds = Table(
     Column("artifact_expired_at", UtcDateTime(), nullable=True),
     Column("subsidy_budget_micros", BigInteger, nullable=True),
     Column("collect_seconds", Float, nullable=True),
+    Column("task", String(63), nullable=False, server_default=DEFAULT_TASK),
+    Index("ix_rounds_task_state", "task", "state"),
 )
 """One market round per row, read as it is into
 :class:`~services.orchestration.rounds.ports.RoundRecord` (one column per field: the record is
 the row's only Python shape): ``state`` is the machine's current state, the typed JSON columns
 the products of the states it went through (each validated against its model on write and read),
 ``subsidy_budget_micros`` and ``collect_seconds`` the round's own budget and collection window
-(POST /v1/rounds; None: MOTS_ROUND_SUBSIDY_BUDGET, MOTS_COLLECT_TIMEOUT_S)."""
+(POST /v1/rounds; None: the task's), ``task`` the task it trains (issue 36: one round per task
+in flight)."""
 
 round_transitions = Table(
     "round_transitions",

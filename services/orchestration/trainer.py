@@ -74,6 +74,7 @@ class Trainer:
         self.settings = settings
         self._federation: Any = None
         self._node_types: list[int] | None = None
+        self._sizes: list[float] | None = None
         self._lock = threading.Lock()
 
     def _config(self, sizes: list[float], node_types: list[int]) -> Any:
@@ -92,9 +93,9 @@ class Trainer:
             min_train_clients=s.train_min_clients,
         )
 
-    def _ensure_federation(self, node_types: list[int]) -> Any:
+    def _ensure_federation(self, node_types: list[int], sizes: list[float]) -> Any:
         """The external SuperLink if one is configured; else a running local federation whose
-        nodes match the population's types (restarted if not)."""
+        nodes match the population's types and data sizes (restarted if not)."""
         from mots.training.external_superlink import ExternalSuperLink
 
         address = self.settings.superlink_address
@@ -106,20 +107,27 @@ class Trainer:
                     address, Path(self.settings.federation_dir), policy=policy
                 ).connect()
             return self._federation
-        if self._federation is not None and self._node_types == node_types:
+        if self._federation is not None and (self._node_types, self._sizes) == (node_types, sizes):
             faults = self._federation.faults()
             if not faults:
                 return self._federation
             log.warning("the local federation is restarted: %s", "; ".join(faults))
         self.stop()
-        return self._start_local(node_types, policy)
+        return self._start_local(node_types, policy, sizes)
 
-    def _start_local(self, node_types: list[int], policy: Any) -> Any:
-        """A fresh local federation (one node per client of ``node_types``); a start that fails
-        is the platform's fault (:class:`~mots.training.processes.PlatformFault`), not the
-        participants'."""
+    def _start_local(self, node_types: list[int], policy: Any, sizes: list[float]) -> Any:
+        """A fresh local federation (one node per client of ``node_types``), each node training
+        on a data folder of its own (``data-fashion-mnist``: :func:`.task_trainer.device_folders`,
+        the demo devices' data, cut from the public set as ``mots data split`` does); a start
+        that fails is the platform's fault (:class:`~mots.training.processes.PlatformFault`),
+        not the participants'."""
+        from mots.platform.api.tasks import DEFAULT_TASK
         from mots.training.federation import LocalFederation
         from mots.training.processes import FederationError, PlatformFault
+        from services.orchestration.task_trainer import device_folders
+
+        root = Path(self.settings.federation_dir) / "data"
+        folders = device_folders(DEFAULT_TASK, root, sizes, node_types)
 
         fed = LocalFederation(
             n_nodes=len(node_types),
@@ -128,6 +136,7 @@ class Trainer:
             workdir=Path(self.settings.federation_dir),
             policy=policy,
             fork=True,  # one host runs every node: import Flower and torch once, fork the nodes
+            task_data={DEFAULT_TASK: folders},
         )
         try:
             fed.start()
@@ -136,7 +145,7 @@ class Trainer:
                 f"platform fault: the platform's local federation in {fed.workdir} did not start "
                 f"({err}); the participants are not to blame"
             ) from err
-        self._federation, self._node_types = fed, node_types
+        self._federation, self._node_types, self._sizes = fed, node_types, sizes
         return fed
 
     def train(
@@ -167,7 +176,9 @@ class Trainer:
             artifact_dir = Path(self.settings.artifact_dir) / f"round-{round_id}"
             start = time.perf_counter()
             engine = self.settings.trainer
-            federation = self._ensure_federation(node_types) if engine == "deployment" else None
+            federation = (
+                self._ensure_federation(node_types, sizes) if engine == "deployment" else None
+            )
             if isinstance(federation, ExternalSuperLink) and coalition is not None:
                 federation.register_nodes(registered_keys(coalition))
             _export_supernodes(federation, coalition)
@@ -227,7 +238,7 @@ class Trainer:
         """Stop the local federation, if one runs (an external SuperLink is left alone)."""
         if self._federation is not None:
             self._federation.stop()
-        self._federation, self._node_types = None, None
+        self._federation, self._node_types, self._sizes = None, None, None
 
 
 class MarketRemovals:

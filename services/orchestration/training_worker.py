@@ -16,6 +16,7 @@ import logging
 from celery import current_task
 from celery.result import AsyncResult
 
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import (
     MARKET_NODE_KEYS,
     TRAINING_TRAIN,
@@ -30,6 +31,7 @@ from mots.platform.worker import service_worker
 from services.orchestration.core.config import get_settings
 from services.orchestration.rounds import prometheus
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
+from services.orchestration.task_trainer import train_task_round
 from services.orchestration.trainer import MarketRemovals, Trainer
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,8 @@ def train(request: TrainRequest) -> TrainResult:
     if call_id is not None and not calls.pending(call_id):
         raise StaleTraining(f"round {request.round_id}: call {call_id} is no longer awaited")
 
+    if request.task != DEFAULT_TASK:  # another task: its own model, on its devices' folders
+        return train_task_round(settings, request)
     joined = {c for ids in request.clients for c in ids}
     removed = MarketRemovals(
         {c: k for c, k in request.node_keys.items() if c in joined}, MarketKeysAsk()

@@ -24,6 +24,7 @@ from mots.economics.scenario import Scenario
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import PricingResult
 from mots.platform.api.rounds import RoundSummary, TrainingProgress
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import AdvanceRequest, EvaluationResult, RoundDecisions, TaskSpec
 from services.orchestration.core.config import Settings
 from services.orchestration.products import Deadlines, RoundTerms, TrainingRecord
@@ -72,6 +73,8 @@ class RoundRecord(RoundUpdate):
     """The round's own collection window in seconds (None: MOTS_COLLECT_TIMEOUT_S)."""
     artifact_expired_at: datetime | None = None
     """When retention removed the round's model artifact (None: it is kept)."""
+    task: str = DEFAULT_TASK
+    """The task the round trains (issue 36)."""
 
     def deadline(self) -> float | None:
         """The deadline of the state the round is in (epoch seconds), if one was recorded."""
@@ -176,18 +179,22 @@ class CallLog(Protocol):
 
 
 class RoundInFlight(RuntimeError):
-    """A new round was asked for while another one is not finished (one round at a time)."""
+    """A new round was asked for while another one of its task is not finished (one round per
+    task at a time; rounds of different tasks run side by side)."""
 
 
 class RoundStore(Protocol):
     """Where rounds persist; every move is a compare-and-set on the round's state."""
 
     def create(
-        self, subsidy_budget_micros: int | None = None, collect_seconds: float | None = None
+        self,
+        subsidy_budget_micros: int | None = None,
+        collect_seconds: float | None = None,
+        task: str = DEFAULT_TASK,
     ) -> int:
-        """A new round in ``open`` (with its own subsidy budget and collection window, if
-        given); raises
-        :class:`RoundInFlight` while another is unfinished."""
+        """A new round of ``task`` in ``open`` (with its own subsidy budget and collection
+        window, if given); raises :class:`RoundInFlight` while another of that task is
+        unfinished."""
 
     def load(self, round_id: int) -> RoundRecord | None:
         """The round, or None if there is none with that id."""

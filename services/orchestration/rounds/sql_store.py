@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from mots.platform.api.base import TERMINAL_STATES, RoundState
 from mots.platform.api.rounds import TrainingProgress, TransitionOut
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.db import dropped_connection
 from services.orchestration.models import (
     RoundCall,
@@ -105,20 +106,28 @@ class SqlRoundStore:
 
     @database
     def create(
-        self, subsidy_budget_micros: int | None = None, collect_seconds: float | None = None
+        self,
+        subsidy_budget_micros: int | None = None,
+        collect_seconds: float | None = None,
+        task: str = DEFAULT_TASK,
     ) -> int:
-        """Insert a new round in ``open`` (with its own subsidy budget and collection window, if
-        given); refuse while another round is in flight."""
+        """Insert a new round of ``task`` in ``open`` (with its own subsidy budget and collection
+        window, if given); refuse while another round of that task is in flight (rounds of other
+        tasks run beside it)."""
         with self.sessions() as session, session.begin():
-            query = select(rounds.c.id, rounds.c.state, rounds.c.created_at).where(_UNFINISHED)
+            query = select(rounds.c.id, rounds.c.state, rounds.c.created_at).where(
+                _UNFINISHED, rounds.c.task == task
+            )
             busy = session.execute(query.with_for_update()).first()
             if busy is not None and _RETRYING.get() and _just_opened(busy.state, busy.created_at):
                 return int(busy.id)  # our first try committed before its connection dropped
             if busy is not None:
                 raise RoundInFlight(
-                    f"round {busy.id} is still {busy.state.value}; one round at a time"
+                    f"task: round {busy.id} is still {busy.state.value} (task {task!r}); one "
+                    "round per task at a time"
                 )
             opened = insert(rounds).values(
+                task=task,
                 state=RoundState.OPEN,
                 subsidy_budget_micros=subsidy_budget_micros,
                 collect_seconds=collect_seconds,

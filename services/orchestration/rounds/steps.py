@@ -1,5 +1,9 @@
 """What each state of a round does: one handler per state, from (round, ports) to a decision.
 
+A round is of one task (issue 36): it prices that task's population with the task's economics,
+trains and evaluates the task's model and publishes it for that task; rounds of different tasks
+run side by side, each through its own steps.
+
 A handler calls the other services by the contract's TaskSpec through ``ports.call`` (a
 ``TaskSpec`` and its payload in, the spec's output model back) and returns a :class:`Move` (the
 next state and what to record) or a :class:`Wait`; it never writes the round itself. Raising
@@ -27,6 +31,7 @@ from mots.economics.scenario import ClientType, ErrorModel, Scenario
 from mots.platform import quotes
 from mots.platform.api.base import RoundState
 from mots.platform.api.pricing import EquilibriumResult, PricingRequest, PricingResult
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
@@ -40,11 +45,12 @@ from mots.platform.contracts import (
     Coalition,
     CurrentErrorModel,
     EvaluationRequest,
-    NoInput,
     OpenRoundPayload,
+    PopulationRequest,
     RoundDecisions,
     RoundRef,
     SettlePayload,
+    TaskRef,
     TrainRequest,
     TrainResult,
 )
@@ -60,6 +66,7 @@ from services.orchestration.rounds.ports import (
     Wait,
 )
 from services.orchestration.rounds.prometheus import round_summary
+from services.orchestration.rounds.task_economics import TaskEconomics, economics_of
 
 log = logging.getLogger(__name__)
 S = RoundState
@@ -75,12 +82,17 @@ def _product(value: T | None, name: str, rnd: RoundRecord) -> T:
     return value
 
 
-def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
-    """The evaluation service's posterior point estimate of Eq. 3 (learned from every published
-    round, ``mots.economics.error_online``); from an older evaluation service its refit once it
-    has enough points; else the prior."""
+def error_model(ports: RoundPorts, econ: TaskEconomics | None = None) -> tuple[ErrorModel, str]:
+    """The task's error model (Eq. 3): the evaluation service's posterior point estimate, learned
+    from the task's own published rounds (``mots.economics.error_online``); from an older
+    evaluation service its refit once it has enough points; else the task's prior. A task that
+    does not learn online (its file's ``learned_online: false``) prices with its prior."""
+    econ = econ or economics_of(DEFAULT_TASK, ports.settings)
+    prior = ErrorModel.model_validate(econ.prior)
+    if not econ.learned_online:
+        return prior, "prior (not learned online)"
     try:
-        current = ports.call(EVALUATION_ERROR_MODEL, NoInput())
+        current = ports.call(EVALUATION_ERROR_MODEL, TaskRef(task=econ.task))
     except Exception as exc:  # the evaluation service being down must not stop the market
         log.warning("the error model is unavailable (%s); using the prior", exc)
         current = CurrentErrorModel(fit=None)
@@ -90,7 +102,7 @@ def error_model(ports: RoundPorts) -> tuple[ErrorModel, str]:
         return model, f"posterior of {post.points} measured rounds"
     if fit is not None and fit.points >= ports.settings.min_fit_points and fit.d_gamma2 > 0:
         return ErrorModel(eps0=fit.eps0, d_gamma2=fit.d_gamma2, sigma2=fit.sigma2), "measured"
-    return ErrorModel.model_validate(ports.settings.prior_error_model), "prior"
+    return prior, "prior"
 
 
 def _price(
@@ -105,25 +117,27 @@ def _price(
 
 
 def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
-    """Price the round's population at K* and publish the quote to the market. The market owns
-    the membership: it snapshots the population it reports here as the round's members and
-    admits exactly them at the open (less any deactivated in between); the round keeps only the
-    counts (its scenario's)."""
-    population = ports.call(MARKET_POPULATION, RoundRef(round_id=rnd.id))
+    """Price the round's task's population at K* with the task's own economics (U(ε), ε_req, its
+    learned error model, mechanism, subsidy budget: :mod:`.task_economics`) and publish the quote
+    to the market. The market owns the membership: it snapshots the task's population it reports
+    here as the round's members and admits exactly them at the open (less any deactivated in
+    between); the round keeps only the counts (its scenario's)."""
+    econ = economics_of(rnd.task, ports.settings)
+    population = ports.call(MARKET_POPULATION, PopulationRequest(round_id=rnd.id, task=rnd.task))
     if not population.types:
-        raise RoundFailure("no registered clients: nothing to price")
-    errors, source = error_model(ports)
+        raise RoundFailure(f"no registered clients of task {rnd.task!r}: nothing to price")
+    errors, source = error_model(ports, econ)
     scenario = Scenario.model_validate(
         {
             "types": population.types,
             "error_model": errors,
-            "utility": ports.settings.utility,
-            "eps_req": ports.settings.eps_req,
+            "utility": econ.utility,
+            "eps_req": econ.eps_req,
         }
     )
-    quote = _price(scenario, ports.settings.default_mechanism)
+    quote = _price(scenario, econ.mechanism)
     names = quote.type_names
-    window = rnd.collect_seconds or ports.settings.collect_timeout_s
+    window = rnd.collect_seconds or econ.collect_seconds
     deadline = ports.clock() + window
     ports.call(
         MARKET_OPEN_ROUND,
@@ -137,11 +151,12 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
             epsilon=quote.epsilon,
             welfare=quote.welfare,
             incentive_cost=money(quote.incentive_cost),
-            subsidy_budget=ports.settings.round_subsidy_budget
+            subsidy_budget=econ.subsidy_budget
             if rnd.subsidy_budget_micros is None
             else from_micros(rnd.subsidy_budget_micros),
             collect_deadline=datetime.fromtimestamp(deadline, UTC),
             bonds=_bonds(population.types, ports),
+            task=rnd.task,
         ),
     )
     update = RoundUpdate(
@@ -180,7 +195,7 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         rule = "no participant joined: no model is trained; buyers are refunded"
         update = RoundUpdate(rule=rule, decisions=final, terms=RoundTerms.no_model(names, k, b))
         return Move(S.FAILED, rule, update)
-    mechanism = rnd.mechanism or ports.settings.default_mechanism
+    mechanism = rnd.mechanism or economics_of(rnd.task, ports.settings).mechanism
     with PRICING_DURATION.labels("equilibrium").time():
         check = EquilibriumResult.model_validate(quotes.equilibrium(scenario, mechanism, k, b))
     priced = _price(scenario, mechanism, k, b)
@@ -197,6 +212,7 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     k = terms.participants
     names = [t.name for t in scenario.types]
     request = TrainRequest(
+        task=rnd.task,
         round_id=rnd.id,
         participants=k,
         sizes=[t.data_size for t in scenario.types],
@@ -261,6 +277,7 @@ def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     result = ports.call(
         EVALUATION_EVALUATE,
         EvaluationRequest(
+            task=rnd.task,
             round_id=rnd.id,
             artifact_path=training.artifact_path,
             artifact_sha256=training.artifact_sha256,

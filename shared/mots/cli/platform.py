@@ -55,7 +55,7 @@ FIXED_PORTS = {
     help="FedAvg rounds R of the market round's training",
 )
 def demo(out_dir: Path, n_nodes: int, trainer: str, train_rounds: int) -> None:
-    """Run one full market cycle on Fashion-MNIST with real training, then stop everything.
+    """Run two tasks' market rounds at once (Fashion-MNIST and digits), then stop everything.
 
     Starts Redis (if none listens on 6379), the four services, their workers, a Flower federation
     and Prometheus as child processes; they stop when the demo ends, and Ctrl-C stops them all.
@@ -68,11 +68,12 @@ def demo(out_dir: Path, n_nodes: int, trainer: str, train_rounds: int) -> None:
     from mots.local.demo import SUMMARY_KEYS, run_demo
 
     summary = run_demo(out_dir=out_dir, n_nodes=n_nodes, trainer=trainer, train_rounds=train_rounds)
-    missing = [k for k in SUMMARY_KEYS if summary.get(k) is None]
-    if summary.get("state") != "published" or missing:
-        raise click.ClickException(
-            f"the round ended {summary.get('state')!r}; missing figures: {missing or 'none'}"
-        )
+    for task, one in summary.get("tasks", {"fashion-mnist": summary}).items():
+        missing = [k for k in SUMMARY_KEYS if one.get(k) is None]
+        if one.get("state") != "published" or missing:
+            raise click.ClickException(
+                f"the {task} round ended {one.get('state')!r}; missing figures: {missing or 'none'}"
+            )
 
 
 @click.group("platform")

@@ -34,29 +34,40 @@ def rounds() -> None:
 
 @rounds.command("open")
 @click.option(
+    "--task",
+    help="the task the round trains (a task's name, as `mots tasks ls` lists them); one round "
+    "per task at a time (default: fashion-mnist)",
+)
+@click.option(
     "--subsidy-budget",
     callback=decimal_amount,
-    help="most the platform subsidises this round (default: MOTS_ROUND_SUBSIDY_BUDGET)",
+    help="most the platform subsidises this round (default: the task's subsidy_budget; "
+    "fashion-mnist: MOTS_ROUND_SUBSIDY_BUDGET)",
 )
 @click.option(
     "--collect-seconds",
     type=float,
     help="how long the round takes decisions, 1 to 86400 s; the silent then abstain "
-    "(default: MOTS_COLLECT_TIMEOUT_S, 60 s)",
+    "(default: the task's collection window; fashion-mnist: MOTS_COLLECT_TIMEOUT_S, 60 s)",
 )
 @connection
 def open_round(
-    session: Session, subsidy_budget: Decimal | None, collect_seconds: float | None
+    session: Session,
+    task: str | None,
+    subsidy_budget: Decimal | None,
+    collect_seconds: float | None,
 ) -> None:
-    """(operator) Open a market round; clients then see its quote and declare.
+    """(operator) Open a market round of a task; its clients then see its quote and declare.
 
     \b
     Example:
       mots rounds open --subsidy-budget 5 --collect-seconds 120 --workdir /tmp/mots
+      mots rounds open --task digits      # beside a fashion-mnist round in flight
     """
     with session.rounds(operator=True) as r:
-        out = r.open_round(subsidy_budget, collect_seconds)
-    session.emit(out, f"round {out.round_id} opened ({out.state.value})")
+        out = r.open_round(subsidy_budget, collect_seconds, task)
+    what = "" if task is None else f" of task {task}"
+    session.emit(out, f"round {out.round_id}{what} opened ({out.state.value})")
 
 
 @rounds.command("ls")

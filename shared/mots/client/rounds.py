@@ -67,22 +67,27 @@ class RoundsClient:
         return None if r is None else r.content
 
     def open_round(
-        self, subsidy_budget: Decimal | None = None, collect_seconds: float | None = None
+        self,
+        subsidy_budget: Decimal | None = None,
+        collect_seconds: float | None = None,
+        task: str | None = None,
     ) -> RoundStarted:
-        """``POST /v1/rounds`` (operator): open a market round (409 while another is in flight),
-        with its own cap on the subsidy (else the platform's ``MOTS_ROUND_SUBSIDY_BUDGET``) and
-        its own collection window in seconds (else ``MOTS_COLLECT_TIMEOUT_S``; the service
-        refuses one outside its bounds, 422 naming ``body.collect_seconds``).
+        """``POST /v1/rounds`` (operator): open a market round of ``task`` (default
+        fashion-mnist; 409 while another round of that task is in flight, 404 for a task the
+        platform has no file of), with its own cap on the subsidy (else the task's
+        ``subsidy_budget``; fashion-mnist: ``MOTS_ROUND_SUBSIDY_BUDGET``) and its own collection
+        window in seconds (else the task's; fashion-mnist: ``MOTS_COLLECT_TIMEOUT_S``; the
+        service refuses one outside its bounds, 422 naming ``body.collect_seconds``).
 
         Not retried: a lost answer may have opened it; :meth:`rounds` shows the newest."""
-        body = (
-            None
-            if subsidy_budget is None and collect_seconds is None
-            # not validated here: the service's bounds refuse a bad value (422 naming the field)
-            else RoundStart.model_construct(
-                subsidy_budget=subsidy_budget, collect_seconds=collect_seconds
-            )
-        )
+        given: dict[str, Any] = {
+            "subsidy_budget": subsidy_budget,
+            "collect_seconds": collect_seconds,
+            "task": task,
+        }
+        # not validated here: the service refuses a bad value (4xx naming the field)
+        fields = {k: v for k, v in given.items() if v is not None}
+        body = RoundStart.model_construct(**fields) if fields else None
         content = self._get("POST", "/v1/rounds", body=body, retry=False)
         return self._parse(RoundStarted, content, "POST", "/v1/rounds")
 

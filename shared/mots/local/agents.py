@@ -20,6 +20,7 @@ from mots.client import ClientFacts, MarketClient, respond
 from mots.economics.utility import Utility
 from mots.platform.api.base import Strategy
 from mots.platform.api.market import ClientRegistration, EnrolmentIn, QuoteOut
+from mots.platform.api.tasks import DEFAULT_TASK
 
 
 @dataclass
@@ -54,9 +55,11 @@ def register_population(
     types: list[dict[str, Any]],
     operator_token: str,
     deposit: str = "100",
+    task: str = DEFAULT_TASK,
 ) -> list[Agent]:
-    """Enrol ``count`` clients of each type and fund each wallet: the operator attests each type
-    with one enrolment code for ``count`` registrations, which its clients redeem."""
+    """Enrol ``count`` clients of each type into ``task`` and fund each wallet: the operator
+    attests each type with one enrolment code for ``count`` registrations, which its clients
+    redeem (the task must be stored at the market, or be the default one)."""
     sdk = _client(market)
     operator = sdk.with_token(operator_token)
     agents: list[Agent] = []
@@ -68,10 +71,12 @@ def register_population(
                 cost=Decimal(str(t["cost"])),
                 uses=int(t["count"]),
                 ttl_s=3600,
+                task=task,
             )
         ).code
         for j in range(int(t["count"])):
-            c = sdk.register(ClientRegistration(name=f"{t['name']}-{j + 1}", enrolment_code=code))
+            name = f"{t['name']}-{j + 1}" if task == DEFAULT_TASK else f"{task}-{t['name']}-{j + 1}"
+            c = sdk.register(ClientRegistration(name=name, enrolment_code=code))
             agents.append(Agent(c.id, c.name, c.type_name, c.data_size, c.cost, c.token))
     for a in agents:
         operator.deposit(a.id, Decimal(deposit))

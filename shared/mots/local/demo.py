@@ -1,10 +1,14 @@
-"""The main job: one full market cycle on Fashion-MNIST with real Flower training, start to finish.
+"""The main job: two tasks' market cycles at once, Fashion-MNIST with real Flower training and
+digits beside it, start to finish.
 
 Starts Redis (unless one listens on 6379), the four services, a local Flower federation with one
-SuperNode per client (inside the orchestration worker) and Prometheus where installed; registers
-the paper's 20 clients; opens a round; the clients best-respond to SWAN's quote; the round trains,
-evaluates, settles and publishes; a buyer downloads and verifies the model. Prints a summary,
-writes ``summary.json`` and stops every process it started.
+SuperNode per client (inside the orchestration worker; each node trains on a data folder of its
+own, cut from the public set as ``mots data split`` does) and Prometheus where installed;
+registers the paper's 20 Fashion-MNIST clients and the digits task file's 10; opens a round of
+each task; each task's clients best-respond to its own SWAN quote; both rounds train, evaluate,
+settle and publish; a buyer of each downloads and verifies its model. Prints both summaries,
+writes ``summary.json`` (Fashion-MNIST's figures, both tasks' under ``tasks``) and stops every
+process it started.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,7 @@ import httpx
 
 from mots.cli.progress import round_bar
 from mots.client import MarketClient, ModelIntegrityError
-from mots.economics.utility import PowerUtility
+from mots.economics.utility import PowerUtility, Utility
 from mots.local.agents import Agent, act, choose, register_population, wait_for_quote
 from mots.local.keys import process_secrets
 from mots.local.launcher import (
@@ -118,7 +123,8 @@ def fedavg_line(progress: dict[str, Any]) -> str:
 
 def print_summary(summary: dict[str, Any]) -> None:
     """A readable table of the round's figures."""
-    print("\nMoTS market round", summary.get("round_id"), "-", summary.get("state"))
+    task = summary.get("task", "fashion-mnist")
+    print(f"\nMoTS market round {summary.get('round_id')} ({task}) - {summary.get('state')}")
     if summary.get("rule"):
         print("  settled by rule:", summary["rule"])
     print(
@@ -202,39 +208,88 @@ def _check_ledger(
         summary["prometheus_social_welfare"] = [s["value"][1] for s in q["data"]["result"]]
 
 
-def _one_round(
+SECOND_TASK = "digits"
+"""The task whose round the demo runs beside Fashion-MNIST's (issue 36): the types, U(ε), ε prior
+and FedAvg settings of its task file (examples/tasks/digits.yaml)."""
+
+
+@dataclass
+class TaskRound:
+    """One task's round in the demo: its registered clients, its round and their choices."""
+
+    task: str
+    agents: list[Agent]
+    utility: Utility
+    round_id: int = 0
+    choices: dict[int, Strategy] = field(default_factory=dict)
+
+
+def enrol_task(market: MarketClient, operator_token: str, task: str) -> TaskRound:
+    """Store a shipped task at the market and register (and fund) its task file's clients."""
+    from mots.tasks.task_file import SHIPPED_DIR, inline_task_text, load_task
+
+    operator = market.with_token(operator_token)
+    operator.create_task(inline_task_text(SHIPPED_DIR / f"{task}.yaml"))
+    scenario = load_task(task).economics.scenario
+    types = [t.model_dump(mode="json") for t in scenario.types]
+    agents = register_population(market, types, operator_token, task=task)
+    return TaskRound(task, agents, scenario.utility)
+
+
+def open_task_round(orchestration: httpx.Client, market: MarketClient, rnd: TaskRound) -> None:
+    """Open the task's round; its clients best-respond to its quote and declare."""
+    r = orchestration.post("/v1/rounds", json={"task": rnd.task})
+    r.raise_for_status()
+    rnd.round_id = r.json()["round_id"]
+    quote = wait_for_quote(market, rnd.agents[0], rnd.round_id)
+    print(
+        f"{rnd.task} round {rnd.round_id} quote: price {quote.price}, rewards "
+        + ", ".join(f"{t.type_name} {t.reward}" for t in quote.types),
+        flush=True,
+    )
+    rnd.choices = choose(rnd.agents, quote, rnd.utility)
+    act(market, rnd.agents, rnd.round_id, rnd.choices)
+
+
+def _task_rounds(
     stack: Stack, out_dir: Path, trainer: str, train_rounds: int, timeout_s: float,
     prometheus: str | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Register the demo's clients, run one round to its end, check it; its summary."""
+    """Register both tasks' clients, run a Fashion-MNIST and a digits round at once to their
+    end, check them; Fashion-MNIST's summary with the digits round's under ``tasks``."""
     market = MarketClient(stack.url("market"), timeout_s=60)
     operator_token = process_secrets().operator_token
     operator = {"Authorization": f"Bearer {operator_token}"}
     orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=operator)
     try:
-        agents = register_population(market, DEMO_TYPES, operator_token)
-        print(f"registered {len(agents)} clients and funded their wallets", flush=True)
-        r = orchestration.post("/v1/rounds", headers=operator)
-        r.raise_for_status()
-        round_id = r.json()["round_id"]
-        quote = wait_for_quote(market, agents[0], round_id)
+        fashion = TaskRound(
+            "fashion-mnist",
+            register_population(market, DEMO_TYPES, operator_token),
+            PowerUtility.model_validate(DEMO_UTILITY),
+        )
+        digits = enrol_task(market, operator_token, SECOND_TASK)
         print(
-            f"quote: price {quote.price}, rewards "
-            + ", ".join(f"{t.type_name} {t.reward}" for t in quote.types),
+            f"registered {len(fashion.agents)} fashion-mnist and {len(digits.agents)} "
+            f"{SECOND_TASK} clients and funded their wallets; opening both tasks' rounds",
             flush=True,
         )
-        choices = choose(agents, quote, PowerUtility.model_validate(DEMO_UTILITY))
-        act(market, agents, round_id, choices)
-        print("every client declared; training the chosen participants with Flower ...", flush=True)
+        for rnd in (fashion, digits):
+            open_task_round(orchestration, market, rnd)
+        print("every client declared; training both tasks' participants ...", flush=True)
         with round_bar("FedAvg", total=train_rounds) as fedavg:
-            body = wait_round(orchestration, round_id, timeout_s, on_fedavg=fedavg)
-        summary: dict[str, Any] = body["summary"]
-        summary["trainer"] = trainer  # what the printout may claim about the federation
-        summary["round_calls"] = round_calls(body.get("calls") or [])  # issue 38: at most 7
-        if body["state"] == "published":
-            _download_as_buyer(market, agents, choices, round_id, out_dir, summary)
-        _check_ledger(market, operator_token, prometheus, summary)
-        return summary
+            body = wait_round(orchestration, fashion.round_id, timeout_s, on_fedavg=fedavg)
+        other = wait_round(orchestration, digits.round_id, timeout_s)
+        summaries = []
+        for rnd, got in ((fashion, body), (digits, other)):
+            summary: dict[str, Any] = got["summary"]
+            summary["task"] = rnd.task
+            summary["trainer"] = trainer if rnd is fashion else "inprocess"
+            summary["round_calls"] = round_calls(got.get("calls") or [])  # issue 38: at most 7
+            if got["state"] == "published":
+                _download_as_buyer(market, rnd.agents, rnd.choices, rnd.round_id, out_dir, summary)
+            summaries.append(summary)
+        _check_ledger(market, operator_token, prometheus, summaries[0])
+        return {**summaries[0], "tasks": {s["task"]: s for s in summaries}}
     finally:
         market.close()
         orchestration.close()
@@ -277,8 +332,9 @@ def run_demo(
         if Path(PROMETHEUS_BINARY).exists():
             prometheus = stack.start_prometheus(interval="1s")
             print(f"Prometheus scraping every service at {prometheus}", flush=True)
-        summary = _one_round(stack, out_dir, trainer, train_rounds, timeout_s, prometheus)
-        print_summary(summary)
+        summary = _task_rounds(stack, out_dir, trainer, train_rounds, timeout_s, prometheus)
+        for one in summary["tasks"].values():
+            print_summary(one)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         print(f"\nwrote {out_dir / 'summary.json'}")
         return summary

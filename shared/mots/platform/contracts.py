@@ -174,6 +174,17 @@ class RoundRef(Schema):
     round_id: int
 
 
+class TaskRef(Schema):
+    """A call about one task (issue 36): the task's name (none named: the default task)."""
+
+    task: TaskName = Field(DEFAULT_TASK, description="the task's name")
+
+
+class PopulationRequest(RoundRef, TaskRef):
+    """A round to price, with the task it trains: only that task's active clients are members;
+    the market refuses a task it does not store (404) or has retired (409), naming ``task``."""
+
+
 class NodeKeysRequest(Schema):
     """Clients whose SuperNode public keys the orchestration needs: the given ones, and with
     ``round_id`` every member of that round (its population, which the market owns)."""
@@ -329,8 +340,9 @@ class SettlePayload(Schema):
     artifact_sha256: str | None = None
 
 
-class EvaluationRequest(Schema):
-    """A trained round's model to measure, with its coalition (K per type) and data sizes."""
+class EvaluationRequest(TaskRef):
+    """A trained round's model to measure, with its coalition (K per type) and data sizes, on
+    its task's evaluation data (the measurement counts in that task's error model only)."""
 
     round_id: int
     artifact_path: str
@@ -368,7 +380,7 @@ class CurrentErrorModel(Schema):
 
 # ---------------------------------------------------------------- market (its worker: market)
 
-MARKET_POPULATION = TaskSpec("market.population", "market", RoundRef, Population)
+MARKET_POPULATION = TaskSpec("market.population", "market", PopulationRequest, Population)
 """A round's population, snapshotted at the market as its members, counted by type (non-decreasing
 data size); called again for the same round, the same snapshot."""
 MARKET_OPEN_ROUND = TaskSpec("market.open_round", "market", OpenRoundPayload, MarketRoundStatus)
@@ -410,9 +422,10 @@ EVALUATION_EVALUATE = TaskSpec(
 )
 """Measure a round's model on the held-out test set and refit the error model (Eq. 3)."""
 EVALUATION_ERROR_MODEL = TaskSpec(
-    "evaluation.error_model", "evaluation", NoInput, CurrentErrorModel
+    "evaluation.error_model", "evaluation", TaskRef, CurrentErrorModel
 )
-"""The error model fitted to the measurements of published rounds (None below enough points)."""
+"""The task's error model fitted to the measurements of its published rounds (None below
+enough points): each task learns its own (issue 36)."""
 EVALUATION_PUBLISHED = TaskSpec("evaluation.published", "evaluation", RoundRef, PublishedRound)
 """A round's model was published: its measurement now counts in the error model's fit."""
 
@@ -431,9 +444,10 @@ class Coalition(BaseModel):
     type_names: list[str] = Field(default_factory=list)
 
 
-class TrainRequest(Coalition):
+class TrainRequest(Coalition, TaskRef):
     """Train a round's coalition: K per type (``participants``), the types' data sizes and each
-    enrolled node's type, besides who the participants are (:class:`Coalition`)."""
+    enrolled node's type, besides who the participants are (:class:`Coalition`), for the round's
+    task (its model, its ``rounds:`` settings, its data)."""
 
     round_id: int
     participants: list[int]

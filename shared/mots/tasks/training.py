@@ -52,6 +52,23 @@ def evaluation_data(task: MarketTask, base: Path | None = None) -> tuple[FloatAr
     return preprocess(task.data, x), y
 
 
+def evaluate_model_file(
+    task: MarketTask, path: str | Path, base: Path | None = None
+) -> tuple[float, float]:
+    """(ε, accuracy) of a task's model file on the platform's evaluation data for the task: ε
+    the mean cross-entropy, the loss Eq. 3 models (what the evaluation service measures)."""
+    import torch
+
+    from mots.training.artifacts import platform_model
+    from mots.training.local import evaluate, torch_threads
+
+    x, y = evaluation_data(task, base)
+    model = platform_model(path)
+    with torch_threads(1):
+        loss, accuracy = evaluate(model, torch.from_numpy(x), torch.from_numpy(y))
+    return float(loss), float(accuracy)
+
+
 def model_metadata(task: MarketTask, participants: Sequence[int], rounds: int) -> dict[str, Any]:
     """The model file's metadata for a task: what a buyer needs to use it with PyTorch alone."""
     offset, scale = task.data.offset, task.data.scale

@@ -108,3 +108,23 @@ def test_the_sdk_reads_the_services_own_models_and_ignores_newer_fields() -> Non
     assert type(view) is RoundDetail and isinstance(view.summary, RoundSummary)
     assert view.summary.participants == {"type-1": 0, "type-2": 0, "type-3": 5}
     assert view.transitions[0].to is RoundState.TRAINING and view.finished
+
+
+def test_a_round_opens_for_a_task() -> None:
+    """open_round(task="digits") sends the task; with nothing given the body is empty (the
+    service's defaults: fashion-mnist); a round's task reads back."""
+    import json
+
+    sent: list[bytes] = []
+
+    def started(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(202, json={"round_id": 4, "state": "open"})
+
+    client = _client(started)
+    assert client.open_round(task="digits").round_id == 4
+    client.open_round()
+    assert json.loads(sent[0])["task"] == "digits" and sent[1] == b""
+    body = {**_round(4, "open"), "task": "digits"}
+    view = _client(lambda _: httpx.Response(200, json=body)).round(4)
+    assert view is not None and view.task == "digits"

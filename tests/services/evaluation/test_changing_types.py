@@ -21,9 +21,9 @@ from mots.platform.contracts import (
     CurrentErrorModel,
     EvaluationRequest,
     EvaluationResult,
-    NoInput,
     Population,
     RoundRef,
+    TaskRef,
 )
 from tests.services.orchestration.rounds.fakes import (
     LARGE,
@@ -81,9 +81,9 @@ class EvaluatedMarket(FakeServices):
         ]  # in non-decreasing data size, as the market's population
         return Population(types=sorted(types, key=lambda t: (t.data_size, t.name)))
 
-    def error_model(self, _: NoInput) -> CurrentErrorModel:
+    def error_model(self, _: TaskRef) -> CurrentErrorModel:
         self._enter("error_model")
-        result: CurrentErrorModel = self.worker.error_model(NoInput())
+        result: CurrentErrorModel = self.worker.error_model(TaskRef())
         return result
 
     def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
@@ -132,7 +132,7 @@ def test_a_type_added_before_each_of_8_rounds_and_all_8_publish(
     assert _states(r, rounds) == [RoundState.PUBLISHED] * 8, [
         (r.store.load(rid) or r).__dict__.get("rule") for rid in rounds
     ]
-    current = worker.error_model(NoInput())
+    current = worker.error_model(TaskRef())
     assert current.posterior.points == 8
     assert current.fit is not None and current.fit.points == 8
     assert current.fit.eps0 == pytest.approx(TRUE.eps0, rel=1e-6)
@@ -159,7 +159,7 @@ def test_types_retired_and_resized_between_rounds_still_publish(
         rounds.append(r.start())
         r.run()
     assert _states(r, rounds) == [RoundState.PUBLISHED] * 6
-    assert worker.error_model(NoInput()).posterior.points == 6
+    assert worker.error_model(TaskRef()).posterior.points == 6
 
 
 def test_a_round_that_cannot_be_evaluated_settles_by_rule_and_the_next_ones_publish(
@@ -182,4 +182,4 @@ def test_a_round_that_cannot_be_evaluated_settles_by_rule_and_the_next_ones_publ
     failed = r.store.load(rounds[2])
     assert failed is not None and "does not match its published digest" in (failed.rule or "")
     assert [p.refund_buyers for p in r.services.settled].count(True) == 1
-    assert worker.error_model(NoInput()).posterior.points == 5
+    assert worker.error_model(TaskRef()).posterior.points == 5

@@ -76,19 +76,19 @@ def test_one_published_round_moves_the_posterior_to_its_measurement(worker: Modu
     """From the first published round the estimate at its coalition moves toward the measured
     loss (the refit still waits for 4 coalitions); a retried publish counts once; unpublished
     rounds do not count."""
-    from mots.platform.contracts import NoInput
+    from mots.platform.contracts import TaskRef
 
     k, measured = [0, 5, 5], 0.9
     at_k = lambda m: float(generalization_error(np.array(k), np.array(SIZES), m))  # noqa: E731
-    before = worker.error_model(NoInput())
+    before = worker.error_model(TaskRef())
     assert before.fit is None and before.posterior.points == 0
     prior_model = ErrorModel(eps0=0.65, d_gamma2=39.4, sigma2=0.0)
     assert before.posterior.eps0 == pytest.approx(prior_model.eps0)
     _measure(worker, 1, k, measured, published=False)
-    assert worker.error_model(NoInput()).posterior.points == 0
+    assert worker.error_model(TaskRef()).posterior.points == 0
     assert worker.published(RoundRef(round_id=1)).counted is True
     assert worker.published(RoundRef(round_id=1)).counted is True  # a retried message
-    now = worker.error_model(NoInput())
+    now = worker.error_model(TaskRef())
     assert now.fit is None and now.posterior.points == 1
     est = ErrorModel(eps0=now.posterior.eps0, d_gamma2=now.posterior.d_gamma2, sigma2=0.0)
     assert abs(at_k(est) - measured) < abs(at_k(prior_model) - measured) / 2

@@ -185,3 +185,37 @@ def test_enrolments_and_rounds_only_for_open_tasks(market: TestClient) -> None:
     assert r.status_code == 409 and "retired" in r.json()["detail"]
     with pytest.raises(rounds.RoundError, match="retired"):
         _open(market, 4, "digits")
+
+
+def test_a_rounds_population_is_its_tasks_and_outlives_another_tasks_pricing(
+    market: TestClient,
+) -> None:
+    """market.population for a digits round snapshots digits' clients only, and a fashion-mnist
+    round priced before the digits round opens leaves that snapshot alone (one round in flight
+    per task, issue 36); a task the market does not store, or has retired, is refused naming
+    ``task`` and snapshots nothing."""
+    from services.market.errors import Refusal
+    from services.market.models import RoundMember
+
+    content = (SHIPPED_DIR / "digits.yaml").read_text(encoding="utf-8")
+    assert market.post("/v1/tasks", json={"content": content}, headers=OPERATOR).status_code == 201
+    fashion = _enrolled(market, "pi-fashion", None, 50, "0.5")
+    digits = _enrolled(market, "pi-digits", "digits", 20, "0.2")
+    sessions = market.app.state.sessions
+
+    def members(round_id: int) -> set[int]:
+        with sessions() as session:
+            query = select(RoundMember.client_id).where(RoundMember.round_id == round_id)
+            return set(session.scalars(query))
+
+    priced = in_transaction(sessions, lambda s: rounds.population(s, 7, "digits"))
+    assert [(t.name, t.data_size, t.count) for t in priced.types] == [("type-1", 20, 1)]
+    in_transaction(sessions, lambda s: rounds.population(s, 8, "fashion-mnist"))
+    assert (members(7), members(8)) == ({digits["id"]}, {fashion["id"]})
+    for task, code in (("no-such-task", "404"), ("digits", "409")):
+        if code == "409":
+            assert market.delete("/v1/tasks/digits", headers=OPERATOR).status_code == 200
+        with pytest.raises(Refusal, match=r"^task: ") as refused:
+            in_transaction(sessions, lambda s, t=task: rounds.population(s, 9, t))
+        assert task in refused.value.detail
+        assert members(9) == set()

@@ -21,6 +21,7 @@ from mots.platform.money import to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
 from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
+from services.orchestration.rounds.task_economics import UnknownTask, check_task
 
 router = APIRouter(tags=["rounds"])
 
@@ -50,15 +51,23 @@ def _out(rnd: RoundRecord) -> RoundOut:
     "/v1/rounds",
     status_code=status.HTTP_202_ACCEPTED,
     dependencies=[Depends(operator)],
-    responses={409: {"description": "another round is in flight"}},
+    responses={
+        404: {"description": "no task of that name"},
+        409: {"description": "another round of the task is in flight"},
+    },
 )
 def start_round(request: Request, body: RoundStart | None = None) -> RoundStarted:
-    """Open a new market round, optionally with its own subsidy budget and collection window
-    (409 while another is in flight)."""
-    budget = None if body is None or body.subsidy_budget is None else body.subsidy_budget
-    window = None if body is None else body.collect_seconds
+    """Open a new market round of a task (default fashion-mnist), optionally with its own
+    subsidy budget and collection window (409 while another of the task is in flight)."""
+    body = body or RoundStart()
+    budget = body.subsidy_budget
     try:
-        round_id = _store(request).create(None if budget is None else to_micros(budget), window)
+        check_task(body.task)
+    except UnknownTask as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
+    micros = None if budget is None else to_micros(budget)
+    try:
+        round_id = _store(request).create(micros, body.collect_seconds, body.task)
     except RoundInFlight as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
     advance = AdvanceRequest(round_id=round_id, state=RoundState.OPEN)

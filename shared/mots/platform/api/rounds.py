@@ -27,6 +27,7 @@ from mots.platform.api.base import (
     example,
 )
 from mots.platform.api.pricing import PricingResult
+from mots.platform.api.tasks import DEFAULT_TASK, TaskName
 from mots.platform.money import Money, QuotedMoney, money
 from mots.platform.timestamps import Timestamp
 
@@ -80,6 +81,7 @@ QUOTE_EXAMPLE: dict[str, Any] = PRICED_EXAMPLE | {
 ROUND_EXAMPLE: dict[str, Any] = {
     "id": 3,
     "state": "published",
+    "task": "fashion-mnist",
     "mechanism": "swan_robust",
     "rule": None,
     "created_at": "2026-11-26T16:20:05Z",
@@ -110,13 +112,22 @@ class RoundStart(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"subsidy_budget": "50.000000", "collect_seconds": 120}]},
+        json_schema_extra={
+            "examples": [{"task": "digits", "subsidy_budget": "50.000000", "collect_seconds": 120}]
+        },
     )
 
+    task: TaskName = Field(
+        DEFAULT_TASK,
+        description="the task the round trains (a task file's name; issue 36): its clients, its "
+        "economics, its model. One round per task at a time (409); an unknown task is a 404. "
+        "Omitted: fashion-mnist",
+    )
     subsidy_budget: BoundedMoney | None = Field(
         None,
         description="most the platform subsidises this round (currency units); payouts beyond it"
-        " are scaled down at settlement. Omitted: MOTS_ROUND_SUBSIDY_BUDGET",
+        " are scaled down at settlement. Omitted: the task's subsidy_budget (fashion-mnist:"
+        " MOTS_ROUND_SUBSIDY_BUDGET)",
     )
     collect_seconds: float | None = Field(
         None,
@@ -124,7 +135,8 @@ class RoundStart(BaseModel):
         le=MAX_COLLECT_S,
         allow_inf_nan=False,
         description=f"how long the round takes decisions, {MIN_COLLECT_S:g} to {MAX_COLLECT_S:g} s;"
-        " the silent then abstain. Omitted: MOTS_COLLECT_TIMEOUT_S",
+        " the silent then abstain. Omitted: the task's collection window (fashion-mnist:"
+        " MOTS_COLLECT_TIMEOUT_S)",
     )
 
 
@@ -339,6 +351,7 @@ class RoundOut(BaseModel):
 
     id: int
     state: RoundState
+    task: str = Field(DEFAULT_TASK, description="the task the round trains (issue 36)")
     mechanism: str | None
     rule: str | None = Field(..., description="why the round was settled by rule, if it was")
     created_at: Timestamp

@@ -18,6 +18,7 @@ from mots.platform.api.pricing import (
     PricingRequest,
 )
 from mots.platform.api.rounds import ErrorFit, SettleResult, TrainingProgress
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import (
     EVALUATION_ERROR_MODEL,
     EVALUATION_EVALUATE,
@@ -36,12 +37,13 @@ from mots.platform.contracts import (
     EvaluationRequest,
     EvaluationResult,
     MarketRoundStatus,
-    NoInput,
     OpenRoundPayload,
     Population,
+    PopulationRequest,
     RoundDecisions,
     RoundRef,
     SettlePayload,
+    TaskRef,
     TrainRequest,
     TrainResult,
 )
@@ -114,11 +116,11 @@ class FakeServices:
         if name in self.failing:
             self.failing[name].check()
 
-    def error_model(self, _: NoInput) -> CurrentErrorModel:
+    def error_model(self, _: TaskRef) -> CurrentErrorModel:
         self._enter("error_model")
         return CurrentErrorModel(fit=self.fit, posterior=self.posterior)
 
-    def population(self, ref: RoundRef) -> Population:
+    def population(self, ref: PopulationRequest) -> Population:
         self._enter("population")
         sizes = {SMALL: 50, LARGE: 300}
         return Population(
@@ -225,11 +227,14 @@ class MemoryStore:
         self.progress_fails = False
 
     def create(
-        self, subsidy_budget_micros: int | None = None, collect_seconds: float | None = None
+        self,
+        subsidy_budget_micros: int | None = None,
+        collect_seconds: float | None = None,
+        task: str = DEFAULT_TASK,
     ) -> int:
         for rnd in self.rounds.values():
-            if rnd.state not in TERMINAL_STATES:
-                raise RoundInFlight(f"round {rnd.id} is still {rnd.state}; one round at a time")
+            if rnd.state not in TERMINAL_STATES and rnd.task == task:
+                raise RoundInFlight(f"round {rnd.id} is still {rnd.state}; one round per task")
         round_id = len(self.rounds) + 1
         now = self.clock.datetime()
         self.rounds[round_id] = RoundRecord(
@@ -239,6 +244,7 @@ class MemoryStore:
             state_entered_at=now,
             subsidy_budget_micros=subsidy_budget_micros,
             collect_seconds=collect_seconds,
+            task=task,
         )
         return round_id
 

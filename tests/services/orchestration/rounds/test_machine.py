@@ -177,7 +177,7 @@ def test_no_registered_client_fails_before_the_market_opens_so_nothing_is_refund
     r.run()
     rnd = r.store.load(round_id)
     assert rnd is not None and rnd.state == S.SETTLED_BY_RULE
-    assert rnd.rule == "no registered clients: nothing to price"
+    assert rnd.rule == "no registered clients of task 'fashion-mnist': nothing to price"
     assert r.services.opened == [] and r.services.settled == []
     assert rnd.summary is not None and rnd.summary.settlement is None
 

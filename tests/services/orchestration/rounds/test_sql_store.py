@@ -63,6 +63,23 @@ def test_a_move_sets_the_products_it_names_and_leaves_the_others(store: SqlRound
     assert rnd is not None and (rnd.mechanism, rnd.rule) == ("swan", "timeout")
 
 
+def test_one_round_per_task_at_a_time(store: SqlRoundStore) -> None:
+    """A round of another task opens beside one in flight; a second of the same task is refused
+    (naming ``task``), and each round reads back its own task."""
+    fashion = store.create()
+    digits = store.create(task="digits")
+    with pytest.raises(RoundInFlight, match=f"task: round {digits} is still open"):
+        store.create(task="digits")
+    with pytest.raises(RoundInFlight, match=f"task: round {fashion} is still open"):
+        store.create()
+    assert store.create(task="breast-cancer") == digits + 1
+    loaded = [store.load(i) for i in (fashion, digits, digits + 1)]
+    assert [r.task for r in loaded if r is not None] == ["fashion-mnist", "digits", "breast-cancer"]
+    store.move(digits, S.OPEN, S.FAILED, "", RoundUpdate())
+    store.move(digits, S.FAILED, S.SETTLED_BY_RULE, "", RoundUpdate())
+    assert store.create(task="digits") == digits + 2
+
+
 def test_one_round_at_a_time(store: SqlRoundStore) -> None:
     first = store.create()
     with pytest.raises(RoundInFlight, match=f"round {first} is still open"):

@@ -291,3 +291,28 @@ def test_a_clients_view_keeps_only_its_own_outcome() -> None:
     assert (seen.summary.dropped, seen.summary.failed_verification) == ([5], [])
     assert seen.summary.verification == {"5": "dropped"}
     assert _client_view(out, 9).summary.verification == {"9": "verified"}  # type: ignore[union-attr]
+
+
+def test_a_round_names_its_task_one_in_flight_per_task(
+    api: tuple[TestClient, SqlRoundStore],
+) -> None:
+    """POST /v1/rounds {"task": "digits"} opens a digits round beside a fashion-mnist one; a
+    second of either is a 409 naming task; an unknown task is a 404 and a malformed name a 422,
+    both naming the field, and neither opens anything."""
+    client, store = api
+    for bad, code in (("no-such-task", 404), ("Digits!", 422), ("", 422)):
+        r = client.post("/v1/rounds", json={"task": bad})
+        assert r.status_code == code, r.text
+        assert "task" in r.json()["detail"].split(":")[0], r.text
+    assert store.latest(10) == []
+    fashion = client.post("/v1/rounds")
+    digits = client.post("/v1/rounds", json={"task": "digits"})
+    assert fashion.status_code == digits.status_code == 202, (fashion.text, digits.text)
+    for again in ({}, {"task": "digits"}):
+        r = client.post("/v1/rounds", json=again)
+        assert r.status_code == 409 and r.json()["detail"].startswith("task: "), r.text
+    shown = {r["id"]: r["task"] for r in client.get("/v1/rounds").json()["items"]}
+    assert shown == {
+        fashion.json()["round_id"]: "fashion-mnist",
+        digits.json()["round_id"]: "digits",
+    }

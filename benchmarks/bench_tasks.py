@@ -1,0 +1,144 @@
+"""Rounds of several tasks at once (issue 36, Measure): one task's round, then two and three
+tasks' rounds at once, on the same platform and federation.
+
+Run with ``make bench-tasks`` (``.venv/bin/python -m benchmarks.bench_tasks``). Starts the four
+services (Flower's deployment engine for fashion-mnist, the demo's 20 clients; digits and
+breast-cancer stored from their task files, each with its file's clients), then runs three rows:
+``fashion-mnist`` alone; ``fashion-mnist`` and ``digits`` at once; all three at once (after a
+warm-up round of ``fashion-mnist`` alone that starts the federation, not counted). In each row
+every task's round is opened and its clients best-respond to its own quote before the next task's
+round opens, so the rounds overlap from collection to publication. Writes out/bench/tasks.json,
+per row ``{"tasks", "round_s" (each task's round wall time), "platform_seconds" (each task's
+round less its training and evaluation), "ledger_balanced"}``. Target (issue 36): with two tasks
+at once each round takes at most 1.3× the single task's round of the same run. Exits 1 if a round
+ends in any state but published or the ledger check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mots.client import MarketClient
+from mots.economics.utility import PowerUtility
+from mots.local.agents import register_population
+from mots.local.demo import (
+    DEMO_TYPES,
+    DEMO_UTILITY,
+    TaskRound,
+    enrol_task,
+    open_task_round,
+    wait_round,
+)
+from mots.local.keys import process_secrets
+from mots.local.launcher import Stack, exit_on_sigterm
+
+OPERATOR_TOKEN = process_secrets().operator_token
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+ROWS = (
+    ["fashion-mnist"],
+    ["fashion-mnist", "digits"],
+    ["fashion-mnist", "digits", "breast-cancer"],
+)
+TARGET = 1.3
+"""Each round of two tasks at once at most this many times the single task's round."""
+
+
+def _row(
+    tasks: list[str], rounds: dict[str, TaskRound], orch: httpx.Client, market: MarketClient
+) -> dict[str, Any]:
+    """Open each task's round (its clients declare), wait for all; the row's figures."""
+    for task in tasks:
+        open_task_round(orch, market, rounds[task])
+    bodies = {t: wait_round(orch, rounds[t].round_id, 1200) for t in tasks}
+    check = market.with_token(OPERATOR_TOKEN).ledger_check()
+    balanced = (
+        check.unbalanced_transactions == 0 and check.mismatched_accounts == 0 and check.total == 0
+    )
+    summaries = {t: b["summary"] for t, b in bodies.items()}
+
+    def platform(s: dict[str, Any]) -> float:
+        phases = s["phase_seconds"]
+        work = phases.get("training", 0.0) + phases.get("evaluating", 0.0)
+        return float(s["round_seconds"] - work)
+
+    return {
+        "tasks": tasks,
+        "states": {t: s["state"] for t, s in summaries.items()},
+        "round_s": {t: s["round_seconds"] for t, s in summaries.items()},
+        "platform_seconds": {t: platform(s) for t, s in summaries.items()},
+        "phase_seconds": {t: s["phase_seconds"] for t, s in summaries.items()},
+        "ledger_balanced": balanced,
+        "ledger_total": str(Decimal(check.total)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train-rounds", type=int, default=5, help="FedAvg rounds (fashion)")
+    parser.add_argument("--trainer", choices=["deployment", "inprocess"], default="deployment")
+    parser.add_argument("--out", type=Path, default=Path("out/bench"))
+    args = parser.parse_args()
+    exit_on_sigterm()
+    args.out.mkdir(parents=True, exist_ok=True)
+    workdir = args.out / "tasks-run"
+    shutil.rmtree(workdir, ignore_errors=True)
+    stack = Stack(
+        workdir=workdir,
+        extra_env={
+            "MOTS_TRAINER": args.trainer,
+            "MOTS_TRAIN_ROUNDS": str(args.train_rounds),
+            "MOTS_UTILITY": json.dumps(DEMO_UTILITY),
+        },
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        stack.start(timeout_s=180)
+        market = MarketClient(stack.url("market"), timeout_s=60)
+        orch = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=OPERATOR)
+        fashion = register_population(market, DEMO_TYPES, OPERATOR_TOKEN, deposit="1000")
+        rounds = {
+            "fashion-mnist": TaskRound(
+                "fashion-mnist", fashion, PowerUtility.model_validate(DEMO_UTILITY)
+            ),
+            **{t: enrol_task(market, OPERATOR_TOKEN, t) for t in ("digits", "breast-cancer")},
+        }
+        warmup = _row(["fashion-mnist"], rounds, orch, market)  # starts the federation: not a row
+        print(f"warm-up round (starts the federation): {warmup['round_s']}", flush=True)
+        for tasks in ROWS:
+            rows.append(_row(list(tasks), rounds, orch, market))
+        market.close()
+        orch.close()
+    finally:
+        stack.stop(timeout_s=60)
+    single = rows[0]["round_s"]["fashion-mnist"]
+    ratios = {t: s / single for t, s in rows[1]["round_s"].items()}
+    out = {"trainer": args.trainer, "rows": rows, "two_tasks_ratio": ratios, "target": TARGET}
+    (args.out / "tasks.json").write_text(json.dumps(out, indent=2))
+    for r in rows:
+        each = ", ".join(
+            f"{t} {s:.1f} s (platform {r['platform_seconds'][t]:.2f} s)"
+            for t, s in r["round_s"].items()
+        )
+        print(f"{len(r['tasks'])} task(s) at once: {each}; ledger balanced {r['ledger_balanced']}")
+    met = all(x <= TARGET for x in ratios.values())
+    print(
+        "two tasks at once, each round / the single task's round: "
+        + ", ".join(f"{t} {x:.2f}×" for t, x in ratios.items())
+        + f" (target ≤ {TARGET}×: {'met' if met else 'not met'})"
+    )
+    bad = [r["tasks"] for r in rows if set(r["states"].values()) != {"published"}]
+    if bad or not all(r["ledger_balanced"] for r in rows):
+        print(f"rows with a round not published: {bad}; ledger balanced: "
+              f"{[r['ledger_balanced'] for r in rows]}")  # fmt: skip
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
