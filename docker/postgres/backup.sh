@@ -52,6 +52,7 @@ case "${1:-}" in
   loop)
     mkdir -p "$dir"
     rm -rf "$dir"/.partial-*
+    until pg_isready --quiet --dbname=postgres; do sleep 2; done  # started beside the server
     while :; do
       backup_once || echo "backup failed; next try in ${interval}s" >&2
       sleep "$interval"
