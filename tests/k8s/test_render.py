@@ -311,11 +311,7 @@ def test_disruption_budgets_cover_supernodes_and_market(overlay: list[dict]) -> 
     assert pdbs["supernodes"]["minAvailable"] == 18
     assert pdbs["market"]["minAvailable"] == 1
     for spec in pdbs.values():
-        assert any(
-            _selects(spec["selector"], _pod_labels(r))
-            for r in overlay
-            if pod_specs(r)
-        )
+        assert any(_selects(spec["selector"], _pod_labels(r)) for r in overlay if pod_specs(r))
 
 
 def test_images_point_at_the_registry_and_exist_in_the_bake_file(overlay: list[dict]) -> None:
