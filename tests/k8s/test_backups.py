@@ -7,6 +7,7 @@ compose deployment by the restore drill (`make restore-drill`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -19,21 +20,21 @@ WEEK_S = 7 * 24 * 3600
 
 
 @pytest.fixture(scope="module")
-def overlay() -> list[dict]:
+def overlay() -> list[dict[str, Any]]:
     return render(ROOT / "k8s/overlays/k3s-pi")
 
 
-def _env(container: dict) -> dict[str, str]:
+def _env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "<secret>") for e in container.get("env", [])}
 
 
-def _cronjob(overlay: list[dict], name: str) -> dict:
+def _cronjob(overlay: list[dict[str, Any]], name: str) -> dict[str, Any]:
     (job,) = [r for r in overlay if r["kind"] == "CronJob" and r["metadata"]["name"] == name]
     return job
 
 
 @pytest.mark.parametrize("script", ["backup.sh", "restore.sh"])
-def test_the_component_ships_the_compose_scripts(script: str, overlay: list[dict]) -> None:
+def test_the_component_ships_the_compose_scripts(script: str, overlay: list[dict[str, Any]]) -> None:
     """The CronJobs' ConfigMap holds docker/postgres's scripts byte for byte."""
     shipped = (ROOT / "docker/postgres" / script).read_text()
     assert (COMPONENT / script).read_text() == shipped
@@ -41,7 +42,7 @@ def test_the_component_ships_the_compose_scripts(script: str, overlay: list[dict
     assert cm["kind"] == "ConfigMap" and cm["data"][script] == shipped
 
 
-def test_backups_are_scheduled_kept_a_week_and_never_overlap(overlay: list[dict]) -> None:
+def test_backups_are_scheduled_kept_a_week_and_never_overlap(overlay: list[dict[str, Any]]) -> None:
     """Every 6 h, one at a time, 28 sets (a week), on the postgres-backups claim, off the Pis,
     with the database password from mots-secrets."""
     job = _cronjob(overlay, "postgres-backup")
@@ -66,7 +67,7 @@ def test_backups_are_scheduled_kept_a_week_and_never_overlap(overlay: list[dict]
     )
 
 
-def test_the_restore_job_never_runs_by_itself(overlay: list[dict]) -> None:
+def test_the_restore_job_never_runs_by_itself(overlay: list[dict[str, Any]]) -> None:
     """postgres-restore is suspended and runs restore.sh on the backups' claim when started."""
     job = _cronjob(overlay, "postgres-restore")
     assert job["spec"]["suspend"] is True
@@ -75,7 +76,7 @@ def test_the_restore_job_never_runs_by_itself(overlay: list[dict]) -> None:
     assert pod["restartPolicy"] == "Never"
 
 
-def test_postgres_admits_the_backup_jobs(overlay: list[dict]) -> None:
+def test_postgres_admits_the_backup_jobs(overlay: list[dict[str, Any]]) -> None:
     """The postgres NetworkPolicy's sources include the backup pods' name label."""
     (policy,) = [r for r in overlay if r["metadata"]["name"] == "postgres-ingress"]
     (expr,) = policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchExpressions"]
