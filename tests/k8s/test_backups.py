@@ -34,7 +34,9 @@ def _cronjob(overlay: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("script", ["backup.sh", "restore.sh"])
-def test_the_component_ships_the_compose_scripts(script: str, overlay: list[dict[str, Any]]) -> None:
+def test_the_component_ships_the_compose_scripts(
+    script: str, overlay: list[dict[str, Any]]
+) -> None:
     """The CronJobs' ConfigMap holds docker/postgres's scripts byte for byte."""
     shipped = (ROOT / "docker/postgres" / script).read_text()
     assert (COMPONENT / script).read_text() == shipped
