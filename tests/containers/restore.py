@@ -5,8 +5,9 @@ On the compose deployment as shipped, with the scheduled backup service (postgre
 docker/postgres/backup.sh) on a short interval: a real market round (deposits, a purchase, the
 round trained on the SuperNode containers, settled, published, the model downloaded), the market's
 and the orchestration's records read over their APIs (:func:`snapshot`); the services stopped and
-the next scheduled backup set awaited; then the PostgreSQL container *and its volume* removed, a
-fresh one started (empty databases, proven empty), the set restored with docker/postgres/restore.sh
+the next scheduled backup set awaited; then PostgreSQL stopped and every file of its volume
+deleted (podman removes neither the volume nor the container while the services' containers
+require it), the server started again (a fresh initdb: empty databases, proven empty), the set restored with docker/postgres/restore.sh
 as docs/deploy.md tells the operator (`compose run --rm postgres-backup /backup/restore.sh`), the
 services started again and everything read once more. The drill passes when the two readings are
 equal to the byte (:func:`compare`): `ledger-check` balanced and the same, every account, ledger
@@ -20,6 +21,7 @@ The same :func:`snapshot` and :func:`compare` judge the fast check in make test
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 import tomllib
 from decimal import Decimal
@@ -161,19 +163,28 @@ def _clients(cli: dict[str, str]) -> tuple[httpx.Client, httpx.Client, dict[str,
 
 
 def _destroy_and_restore(env_file: Path, stamp: str) -> dict[str, Any]:
-    """Remove the PostgreSQL container and its volume, start a fresh one (empty: counted), restore
-    set ``stamp`` with the backup service's image (`compose run --rm`), as docs/deploy.md says."""
-    podman.podman("rm", "--force", "--time", "5", compose.container("postgres"), timeout=120)
-    podman.podman("volume", "rm", f"{compose.PROJECT}_postgres-data", timeout=60)
-    compose.compose("up", "-d", "--no-deps", "postgres", env_file=env_file, files=_files())
+    """Stop PostgreSQL and delete everything in its volume (podman refuses to remove the volume or
+    the container while the services' containers require it), start it again (a fresh server:
+    its databases counted empty), and restore set ``stamp`` with the backup service's image
+    (`compose run --rm`), as docs/deploy.md tells the operator."""
+    postgres = compose.container("postgres")
+    podman.podman("stop", "--time", "10", postgres, timeout=120)
+    volume = f"{compose.PROJECT}_postgres-data"
+    mount = Path(
+        podman.podman("volume", "inspect", "--format", "{{.Mountpoint}}", volume).stdout.strip()
+    )
+    files = sum(1 for _ in mount.rglob("*"))
+    for child in mount.iterdir():
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    podman.podman("start", postgres, timeout=120)
     compose.wait_healthy(("postgres",), 120)
     empty = {db: _tables(db) for db in DATABASES}
     started = time.monotonic()
     compose.compose("run", "--rm", "--no-deps", BACKUP, "/backup/restore.sh", stamp,
                     env_file=env_file, files=_files())  # fmt: skip
     restored = {db: _tables(db) for db in DATABASES}
-    return {"tables_after_destroy": empty, "tables_restored": restored,
-            "restore_s": round(time.monotonic() - started, 1)}  # fmt: skip
+    return {"volume_files_deleted": files, "tables_after_destroy": empty,
+            "tables_restored": restored, "restore_s": round(time.monotonic() - started, 1)}  # fmt: skip
 
 
 def _files() -> tuple[Path, ...]:
