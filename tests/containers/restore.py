@@ -175,7 +175,10 @@ def _destroy_and_restore(env_file: Path, stamp: str) -> dict[str, Any]:
     )
     files = sum(1 for _ in mount.rglob("*"))
     for child in mount.iterdir():
-        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
     podman.podman("start", postgres, timeout=120)
     compose.wait_healthy(("postgres",), 120)
     empty = {db: _tables(db) for db in DATABASES}
