@@ -156,6 +156,18 @@ def _tables(db: str) -> int:
     return int(got.stdout.strip())
 
 
+def _wait_serving(timeout: float = 120) -> None:
+    """Until the fresh server answers on TCP. Its socket-only health check passes already while
+    the entrypoint's temporary first-start server runs the init script (seen: it then shut down
+    under the drill's next query)."""
+    deadline = time.monotonic() + timeout
+    check = ["exec", compose.container("postgres"), "pg_isready", "-h", "127.0.0.1", "-U", "mots"]
+    while podman.podman(*check, check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"PostgreSQL not serving on TCP within {timeout:.0f} s")
+        time.sleep(2)
+
+
 def _clients(cli: dict[str, str]) -> tuple[httpx.Client, httpx.Client, dict[str, str]]:
     """The market and orchestration APIs from the host, with the operator's headers."""
     operator = {"Authorization": f"Bearer {cli['MOTS_OPERATOR_TOKEN']}"}
@@ -181,7 +193,7 @@ def _destroy_and_restore(env_file: Path, stamp: str) -> dict[str, Any]:
         else:
             child.unlink()
     podman.podman("start", postgres, timeout=120)
-    compose.wait_healthy(("postgres",), 120)
+    _wait_serving()
     empty = {db: _tables(db) for db in DATABASES}
     started = time.monotonic()
     compose.compose("run", "--rm", "--no-deps", BACKUP, "/backup/restore.sh", stamp,
