@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round bench-tasks demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers trace-paths images deploy-test
+.PHONY: help install system lint typecheck test test-fast bench bench-solver bench-market bench-round bench-tasks demo clean reproduce reproduce-full bench-training bench-theorem3 bench-integrity soak bench-scale containers trace-paths images deploy-test restore-drill
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ images: install containers ## every image of docker/docker-bake.hcl for amd64 (p
 deploy-test: install containers ## the images, the compose round on podman and the other container checks; cleans up: out/deploy/report.json
 	bash scripts/ensure_containers.sh arm64
 	$(PY) -m tests.containers.run
+
+restore-drill: install containers ## back up a ledger with a round on the compose deployment, destroy PostgreSQL's volume, restore, compare: out/deploy/report.json
+	$(PY) -m tests.containers.run --parts restore
 
 lint: install ## ruff: lint rules and formatting
 	$(BIN)/ruff check shared services edge tests benchmarks

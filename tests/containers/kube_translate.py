@@ -83,6 +83,12 @@ NOT_EXPRESSIBLE: list[dict[str, str]] = [
         "the NetworkPolicies admitting Traefik checked on the render (tests/k8s/test_ingress.py)",
     },
     {
+        "what": "CronJob (the PostgreSQL backup and its suspended restore)",
+        "nearest_check": "the same backup.sh and restore.sh run by compose's postgres-backup "
+        "service in the restore drill (tests/containers/restore.py); the CronJobs checked on "
+        "the render (tests/k8s/test_backups.py)",
+    },
+    {
         "what": "PodDisruptionBudget",
         "nearest_check": "selector matches the rendered pods (static); no drains here",
     },

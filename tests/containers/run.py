@@ -93,11 +93,21 @@ def _https() -> object:
     return https.run()
 
 
+def _restore() -> object:
+    """The restore drill (tests/containers/restore.py): a round on the compose deployment, its
+    scheduled backup, PostgreSQL's volume destroyed and restored: restore{ledger_balanced,
+    rounds_readable}."""
+    from tests.containers import restore
+
+    return restore.run()
+
+
 PARTS: list[tuple[str, Part]] = [
     ("images", _images),
     ("compose", _compose),
     ("alerts", _alerts),
     ("https", _https),
+    ("restore", _restore),
     ("kube_play", _kube_play),
     ("arm64", _arm64),
     ("network", _network),

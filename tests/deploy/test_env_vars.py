@@ -29,10 +29,21 @@ from tests.source_ast import parse
 ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("services", "edge", "shared/mots")
 OUR_IMAGES = ("market", "pricing", "orchestration", "evaluation", "superlink", "edge")
-THIRD_PARTY_PREFIXES = ("POSTGRES_", "PGDATA", "GF_", "NGINX_")
+# PG*: libpq's connection variables (pg_dump, psql) and the server's PGDATA.
+THIRD_PARTY_PREFIXES = ("POSTGRES_", "PG", "GF_", "NGINX_")
 # Variables our images' libraries read, not our code: Flower's (FLWR_HOME, where it installs FABs).
 LIBRARY_PREFIXES = ("FLWR_",)
 """Variables that third-party images (postgres, grafana, nginx: the TLS front) read; they never carry MOTS_ settings."""
+
+
+def _script_reads() -> set[str]:
+    """The BACKUP_* variables our backup and restore scripts (docker/postgres/*.sh, run in the
+    postgres image by its backup service and CronJob) read as ``${NAME...}``."""
+    scripts = (ROOT / "docker/postgres").glob("*.sh")
+    return {m for p in scripts for m in re.findall(r"\$\{(BACKUP_[A-Z_]+)", p.read_text())}
+
+
+SCRIPT_READS = _script_reads()
 
 
 @dataclass
@@ -235,7 +246,9 @@ def _check(
             stray = sorted(k for k in keys if k.startswith("MOTS_"))
             if stray:
                 problems.append(f"{where} {name}: third-party image sets {stray}")
-            unknown = sorted(k for k in keys if not k.startswith(THIRD_PARTY_PREFIXES))
+            unknown = sorted(
+                k for k in keys if not k.startswith(THIRD_PARTY_PREFIXES) and k not in SCRIPT_READS
+            )
             if unknown:
                 problems.append(f"{where} {name}: sets {unknown}, not read by its image")
             continue
@@ -272,6 +285,10 @@ def test_check_catches_a_missing_and_an_unread_variable(reads_by_image: dict[str
         _check("compose", [(name, image, keys - {"MOTS_DATABASE_URL"})], reads_by_image)
     with pytest.raises(AssertionError, match="MOTS_NOBODY_READS_THIS"):
         _check("compose", [(name, image, keys | {"MOTS_NOBODY_READS_THIS"})], reads_by_image)
+    name, image, keys = next(r for r in _compose_containers() if r[0] == "postgres-backup")
+    assert {"BACKUP_KEEP", "BACKUP_INTERVAL_S"} <= keys & SCRIPT_READS
+    with pytest.raises(AssertionError, match="BACKUP_NOBODY_READS_THIS"):
+        _check("compose", [(name, image, keys | {"BACKUP_NOBODY_READS_THIS"})], reads_by_image)
 
 
 def test_agents_value_the_model_as_the_market_does() -> None:

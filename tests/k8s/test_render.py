@@ -185,13 +185,17 @@ def test_edge_pod_fits_a_raspberry_pi_4(overlay: list[dict]) -> None:
 
 
 def test_every_workload_runs_non_root_with_probes_and_limits(overlay: list[dict]) -> None:
-    """Non-root pods, a liveness or readiness probe and resource limits on every container."""
+    """Non-root pods, a liveness or readiness probe and resource limits on every container; a
+    CronJob's pods end, so their job has a deadline (activeDeadlineSeconds) instead of probes."""
     for r in overlay:
         for spec in pod_specs(r):
             assert spec["securityContext"]["runAsNonRoot"] is True, resource_id(r)
+            batch = r["kind"] == "CronJob"
+            if batch:
+                assert r["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] > 0
             for c in spec["containers"]:
                 where = (resource_id(r), c["name"])
-                assert "livenessProbe" in c or "readinessProbe" in c, where
+                assert batch or "livenessProbe" in c or "readinessProbe" in c, where
                 assert "limits" in c["resources"], where
                 assert c["securityContext"]["allowPrivilegeEscalation"] is False, where
 
@@ -276,14 +280,16 @@ def test_network_policies_admit_only_what_must_reach_market_and_superlink(
         {"k8s-app": "kube-dns"},
     ]
     # every policy's pod selector matches at least one rendered pod template
-    pod_labels = [
-        spec_owner["spec"]["template"]["metadata"]["labels"]
-        for spec_owner in overlay
-        if pod_specs(spec_owner)
-    ]
+    pod_labels = [_pod_labels(spec_owner) for spec_owner in overlay if pod_specs(spec_owner)]
     for name, spec in policies.items():
         sel = spec["podSelector"]
         assert any(_selects(sel, labels) for labels in pod_labels), name
+
+
+def _pod_labels(r: dict) -> dict:
+    """The labels of a workload's pod template (a CronJob's under its jobTemplate)."""
+    owner = r["spec"].get("jobTemplate", r)
+    return dict(owner["spec"]["template"]["metadata"]["labels"])
 
 
 def _selects(selector: dict, labels: dict) -> bool:
@@ -305,11 +311,7 @@ def test_disruption_budgets_cover_supernodes_and_market(overlay: list[dict]) -> 
     assert pdbs["supernodes"]["minAvailable"] == 18
     assert pdbs["market"]["minAvailable"] == 1
     for spec in pdbs.values():
-        assert any(
-            _selects(spec["selector"], r["spec"]["template"]["metadata"]["labels"])
-            for r in overlay
-            if pod_specs(r)
-        )
+        assert any(_selects(spec["selector"], _pod_labels(r)) for r in overlay if pod_specs(r))
 
 
 def test_images_point_at_the_registry_and_exist_in_the_bake_file(overlay: list[dict]) -> None:
