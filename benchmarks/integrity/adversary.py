@@ -20,9 +20,16 @@ Attacks on the update (:data:`ATTACKS`):
 - ``stale_replay``: resends the weights it sent in the previous round (round 0: honest);
 - ``noise_diluted``: half the honest update plus Gaussian noise of the same norm (‖0.5 Δ‖);
 - ``lazy_steps``: an honest update of E/4 of the E steps asked (reported as the full work; E/2
-  is measured at the unit level, :mod:`benchmarks.integrity.simulate`).
+  is measured at the unit level, :mod:`benchmarks.integrity.simulate`);
+- ``shirk_after_round0`` (issue 37): honest in round 0; from round 1 E/4 of the E steps,
+  the update rescaled to the norm of its honest update of that round (the norm checks see an
+  honest size);
+- ``sybil_twin`` (issue 37): the second account of the owner of participant (type, 0), which
+  sends that participant's own update (it trains as (type, 0): the same data and mini-batch
+  draws, so the same update; one training, sent twice).
 
-The last four are issue 24's, meant to be mounted by a majority of a round's participants.
+``garbage_data``, ``stale_replay``, ``noise_diluted`` and ``lazy_steps`` are issue 24's, meant to
+be mounted by a majority of a round's participants.
 """
 
 from __future__ import annotations
@@ -48,8 +55,10 @@ ATTACKS = (
     "stale_replay",
     "noise_diluted",
     "lazy_steps",
+    "shirk_after_round0",
+    "sybil_twin",
 )
-TRAINED = ("label_flip", "garbage_data", "lazy_steps")
+TRAINED = ("label_flip", "garbage_data", "lazy_steps", "shirk_after_round0")
 """Attacks whose update is trained by :func:`_attack_training` (the rest corrupt the honest one)."""
 _LAST_SENT: dict[tuple[int, int], list[FloatArray]] = {}
 """stale_replay: the weights this process last sent, per (type, client) index."""
@@ -126,7 +135,7 @@ def _attack_training(
         x = gen.random(tuple(cd.x.shape), dtype=np.float32)
         y = gen.integers(0, ds.num_classes, size=cd.size)
         cd = ClientData(torch.from_numpy(x), torch.from_numpy(y), cd.pid)
-    else:  # lazy_steps
+    else:  # lazy_steps, shirk_after_round0 (rescaled by the caller)
         steps = max(1, cfg.local_steps // 4)
     model = build_model(cfg.model, ds.input_shape, ds.num_classes)
     with torch_threads(1):
@@ -149,9 +158,29 @@ def adversarial_train(
         who = (int(request["type_index"]), int(request["client_index"]))
         sent = _LAST_SENT.setdefault(who, honest)
         return [np.array(a, dtype=np.float32, copy=True) for a in sent], metrics
+    if attack == "sybil_twin":
+        return handle_train({**request, "client_index": 0}, weights)[0], metrics
+    if attack == "shirk_after_round0":
+        if int(request["round"]) == 0:
+            return honest, metrics
+        return rescaled(weights, _attack_training(attack, request, weights), honest), metrics
     return corrupt(
         attack, weights, honest, lambda: _attack_training(attack, request, weights), rng
     ), metrics
+
+
+def rescaled(
+    sent: list[FloatArray], lazy: list[FloatArray], honest: list[FloatArray]
+) -> list[FloatArray]:
+    """``lazy``'s update of ``sent`` stretched to the norm of ``honest``'s (its directions kept)."""
+
+    def norm(w: list[FloatArray]) -> float:
+        return float(
+            np.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in zip(w, sent, strict=True)))
+        )
+
+    scale = norm(honest) / (norm(lazy) or 1.0)
+    return [(s + (b - s) * scale).astype(np.float32) for s, b in zip(sent, lazy, strict=True)]
 
 
 def make_handler(attack: str) -> type[socketserver.BaseRequestHandler]:
