@@ -53,6 +53,11 @@ from mots.training.verification import (
 ATTACKS = ("sybil_twin", "shirk_after_round0")
 SHIRK_SEEDS = 6
 """In-process tries of ``shirk_after_round0`` at least (its detection rate is measured)."""
+MEASURED_Q = 2 / 24
+"""q of the row's bond: the share of market rounds (5 FedAvg rounds, shirking in rounds 1-4) in
+which ``rescaled`` at the shipped ``min_spread_ratio`` 0.35 caught the rescaled E/4 shirker of the
+row's type (D = 120), measured on other seeds than the row's (docs/training.md, "Copies and
+shirking": 2 of 24 runs, seeds 0-3 and 6-9, layout (3, 3, 2), E = 20)."""
 TWIN = 1000
 """The twin account's key (the original is participant (0, 0), key 0)."""
 
@@ -244,15 +249,16 @@ def deterrence(
     }
 
 
-def shipped_bond() -> Bond:
-    """The bond settings a deployment runs with: ``MOTS_BOND_DETECTION_RATE`` and
-    ``MOTS_BOND_WORK_FRACTION`` from the environment, else their shipped defaults."""
+def row_bond() -> Bond:
+    """The bond the row's quote carries: ``MOTS_BOND_DETECTION_RATE`` and
+    ``MOTS_BOND_WORK_FRACTION`` from the environment when set, else q = :data:`MEASURED_Q`
+    (measured apart from the row's tries, so the row tests it) and the shipped φ."""
     env = {
         k: os.environ[f"MOTS_{k.upper()}"]
         for k in ("bond_detection_rate", "bond_work_fraction")
         if f"MOTS_{k.upper()}" in os.environ
     }
-    return Bond.model_validate(env)
+    return Bond.model_validate({"bond_detection_rate": MEASURED_Q, **env})
 
 
 def _as_dicts(trials: list[Trial]) -> list[dict[str, Any]]:
@@ -307,7 +313,7 @@ def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
             "paid": str(tried - caught),
         }
         if attack == "shirk_after_round0":
-            bond = shipped_bond()
+            bond = row_bond()
             honest_tries = sum(t.honest_participants for t in trials)
             flagged = sum(t.honest_flagged for t in trials)
             if f is not None:

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import bench_integrity as bench
 from benchmarks.integrity.adversary import rescaled
-from benchmarks.integrity.copy_shirk import deterrence, shipped_bond
+from benchmarks.integrity.copy_shirk import MEASURED_Q, deterrence, row_bond
 from mots.economics.bond import shirk_gain
 
 
@@ -68,8 +68,9 @@ def test_the_bench_judges_a_deterrence_row_on_deterrence(monkeypatch: pytest.Mon
     report["attacks"]["shirk_after_round0"] |= deterrence(8, 1, 56, 0, 0.25, 0.25)
     assert bench.targets(report)["shirk_after_round0"] is False
     assert "NOT deterred" in bench.table(report)
+    assert row_bond().bond_detection_rate == MEASURED_Q
     monkeypatch.setenv("MOTS_BOND_DETECTION_RATE", "0.3")
-    assert shipped_bond().bond_detection_rate == 0.3
+    assert row_bond().bond_detection_rate == 0.3
 
 
 def test_the_attacking_trainer_rescales_to_the_honest_norm_keeping_its_directions() -> None:
