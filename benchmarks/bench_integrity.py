@@ -18,8 +18,9 @@ honest participant-rounds exceed 100; the market's attacks are the money suite
 (:mod:`benchmarks.integrity.money`), and ``revoked_participant_flower`` and
 ``departed_participant_flower`` repeat its removal rows on a platform training on Flower
 (:mod:`benchmarks.integrity.flower_removals`); issue 37's ``sybil_twin`` and
-``shirk_after_round0`` run in process with the ServerApp's verification
-(:mod:`benchmarks.integrity.copy_shirk`); its ``type_added_between_rounds``, ``money_overflow``,
+``shirk_after_round0`` run in process with the ServerApp's verification and on a real local
+federation (:mod:`benchmarks.integrity.copy_shirk`,
+:mod:`benchmarks.integrity.federation_copy_shirk`); its ``type_added_between_rounds``, ``money_overflow``,
 ``id_overflow`` and ``debt_model`` run in process on SQLite and PostgreSQL
 (:mod:`benchmarks.integrity.market_limits`), and its ``restart_revocation``, ``idle_burst``,
 ``xff_spoof`` and ``db_connection_killed`` on SQLite and PostgreSQL

@@ -20,6 +20,13 @@ it was asked (all or nothing, docs/training.md). The attacks:
 
 A trial is one run (one seed); caught when every attacking account failed verification in some
 round, so none is paid. Every other participant is honest; their flagged rounds are counted.
+:func:`run` adds the same two attacks on a real local federation
+(:mod:`benchmarks.integrity.federation_copy_shirk`). ``sybil_twin`` must be caught in every
+try; ``shirk_after_round0``, whose detection is a measured rate, must be deterred
+(:func:`deterrence`: its payoff, bonds slashed included, below the honest participant's).
+Neither row touches a database (the verdicts are the ServerApp's; the market books what the
+settlement names, and the bond's hold, slash and refund are tested on SQLite and PostgreSQL in
+``tests/services/market/test_participation_bond.py``).
 """
 
 from __future__ import annotations

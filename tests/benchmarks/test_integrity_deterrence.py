@@ -4,6 +4,8 @@ quotes; and the attacking trainer's rescaling (``benchmarks/integrity/adversary.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -57,7 +59,7 @@ def test_the_bench_judges_a_deterrence_row_on_deterrence(monkeypatch: pytest.Mon
     when it does not; the table says which, with the payoff sums."""
     row = {"tried": 8, "refused_or_caught": 5, "paid": "3", "target": "deterred"}
     row |= deterrence(8, 5, 56, 0, bond_rate=0.25, work_fraction=0.25)
-    report = {
+    report: dict[str, Any] = {
         "attacks": {"shirk_after_round0": row},
         "honest": {"participant_rounds": 200, "flagged": 0},
         "ledger_balanced": None,
