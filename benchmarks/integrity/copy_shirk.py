@@ -60,11 +60,11 @@ from mots.training.verification import (
 ATTACKS = ("sybil_twin", "shirk_after_round0")
 SHIRK_SEEDS = 6
 """In-process tries of ``shirk_after_round0`` at least (its detection rate is measured)."""
-MEASURED_Q = 2 / 24
+MEASURED_Q = 2 / 18
 """q of the row's bond: the share of market rounds (5 FedAvg rounds, shirking in rounds 1-4) in
 which ``rescaled`` at the shipped ``min_spread_ratio`` 0.35 caught the rescaled E/4 shirker of the
 row's type (D = 120), measured on other seeds than the row's (docs/training.md, "Copies and
-shirking": 2 of 24 runs, seeds 0-3 and 6-9, layout (3, 3, 2), E = 20)."""
+shirking": 2 of 18 runs, seeds 6-11, layout (3, 3, 2), E = 20)."""
 TWIN = 1000
 """The twin account's key (the original is participant (0, 0), key 0)."""
 

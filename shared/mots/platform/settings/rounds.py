@@ -89,8 +89,8 @@ class Bond(Group):
         le=1,
         description="q: the probability verification catches a shirker over a market round"
         " (measured in docs/training.md, 'Copies and shirking': for the rescaled E/4 shirker at 5"
-        " FedAvg rounds and the shipped min_spread_ratio 0.35, 0 of 24 at D = 50, 2 of 24 at"
-        " D = 120, 4 of 16 at D = 300); each round's quote then carries the bond B_i ="
+        " FedAvg rounds and the shipped min_spread_ratio 0.35, 3 of 36 at D = 50, 4 of 36 at"
+        " D = 120, 7 of 24 at D = 300); each round's quote then carries the bond B_i ="
         " max(0, (1 − φ − q)/q)·C_i, held from each joiner's wallet at join and slashed on a"
         " failed verification. 1 (the default): no bond, joiners need no funds",
     )
