@@ -92,3 +92,19 @@ def test_the_attacking_trainer_rescales_to_the_honest_norm_keeping_its_direction
     assert np.linalg.norm(delta(out)) == pytest.approx(np.linalg.norm(delta(honest)), rel=1e-5)
     cos = delta(out) @ delta(lazy) / np.linalg.norm(delta(out)) / np.linalg.norm(delta(lazy))
     assert cos == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_unit_harness_still_corrupts_every_update_attack() -> None:
+    """``simulate`` sends every name of ``ATTACKS`` it does not train itself through ``corrupt``;
+    issue 37's trainer-only attacks stay out of that list (with them in it ``make
+    bench-integrity``'s unit level raised ValueError on ``sybil_twin``)."""
+    from benchmarks.integrity.adversary import ATTACKS, RUN_ATTACKS, corrupt
+
+    rng = np.random.default_rng(1)
+    sent = [np.zeros((2, 2), dtype=np.float32)]
+    honest = [np.ones((2, 2), dtype=np.float32)]
+    own = ("label_flip", "garbage_data", "stale_replay", "lazy_steps")
+    for name in ATTACKS:
+        if name not in own:
+            assert len(corrupt(name, sent, honest, lambda: honest, rng)) == 1, name
+    assert not set(RUN_ATTACKS) & set(ATTACKS)
