@@ -18,15 +18,19 @@ honest participant-rounds exceed 100; the market's attacks are the money suite
 (:mod:`benchmarks.integrity.money`), and ``revoked_participant_flower`` and
 ``departed_participant_flower`` repeat its removal rows on a platform training on Flower
 (:mod:`benchmarks.integrity.flower_removals`); issue 37's ``sybil_twin`` and
-``shirk_after_round0`` run in process with the ServerApp's verification
-(:mod:`benchmarks.integrity.copy_shirk`); its ``type_added_between_rounds``, ``money_overflow``,
+``shirk_after_round0`` run in process with the ServerApp's verification and on a real local
+federation (:mod:`benchmarks.integrity.copy_shirk`,
+:mod:`benchmarks.integrity.federation_copy_shirk`); its ``type_added_between_rounds``, ``money_overflow``,
 ``id_overflow`` and ``debt_model`` run in process on SQLite and PostgreSQL
 (:mod:`benchmarks.integrity.market_limits`), and its ``restart_revocation``, ``idle_burst``,
 ``xff_spoof`` and ``db_connection_killed`` on SQLite and PostgreSQL
 (:mod:`benchmarks.integrity.durability`). The same is
 printed as a table; the exit status is 1 when an attack target is missed (every attack caught
 in every try except ``label_flip``, caught in ≥ 90% of the tries whose update raised the
-validation loss beyond the verification's tolerance; honest participant-rounds flagged ≤ 1%).
+validation loss beyond the verification's tolerance, and a row whose ``target`` is
+``"deterred"``, ``shirk_after_round0``, whose detection is a measured rate: met when its tries'
+payoff sums, bonds slashed included, leave the shirker below the honest participant
+(:func:`benchmarks.integrity.copy_shirk.deterrence`); honest participant-rounds flagged ≤ 1%).
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ def targets(report: dict[str, Any]) -> dict[str, bool]:
             harmful = int(a.get("harmful_tries", a["tried"]))
             caught = int(a.get("harmful_caught", a["refused_or_caught"]))
             out[name] = caught >= LABEL_FLIP_TARGET * harmful
+        elif a.get("target") == "deterred":
+            out[name] = a["tried"] >= 2 and bool(a["deterred"])
         else:
             out[name] = a["tried"] > 0 and a["refused_or_caught"] == a["tried"] and a["paid"] == "0"
     honest = report["honest"]
@@ -100,6 +106,14 @@ def table(report: dict[str, Any]) -> str:
     rows = [f"{'attack':<20} {'tried':>6} {'caught':>7} {'paid':>8}"]
     for name, a in report["attacks"].items():
         rows.append(f"{name:<20} {a['tried']:>6} {a['refused_or_caught']:>7} {a['paid']!s:>8}")
+        if a.get("target") == "deterred":
+            rows.append(
+                f"  {'deterred' if a['deterred'] else 'NOT deterred'}: detected "
+                f"{a['detection_rate']:.2f} against the bond's q = {a['bond_detection_rate']}"
+                f" (B_i = {a['bond_over_cost']:.2f}·C_i); payoff sums in C_i, shirker "
+                f"{a['shirk_payoff_sum']:.2f} over {a['tried']} tries, honest "
+                f"{a['honest_payoff_sum']:.2f} over {a['honest_tries']}"
+            )
     h = report["honest"]
     rows.append(f"honest participant-rounds {h['participant_rounds']}, flagged {h['flagged']}")
     ratio = report["latency_ratio"]

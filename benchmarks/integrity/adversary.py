@@ -7,7 +7,7 @@ and SuperLink images copy ``shared/mots`` and ``edge`` only), and no setting of 
 selects it: a node that ran it would be refused by the ServerApp's verification, which is what the
 tests show. Run: ``python -m benchmarks.integrity.adversary --socket P --attack free_rider``.
 
-Attacks on the update (:data:`ATTACKS`):
+Attacks on the update (:data:`ATTACKS`, and :data:`RUN_ATTACKS`):
 
 - ``free_rider``: returns the global model it was sent (no work);
 - ``noisy_free_rider``: the global model plus Gaussian noise as large as an honest update;
@@ -20,9 +20,16 @@ Attacks on the update (:data:`ATTACKS`):
 - ``stale_replay``: resends the weights it sent in the previous round (round 0: honest);
 - ``noise_diluted``: half the honest update plus Gaussian noise of the same norm (‖0.5 Δ‖);
 - ``lazy_steps``: an honest update of E/4 of the E steps asked (reported as the full work; E/2
-  is measured at the unit level, :mod:`benchmarks.integrity.simulate`).
+  is measured at the unit level, :mod:`benchmarks.integrity.simulate`);
+- ``shirk_after_round0`` (issue 37): honest in round 0; from round 1 E/4 of the E steps,
+  the update rescaled to the norm of its honest update of that round (the norm checks see an
+  honest size);
+- ``sybil_twin`` (issue 37): the second account of the owner of participant (type, 0), which
+  sends that participant's own update (it trains as (type, 0): the same data and mini-batch
+  draws, so the same update; one training, sent twice).
 
-The last four are issue 24's, meant to be mounted by a majority of a round's participants.
+``garbage_data``, ``stale_replay``, ``noise_diluted`` and ``lazy_steps`` are issue 24's, meant to
+be mounted by a majority of a round's participants.
 """
 
 from __future__ import annotations
@@ -49,6 +56,10 @@ ATTACKS = (
     "noise_diluted",
     "lazy_steps",
 )
+RUN_ATTACKS = ("shirk_after_round0", "sybil_twin")
+"""Issue 37's attacks, which depend on the round or on another participant's update (the
+resident trainer mounts them, :func:`adversarial_train`; :func:`corrupt`, which
+:mod:`benchmarks.integrity.simulate` runs over :data:`ATTACKS`, does not)."""
 TRAINED = ("label_flip", "garbage_data", "lazy_steps")
 """Attacks whose update is trained by :func:`_attack_training` (the rest corrupt the honest one)."""
 _LAST_SENT: dict[tuple[int, int], list[FloatArray]] = {}
@@ -126,7 +137,7 @@ def _attack_training(
         x = gen.random(tuple(cd.x.shape), dtype=np.float32)
         y = gen.integers(0, ds.num_classes, size=cd.size)
         cd = ClientData(torch.from_numpy(x), torch.from_numpy(y), cd.pid)
-    else:  # lazy_steps
+    else:  # lazy_steps, shirk_after_round0 (rescaled by the caller)
         steps = max(1, cfg.local_steps // 4)
     model = build_model(cfg.model, ds.input_shape, ds.num_classes)
     with torch_threads(1):
@@ -149,9 +160,29 @@ def adversarial_train(
         who = (int(request["type_index"]), int(request["client_index"]))
         sent = _LAST_SENT.setdefault(who, honest)
         return [np.array(a, dtype=np.float32, copy=True) for a in sent], metrics
+    if attack == "sybil_twin":
+        return handle_train({**request, "client_index": 0}, weights)[0], metrics
+    if attack == "shirk_after_round0":
+        if int(request["round"]) == 0:
+            return honest, metrics
+        return rescaled(weights, _attack_training(attack, request, weights), honest), metrics
     return corrupt(
         attack, weights, honest, lambda: _attack_training(attack, request, weights), rng
     ), metrics
+
+
+def rescaled(
+    sent: list[FloatArray], lazy: list[FloatArray], honest: list[FloatArray]
+) -> list[FloatArray]:
+    """``lazy``'s update of ``sent`` stretched to the norm of ``honest``'s (its directions kept)."""
+
+    def norm(w: list[FloatArray]) -> float:
+        return float(
+            np.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in zip(w, sent, strict=True)))
+        )
+
+    scale = norm(honest) / (norm(lazy) or 1.0)
+    return [(s + (b - s) * scale).astype(np.float32) for s, b in zip(sent, lazy, strict=True)]
 
 
 def make_handler(attack: str) -> type[socketserver.BaseRequestHandler]:
@@ -178,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.integrity.adversary --socket PATH --attack NAME``."""
     p = argparse.ArgumentParser(description="an attacking resident trainer (tests only)")
     p.add_argument("--socket", required=True, type=Path)
-    p.add_argument("--attack", required=True, choices=ATTACKS)
+    p.add_argument("--attack", required=True, choices=(*ATTACKS, *RUN_ATTACKS))
     args = p.parse_args(argv)
     from mots.training import edge_trainer
 

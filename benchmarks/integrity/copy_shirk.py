@@ -20,17 +20,29 @@ it was asked (all or nothing, docs/training.md). The attacks:
 
 A trial is one run (one seed); caught when every attacking account failed verification in some
 round, so none is paid. Every other participant is honest; their flagged rounds are counted.
+:func:`run` adds the same two attacks on a real local federation
+(:mod:`benchmarks.integrity.federation_copy_shirk`). ``sybil_twin`` must be caught in every
+try; ``shirk_after_round0``, whose detection is a measured rate, must be deterred
+(:func:`deterrence`: its payoff, bonds slashed included, below the honest participant's).
+Neither row touches a database (the verdicts are the ServerApp's; the market books what the
+settlement names, and the bond's hold, slash and refund are tested on SQLite and PostgreSQL in
+``tests/services/market/test_participation_bond.py``).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.integrity.federation import Outcome
+from benchmarks.integrity.federation_copy_shirk import HONEST, copy_shirk_federation
 from benchmarks.integrity.suite import SuiteResult
+from mots.economics.bond import bond_factor
+from mots.platform.settings.rounds import Bond
 from mots.training.config import TrainConfig
 from mots.training.datasets import Dataset, load_dataset
 from mots.training.fedavg import aggregate, aggregation_weights, learning_rate
@@ -46,6 +58,13 @@ from mots.training.verification import (
 )
 
 ATTACKS = ("sybil_twin", "shirk_after_round0")
+SHIRK_SEEDS = 6
+"""In-process tries of ``shirk_after_round0`` at least (its detection rate is measured)."""
+MEASURED_Q = 2 / 18
+"""q of the row's bond: the share of market rounds (5 FedAvg rounds, shirking in rounds 1-4) in
+which ``rescaled`` at the shipped ``min_spread_ratio`` 0.35 caught the rescaled E/4 shirker of the
+row's type (D = 120), measured on other seeds than the row's (docs/training.md, "Copies and
+shirking": 2 of 18 runs, seeds 6-11, layout (3, 3, 2), E = 20)."""
 TWIN = 1000
 """The twin account's key (the original is participant (0, 0), key 0)."""
 
@@ -58,12 +77,17 @@ class Trial:
     seed: int
     attackers: dict[int, str] = field(default_factory=dict)
     """key → "verified" or the check that failed it (and in which round)."""
+    honest_participants: int = 0
     honest_rounds: int = 0
     honest_flagged: int = 0
     honest_failures: list[str] = field(default_factory=list)
     """Each flagged honest participant-round: "key: check (round r)"."""
     honest_copy_distance: float = float("inf")
     """The least nearest-update distance of an honest update (how close honest ones came)."""
+    spreads: list[tuple[int, int, float]] = field(default_factory=list)
+    """(round, key, ratio) of every update that reached ``rescaled``: the first layer's
+    participation ratio over the server's draws' median (recorded whatever the bound, so one
+    run measures every bound; only when ``min_spread_ratio`` > 0, which computes it)."""
 
     @property
     def caught(self) -> bool:
@@ -155,6 +179,7 @@ def run_trial(
     )
     trial = Trial(attack, seed, {k: "verified" for k in attackers})
     active = set(types)
+    trial.honest_participants = len(active) - len(attackers)
     history: list[Any] = []
     expected = cfg.local_steps * cfg.batch_size
     with torch_threads(1):
@@ -175,6 +200,8 @@ def run_trial(
             g = flatten(w)
             history.extend((flatten(v), flatten(v) - g) for v in sent.values())
             for v in res.verdicts:
+                if "spread_ratio" in v.stats:
+                    trial.spreads.append((r, v.key, float(v.stats["spread_ratio"])))
                 if v.key in trial.attackers:
                     if not v.accepted:
                         trial.attackers[v.key] = f"{v.check} (round {r})"
@@ -193,32 +220,125 @@ def run_trial(
     return trial
 
 
+def deterrence(
+    tries: int,
+    detections: int,
+    honest_tries: int,
+    honest_flagged: int,
+    bond_rate: float,
+    work_fraction: float,
+) -> dict[str, Any]:
+    """Whether the bond deters the shirker, from the tries' measured detections: the payoff sums
+    (Eq. 6b, docs/mechanisms.md §7.4) of the shirker and of the honest participants, in units of
+    the shirker's C_i, for the joiner the bond is sized for (U(ε) + r_i = C_i, the marginal one:
+    a larger U + r loses more when caught). The quote's bond is B_i = ``bond_factor(q, φ)``·C_i
+    with q = ``bond_rate`` (the deployment's ``MOTS_BOND_DETECTION_RATE``). A shirker missed gets
+    U + r_i − φ·C_i = (1 − φ)·C_i; one caught does φ·C_i of work and forfeits r_i, the model and
+    B_i: −(φ + B_i/C_i)·C_i. An honest participant gets U − C_i + r_i = 0, or −(1 + B_i/C_i)·C_i
+    when verification flags it (its bond is slashed too). Deterred when the shirker's mean payoff
+    per try is below the honest participant's; for q < 1 − φ that is the measured rate above q."""
+    factor = bond_factor(bond_rate, work_fraction)
+    shirk = (tries - detections) * (1.0 - work_fraction) - detections * (work_fraction + factor)
+    honest = -honest_flagged * (1.0 + factor)
+    shirk_mean = shirk / max(1, tries)
+    honest_mean = honest / max(1, honest_tries)
+    return {
+        "detection_rate": detections / max(1, tries),
+        "bond_detection_rate": bond_rate,
+        "work_fraction": work_fraction,
+        "bond_over_cost": factor,
+        "shirk_payoff_sum": shirk,
+        "honest_payoff_sum": honest,
+        "honest_tries": honest_tries,
+        "shirk_payoff_mean": shirk_mean,
+        "honest_payoff_mean": honest_mean,
+        "deterred": tries >= 2 and shirk_mean < honest_mean,
+    }
+
+
+def row_bond() -> Bond:
+    """The bond the row's quote carries: ``MOTS_BOND_DETECTION_RATE`` and
+    ``MOTS_BOND_WORK_FRACTION`` from the environment when set, else q = :data:`MEASURED_Q`
+    (measured apart from the row's tries, so the row tests it) and the shipped φ."""
+    env = {
+        k: os.environ[f"MOTS_{k.upper()}"]
+        for k in ("bond_detection_rate", "bond_work_fraction")
+        if f"MOTS_{k.upper()}" in os.environ
+    }
+    return Bond.model_validate({"bond_detection_rate": MEASURED_Q, **env})
+
+
+def _as_dicts(trials: list[Trial]) -> list[dict[str, Any]]:
+    return [
+        {
+            "seed": t.seed,
+            "attackers": t.attackers,
+            "honest_rounds": t.honest_rounds,
+            "honest_flagged": t.honest_flagged,
+            "honest_failures": t.honest_failures,
+            "honest_least_copy_distance": t.honest_copy_distance,
+            "attacker_spread_ratios": [
+                (r, round(v, 3)) for r, k, v in t.spreads if k in t.attackers
+            ],
+            "honest_least_spread_ratio": min(
+                (v for _, k, v in t.spreads if k not in t.attackers), default=None
+            ),
+        }
+        for t in trials
+    ]
+
+
 def run(workdir: Path, options: dict[str, Any]) -> SuiteResult:
-    """``make bench-integrity``'s rows sybil_twin and shirk_after_round0: each tried once per
-    seed (at least two), in process; nothing is written under ``workdir``."""
+    """``make bench-integrity``'s rows sybil_twin and shirk_after_round0 with the shipped
+    verification policy: in process once per seed (``sybil_twin`` at least two seeds,
+    ``shirk_after_round0`` at least :data:`SHIRK_SEEDS`, its detection being a measured rate),
+    then on a real local federation (:mod:`benchmarks.integrity.federation_copy_shirk`) for
+    ``federation_seeds`` (default 0 and 1; [] skips) under ``workdir``. ``sybil_twin`` is met when
+    caught in every try; ``shirk_after_round0`` when :func:`deterrence` says deterred."""
     seeds = list(options.get("seeds", [0, 1, 2]))
     seeds = seeds if len(seeds) >= 2 else [*seeds, max(seeds, default=0) + 1]
+    shirk_seeds = [*seeds, *range(max(seeds) + 1, max(seeds) + 1 + SHIRK_SEEDS - len(seeds))]
     rounds = max(int(options.get("rounds", 3)), 5)
+    fed_seeds = list(options.get("federation_seeds", [0, 1]))
     result = SuiteResult("copy_shirk")
     ds = load_dataset(TrainConfig().dataset, TrainConfig().data_dir)
+    fed = Outcome()
+    fed_runs = []
+    for s in fed_seeds:
+        out, extra = copy_shirk_federation(workdir / f"federation-{s}", rounds=rounds, seed=s)
+        fed.merge(out)
+        fed_runs.append(extra)
     for attack in ATTACKS:
-        trials = [run_trial(attack, s, rounds=rounds, dataset=ds) for s in seeds]
-        result.attacks[attack] = {
-            "tried": len(trials),
-            "refused_or_caught": sum(t.caught for t in trials),
-            "paid": str(sum(t.paid for t in trials)),
+        runs = shirk_seeds if attack == "shirk_after_round0" else seeds
+        trials = [run_trial(attack, s, rounds=rounds, dataset=ds) for s in runs]
+        f = fed.attacks.get(attack)
+        tried = len(trials) + (f.tried if f else 0)
+        caught = sum(t.caught for t in trials) + (f.refused_or_caught if f else 0)
+        row: dict[str, Any] = {
+            "tried": tried,
+            "refused_or_caught": caught,
+            "paid": str(tried - caught),
         }
+        if attack == "shirk_after_round0":
+            bond = row_bond()
+            honest_tries = sum(t.honest_participants for t in trials)
+            flagged = sum(t.honest_flagged for t in trials)
+            if f is not None:
+                honest_tries += len(HONEST) * f.tried
+                flagged += fed.honest_flagged
+            row |= {"target": "deterred"} | deterrence(
+                tried,
+                caught,
+                honest_tries,
+                flagged,
+                bond.bond_detection_rate,
+                bond.bond_work_fraction,
+            )
+        result.attacks[attack] = row
         result.honest_rounds += sum(t.honest_rounds for t in trials)
         result.honest_flagged += sum(t.honest_flagged for t in trials)
-        result.extra[attack] = [
-            {
-                "seed": t.seed,
-                "attackers": t.attackers,
-                "honest_rounds": t.honest_rounds,
-                "honest_flagged": t.honest_flagged,
-                "honest_failures": t.honest_failures,
-                "honest_least_copy_distance": t.honest_copy_distance,
-            }
-            for t in trials
-        ]
+        result.extra[attack] = _as_dicts(trials)
+    result.honest_rounds += fed.honest_rounds
+    result.honest_flagged += fed.honest_flagged
+    result.extra["federation"] = fed_runs
     return result

@@ -27,12 +27,13 @@ def test_sybil_twin_is_withheld_and_honest_pass(fashion_dir: Path) -> None:
 
 def test_rescaled_shirker_after_round0_is_caught(fashion_dir: Path) -> None:
     """The shirker honest in round 0, from round 1 on E/4 of the steps rescaled to its honest
-    norm: its round-1 update spans too few directions for E steps and fails ``rescaled`` (on
-    the previous code it passed every check, verified and paid 3 of 3); the 7 honest
-    participants pass every round. Detection is probabilistic (docs/training.md: 72% of runs at
-    D = 120), so this is seed 0's measured outcome, not a guarantee; the bond prices the rest."""
-    policy = VerificationPolicy(min_spread_ratio=0.5)  # off by default: docs/training.md
-    t = run_trial("shirk_after_round0", 0, rounds=3, policy=policy, data_dir=fashion_dir)
-    assert t.attackers == {3: "rescaled (round 1)"}
+    norm: with the shipped policy (``min_spread_ratio`` 0.35) its round-2 update of seed 3 spans
+    too few directions for E steps and fails ``rescaled`` (on the code before the check it passed
+    every check, verified and paid 3 of 3); the 7 honest participants pass every round.
+    Detection is probabilistic (docs/training.md: 2 of 24 runs at D = 120 at this bound), so
+    this is seed 3's measured outcome, not a guarantee; the bond prices the rest."""
+    t = run_trial("shirk_after_round0", 3, rounds=3, data_dir=fashion_dir)
+    assert t.attackers == {3: "rescaled (round 2)"}
     assert t.caught and t.paid == 0
     assert (t.honest_rounds, t.honest_flagged) == (21, 0)
+    assert min(v for _, k, v in t.spreads if k != 3) > VerificationPolicy().min_spread_ratio

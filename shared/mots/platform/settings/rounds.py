@@ -88,8 +88,9 @@ class Bond(Group):
         gt=0,
         le=1,
         description="q: the probability verification catches a shirker over a market round"
-        " (measured in docs/training.md, 'Copies and shirking': 0.39 for the rescaled E/4 shirker"
-        " at 5 FedAvg rounds with the policy's min_spread_ratio 0.5); each round's quote then carries the bond B_i ="
+        " (measured in docs/training.md, 'Copies and shirking': for the rescaled E/4 shirker at 5"
+        " FedAvg rounds and the shipped min_spread_ratio 0.35, 3 of 36 at D = 50, 4 of 36 at"
+        " D = 120, 7 of 24 at D = 300); each round's quote then carries the bond B_i ="
         " max(0, (1 − φ − q)/q)·C_i, held from each joiner's wallet at join and slashed on a"
         " failed verification. 1 (the default): no bond, joiners need no funds",
     )
