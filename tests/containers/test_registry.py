@@ -124,7 +124,9 @@ def test_registries_yaml_names_only_its_registry(tmp_path: Path) -> None:
     ca.write_text("pem")
     rendered = registry.render_registries_yaml("10.0.0.5:5000", "pw", str(ca))
     opts = registry.client_options(rendered, "10.0.0.5:5000", tmp_path / "certs")
-    assert opts[-1] == f"{registry.USER}:pw" and (tmp_path / "certs" / "ca.crt").read_text() == "pem"
+    assert (
+        opts[-1] == f"{registry.USER}:pw" and (tmp_path / "certs" / "ca.crt").read_text() == "pem"
+    )
     with pytest.raises(KeyError):
         registry.client_options(rendered, "registry.example.org", tmp_path / "c2")
 
