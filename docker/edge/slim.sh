@@ -69,8 +69,9 @@ case "${1:?torch or deps}" in
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends binutils >/dev/null
-    find "$SITE/torch/lib" "$SITE/torch.libs" -name '*.so*' -type f \
-      -exec strip --strip-unneeded {} +
+    for dir in "$SITE/torch/lib" "$SITE/torch.libs"; do  # torch.libs: aarch64's vendored libs
+      [ ! -d "$dir" ] || find "$dir" -name '*.so*' -type f -exec strip --strip-unneeded {} +
+    done
     apt-get purge -y -qq --auto-remove binutils >/dev/null
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /var/log/apt \
       /var/log/dpkg.log
@@ -79,8 +80,9 @@ case "${1:?torch or deps}" in
   deps)
     pip uninstall --yes --quiet uvloop watchfiles httptools websockets
     rm -f "$VENV_BIN/uv" "$VENV_BIN/uvx"
-    find "$SITE" -type d -name tests -prune -exec rm -rf {} +
-    find "$SITE" -name '*.pyi' -type f -delete
+    # only what this RUN installed (newer than $MARK): torch's layer is already written
+    find "$SITE" -type d -name tests -newer "$MARK" -prune -exec rm -rf {} +
+    find "$SITE" -name '*.pyi' -type f -newer "$MARK" -delete
     ;;
   *)
     echo "slim.sh: unknown step $1 (torch or deps)" >&2
