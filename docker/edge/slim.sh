@@ -42,15 +42,16 @@ if step == "deps":
     import flwr.supernode.start_client_internal, flwr.supernode.runtime.run_clientapp
     import flwr.supercore.object_store.object_store_factory, flwr.supercore.superexec.plugin
     import flwr.supercore.heartbeat, flwr.supercore.runtime, flwr.supercore.retry
+# a training step as mots.training.local.train_local takes it (autograd.grad and an in-place
+# update: no torch.optim, whose param groups import torch._dynamo and with it sympy)
 model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
                             torch.nn.Linear(4 * 26 * 26, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(
-    torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,))), batch_size=4)
-for x, y in data:
-    opt.zero_grad()
-    F.cross_entropy(model(x), y).backward()
-    opt.step()
+params = list(model.parameters())
+x, y = torch.randn(8, 1, 28, 28), torch.randint(0, 10, (8,))
+grads = torch.autograd.grad(F.cross_entropy(model(x), y), params)
+with torch.no_grad():
+    for p, g in zip(params, grads):
+        p.add_(g, alpha=-0.1)
 loaded = {pathlib.Path(c).resolve() for m in list(sys.modules.values())
           if isinstance(c := getattr(m, "__cached__", None), str)}
 cut = [p for p in site.rglob("*.pyc") if p.resolve() not in loaded and p.stat().st_mtime >= mark]
