@@ -6,16 +6,15 @@
 # made --without-pip); this script removes pip again.
 #
 #   slim.sh torch   after `pip install torch`: torch's C++ headers, CMake files and protoc (only
-#                   C++ extensions and torch.compile's codegen use them), the symbol tables of its
-#                   shared libraries (strip --strip-unneeded: the dynamic symbols the loader needs
-#                   stay), and torch's sympy, mpmath and networkx (only torch.compile, torch.fx's
-#                   shape solving and torch.export import them; `import torch` and a training step
-#                   do not)
+#                   C++ extensions and torch.compile's codegen use them), and torch's sympy, mpmath
+#                   and networkx (only torch.compile, torch.fx's shape solving and torch.export
+#                   import them; `import torch` and a training step do not)
 #   slim.sh deps    after the project's requirements: the test suites packages ship, type stubs,
 #                   the uv binary (flwr's runtime `uv sync`, which the warm node refuses:
 #                   mots.training.warm_node) and uvicorn's optional speedups (uvloop, watchfiles,
 #                   httptools, websockets: only a SuperLink's HTTP server would use them)
-#   both            pip and setuptools (nothing installs on a Pi at run time), and the bytecode of
+#   both            the symbol tables of the shared libraries installed (strip_libs), pip and
+#                   setuptools (nothing installs on a Pi at run time), and the bytecode of
 #                   modules the edge never imports (see prune below)
 #
 # What stays was checked by importing, with every removed package blocked, the agent, its health
@@ -63,19 +62,22 @@ print(f"slim.sh {step}: {len(loaded)} modules loaded; deleted {len(cut)} other .
 PY
 }
 
+# The symbol tables of every shared library this RUN installed (strip --strip-unneeded: the
+# dynamic symbols the loader and Python's import need stay), with Debian's binutils installed for
+# this RUN only and purged after.
+strip_libs() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends binutils >/dev/null
+  find "$SITE" -name '*.so*' -type f -newer "$MARK" -exec strip --strip-unneeded {} +
+  apt-get purge -y -qq --auto-remove binutils >/dev/null
+  rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /var/log/apt \
+    /var/log/dpkg.log
+}
+
 case "${1:?torch or deps}" in
   torch)
     rm -rf "$SITE/torch/include" "$SITE/torch/share/cmake" "$SITE"/torch/bin/protoc*
-    # strip from Debian's binutils, installed for this RUN only and purged after
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends binutils >/dev/null
-    for dir in "$SITE/torch/lib" "$SITE/torch.libs"; do  # torch.libs: aarch64's vendored libs
-      [ ! -d "$dir" ] || find "$dir" -name '*.so*' -type f -exec strip --strip-unneeded {} +
-    done
-    apt-get purge -y -qq --auto-remove binutils >/dev/null
-    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /var/log/apt \
-      /var/log/dpkg.log
     pip uninstall --yes --quiet sympy mpmath networkx
     ;;
   deps)
@@ -90,6 +92,7 @@ case "${1:?torch or deps}" in
     exit 2
     ;;
 esac
+strip_libs
 python -m pip uninstall --yes --quiet pip setuptools
 prune "$1"
 rm -f "$MARK"
