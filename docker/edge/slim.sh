@@ -69,7 +69,11 @@ strip_libs() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends binutils >/dev/null
-  find "$SITE" -name '*.so*' -type f -newer "$MARK" -exec strip --strip-unneeded {} +
+  # not the libraries auditwheel vendored into *.libs/: patchelf rewrote their headers, and
+  # strip left numpy.libs' OpenBLAS unloadable ("ELF load command address/offset not
+  # page-aligned"), so they stay as shipped
+  find "$SITE" -name '*.so*' -type f -newer "$MARK" -not -path '*.libs/*' \
+    -exec strip --strip-unneeded {} +
   apt-get purge -y -qq --auto-remove binutils >/dev/null
   rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /var/log/apt \
     /var/log/dpkg.log
