@@ -95,4 +95,8 @@ def test_slim_runs_in_each_pip_layer_of_the_edge_image() -> None:
     assert len(runs) == 2
     assert "slim.sh torch" in runs[0] and "slim.sh deps" in runs[1]
     for run in runs:
-        assert run.index("touch /tmp/.slim-start") < run.index("pip install") < run.index("bash /usr/local/bin/slim.sh")
+        assert (
+            run.index("touch /tmp/.slim-start")
+            < run.index("pip install")
+            < run.index("bash /usr/local/bin/slim.sh")
+        )
