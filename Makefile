@@ -27,9 +27,9 @@ system: ## install and start the machine services the tests use (Redis, PostgreS
 containers: ## install podman, runc, debootstrap, qemu-user-static and build the local base images
 	bash scripts/ensure_containers.sh $(BASE_ARCHES)
 
-images: install containers ## every image of docker/docker-bake.hcl for amd64 (podman, local base) and the edge for arm64: out/deploy/report.json
+images: install containers ## every image for amd64 and the edge for arm64, pushed to a registry by digest (pinned overlay, registries.yaml) and saved as k3s airgap tarballs: out/deploy/
 	bash scripts/ensure_containers.sh arm64
-	$(PY) -m tests.containers.run --parts images
+	$(PY) -m tests.containers.run --parts images registry airgap
 
 deploy-test: install containers ## the images, the compose round on podman and the other container checks; cleans up: out/deploy/report.json
 	bash scripts/ensure_containers.sh arm64

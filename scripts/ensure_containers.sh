@@ -9,9 +9,12 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 # catatonit: the pause image of pods (kube play); dnsname + dnsmasq-base: container names resolve
-# on podman networks (CNI); iproute2 + iptables: the edge links shaped (tests/containers/network.py)
+# on podman networks (CNI); iproute2 + iptables: the edge links shaped (tests/containers/network.py);
+# docker-registry (the CNCF distribution registry), apache2-utils (htpasswd) and skopeo: the
+# registry the images are pushed to and pulled from (tests/containers/registry.py)
 for pkg in podman runc debootstrap qemu-user-static uidmap slirp4netns catatonit \
-  golang-github-containernetworking-plugin-dnsname dnsmasq-base iproute2 iptables; do
+  golang-github-containernetworking-plugin-dnsname dnsmasq-base iproute2 iptables \
+  docker-registry apache2-utils skopeo; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -5,7 +5,7 @@ returning its report entry (a dict with "incomplete" counts as failed: part of i
 run; one with "failed": it ran and a check did not hold); add one by appending to PARTS (and its object names to PREFIXES).
 
   python -m tests.containers.run                  # every part
-  python -m tests.containers.run --parts images   # `make images`
+  python -m tests.containers.run --parts images registry airgap   # `make images`
 """
 
 from __future__ import annotations
@@ -26,6 +26,49 @@ Part = Callable[[], object]
 def _images() -> object:
     """Every bake image for amd64 and the edge for arm64 (size, arch, build seconds)."""
     return images.build_all()
+
+
+def _local_images() -> dict[str, dict[str, str]]:
+    """What `make images` built: NAME -> {arch: local image}; every image for amd64, the edge for
+    arm64 too (a missing one raises: make images first)."""
+    from tests.docker.images import IMAGES
+
+    local = {name: {"amd64": images.image_ref(name)} for name in IMAGES}
+    local["edge"]["arm64"] = images.image_ref("edge", "arm64")
+    missing = sorted(r for by in local.values() for r in by.values() if not podman.image_exists(r))
+    if missing:
+        raise RuntimeError(f"images not built: {missing} (make images)")
+    return local
+
+
+# What a Pi pulls, at most (issue 39: 903 MiB before docker/edge/slim.sh, times 20 Pis on Wi-Fi).
+EDGE_LIMIT_MIB = 600
+
+
+def _registry() -> object:
+    """A real registry (TLS, htpasswd) started here: every image pushed with its digest, the
+    overlay pinned by them, registries.yaml rendered, the arm64 edge pulled by digest over a
+    20 Mbit/s link (tests/containers/registry.py)."""
+    from tests.containers import registry
+
+    local = _local_images()
+    got = registry.part(report.REPORT.parent, local)
+    arm64 = podman.image_facts(local["edge"]["arm64"])["size_mib"]
+    got |= {"arm64_edge_mib": arm64, "arm64_edge_limit_mib": EDGE_LIMIT_MIB}
+    if not (got["pulled_by_digest"] and got["overlay_pinned"]):
+        got["failed"] = "the arm64 edge was not pulled by digest, or the overlay is not pinned"
+    elif not isinstance(arm64, int | float) or arm64 > EDGE_LIMIT_MIB:
+        got["failed"] = f"the arm64 edge image is {arm64} MiB, over {EDGE_LIMIT_MIB}"
+    return got
+
+
+def _airgap() -> object:
+    """Per-architecture tarballs in k3s's images layout with SHA256SUMS, verified
+    (tests/containers/airgap.py)."""
+    from tests.containers import airgap, registry
+
+    got = airgap.part(report.REPORT.parent / "airgap", _local_images(), registry.overlay_images())
+    return got | ({} if got["verified"] else {"failed": "; ".join(got["problems"])[:1500]})
 
 
 def _compose() -> object:
@@ -104,6 +147,8 @@ def _restore() -> object:
 
 PARTS: list[tuple[str, Part]] = [
     ("images", _images),
+    ("registry", _registry),
+    ("airgap", _airgap),
     ("compose", _compose),
     ("alerts", _alerts),
     ("https", _https),
