@@ -74,9 +74,7 @@ def test_a_device_of_own_data_needs_neither_the_public_set_nor_a_client_index(
         supernode_argv(settings)
 
 
-def test_a_mounted_folder_that_fits_trains(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_mounted_folder_that_fits_trains(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """300 Fashion-MNIST-shaped samples for a D = 300 device: the round trains on them."""
     settings = _device(monkeypatch, tmp_path)
     config = _node_config(settings, {"fashion-mnist": str(_folder(tmp_path / "fm", 300))})
@@ -113,9 +111,7 @@ def test_a_mounted_folder_that_does_not_fit_refuses_the_round_in_the_log(
 def _context(node_config: dict[str, Any]) -> Any:
     from flwr.app import Context, RecordDict
 
-    return Context(
-        run_id=1, node_id=7, node_config=node_config, state=RecordDict(), run_config=RUN
-    )  # type: ignore[arg-type]
+    return Context(run_id=1, node_id=7, node_config=node_config, state=RecordDict(), run_config=RUN)  # type: ignore[arg-type]
 
 
 class _Market(MarketClient):
