@@ -134,14 +134,15 @@ def test_the_agent_checks_a_task_the_image_has_no_file_for(
     market's digits task, joining when it fits and abstaining, with the reason, when it does
     not."""
     settings = _device(monkeypatch, tmp_path)
-    market = _Market()
+    market = _Market()  # the device's token-carrying client (the route wants a principal)
     join = Choice(Strategy.JOIN, {Strategy.JOIN: 1.0}, "best response")
     good = {"digits": str(_folder(tmp_path / "good", 300, side=8))}
     monkeypatch.setattr(task_file, "SHIPPED_DIR", tmp_path / "no-task-files")
-    fits = Agent(settings, market, data=good, task="digits")._fit(join)
+    anonymous = MarketClient("http://127.0.0.1:9")
+    fits = Agent(settings, anonymous, data=good, task="digits")._fit(join, market)
     assert fits.strategy is Strategy.JOIN, fits.reason
     assert market.asked == ["digits"]
     bad = {"digits": str(_folder(tmp_path / "bad", 300))}
-    choice = Agent(settings, market, data=bad, task="digits")._fit(join)
+    choice = Agent(settings, anonymous, data=bad, task="digits")._fit(join, market)
     assert choice.strategy is Strategy.ABSTAIN
     assert "each sample has shape [1, 28, 28], the task expects [1, 8, 8]" in choice.reason
