@@ -41,6 +41,9 @@ EDGE = tuple(
     f"{kind}-{d}" for d in DEVICES for kind in ("supernode", "agent", "node-exporter")
 )  # fmt: skip
 ALL_SERVICES = DATA_TIER + PLATFORM + EDGE
+OVERRIDE_DEVICES = {"edge-1-2": "type-1", "edge-2-1": "type-2", "edge-3-1": "type-3",
+                    "edge-arm64": "type-2"}  # fmt: skip
+"""The devices compose.faults.yaml and compose.arm64.yaml add: their folders are made too."""
 TYPES = {"type-1": (50, "0.5"), "type-2": (120, "1.2"), "type-3": (300, "3.0")}
 PORTS = {"market": 8000, "orchestration": 8001, "prometheus": 9090, "superlink": 9092,
          "alertmanager": 9093}  # fmt: skip
@@ -130,7 +133,7 @@ def prepare() -> tuple[Path, dict[str, str]]:
     # each device's own data on "its host" (one host here): WORK/data/edge-<d>/<task>
     data = WORK / "data"
     shutil.rmtree(data, ignore_errors=True)
-    devices = {f"edge-{d}": f"type-{d.split('-')[0]}" for d in DEVICES}
+    devices = {f"edge-{d}": f"type-{d.split('-')[0]}" for d in DEVICES} | OVERRIDE_DEVICES
     edge_data.prepare(devices, {n: data / n for n in devices}, data / "split")
     values["MOTS_EDGE_DATA_ROOT"] = str(data)
     env_file = WORK / ".env"

@@ -31,11 +31,13 @@ def compose() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker/compose.yaml").read_text())
 
 
-def test_every_compose_device_mounts_its_own_folders_read_only(compose: dict[str, Any]) -> None:
+def test_every_compose_device_mounts_its_own_folders_read_only(
+    compose: dict[str, Any], minimum: int = 8
+) -> None:
     """Both containers of a device: ``--data`` per task, each /data/TASK the device's host folder
     ``${MOTS_EDGE_DATA_ROOT:-/srv/mots}/<device>/<task>`` read-only, the pair mounting the same."""
     edge = _edge_services(compose)
-    assert len(edge) >= 8
+    assert len(edge) >= minimum
     for name, svc in edge.items():
         command = svc["command"]
         assert command[0] == ("supernode" if name.startswith("supernode-") else "run"), name
@@ -45,6 +47,19 @@ def test_every_compose_device_mounts_its_own_folders_read_only(compose: dict[str
         assert mounts == [
             f"${{MOTS_EDGE_DATA_ROOT:-/srv/mots}}/{device}/{t}:/data/{t}:ro" for t in TASKS
         ], name
+
+
+@pytest.mark.parametrize("name", ["compose.faults.yaml", "compose.arm64.yaml"])
+def test_the_container_checks_extra_devices_mount_their_own_folders(name: str) -> None:
+    """The devices `make deploy-test`'s overrides add are laid out as the shipped ones, and the
+    compose check prepares a folder for each (tests/containers/compose.py)."""
+    from tests.containers.compose import OVERRIDE_DEVICES
+
+    override = yaml.safe_load((ROOT / "tests/containers" / name).read_text())
+    test_every_compose_device_mounts_its_own_folders_read_only(override, minimum=2)
+    test_no_compose_container_mounts_the_public_set(override)
+    for svc in _edge_services(override).values():
+        assert svc["environment"]["MOTS_EDGE_CLIENT_NAME"] in OVERRIDE_DEVICES
 
 
 def test_no_compose_container_mounts_the_public_set(compose: dict[str, Any]) -> None:
