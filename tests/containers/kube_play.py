@@ -206,10 +206,23 @@ def _volumes_of(pod: str) -> set[str]:
     return set(out.split())
 
 
+def save_logs(book: Playbook, logs: Path) -> None:
+    """Each played container's log tail in ``logs`` (kept after cleanup: a failed probe's or
+    round's diagnosis, e.g. a SuperNode refusing its data)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    for pod, _, _ in book.pods:
+        names = podman.podman("ps", "-a", "--filter", f"pod={pod}", "--format", "{{.Names}}",
+                              check=False).stdout.split()  # fmt: skip
+        for name in names:
+            got = podman.podman("logs", "--tail", "200", name, check=False, timeout=60)
+            (logs / f"{name}.log").write_text(got.stdout + got.stderr)
+
+
 def cleanup(book: Playbook | None, workdir: Path) -> list[str]:
     """Remove every pod, volume, secret and the network this part made; what could not go."""
     volumes: set[str] = set()
     if book is not None:
+        save_logs(book, workdir.with_name(workdir.name + "-logs"))
         for name, _, _ in book.pods:
             volumes |= _volumes_of(name)
             podman.podman("pod", "rm", "--force", "--time", "2", name, check=False)
