@@ -14,12 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge.agent.settings import AgentSettings
 from mots.client import ClientFacts, MarketClient, MarketError, draw_place, respond
 from mots.economics.best_response import Choice
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.market import ClientRegistration
+
+if TYPE_CHECKING:
+    from mots.tasks.task_file import DataSpec
 
 log = logging.getLogger("edge.agent")
 
@@ -195,14 +199,14 @@ class Agent:
             return None
         u = float(self.utility.value(quote.epsilon))
         place = draw_place(quote, self.facts.type_name, reg.client_id)
-        choice = self._fit(respond(self.facts, quote, u, place))
+        choice = self._fit(respond(self.facts, quote, u, place), market)
         choice = self._act(market, reg, quote.round_id, choice)
         self._answered.add(quote.round_id)
         self._record(quote.round_id, u, choice)
         log.info("round %d: %s (%s)", quote.round_id, choice.strategy.value, choice.reason)
         return choice
 
-    def data_problem(self) -> str | None:
+    def data_problem(self, market: MarketClient | None = None) -> str | None:
         """Why this device cannot train the market's task on its own data (``--data``), in plain
         words; None when its folder fits and holds at least its attested D, or when it names no
         folder at all (a device of the public-set layout)."""
@@ -211,21 +215,34 @@ class Agent:
         if self.task not in self.data:
             return f"no data for task {self.task} (--data names {', '.join(sorted(self.data))})"
         from mots.tasks.local_data import check_data
-        from mots.tasks.task_file import TaskFileError, load_task
 
         try:
-            spec = load_task(self.task).data
-        except TaskFileError as err:
-            return str(err)
+            spec = self._data_spec(market or self.market)
+        except (MarketError, ValueError) as err:  # TaskFileError and pydantic's are ValueErrors
+            return f"cannot learn what task {self.task}'s data looks like: {err}"
         check = check_data(self.task, spec, self.data[self.task], int(self.settings.data_size))
         return None if check.ok else check.summary()
 
-    def _fit(self, choice: Choice) -> Choice:
+    def _data_spec(self, market: MarketClient) -> DataSpec:
+        """What the task's data looks like: its task file where the device has one (or the
+        platform's image set of that name), else the market's stored task (an edge image ships
+        no task files, and a task may be created at the market after the image was built;
+        ``market`` carries the device's token: the route wants a principal)."""
+        from mots.tasks.task_file import DataSpec, TaskFileError
+        from mots.training.flower_messages import task_data_spec
+
+        try:
+            return DataSpec.model_validate(task_data_spec({}, self.task))
+        except TaskFileError:
+            stored = market.task(self.task).spec
+        return DataSpec.model_validate(stored["data"])
+
+    def _fit(self, choice: Choice, market: MarketClient | None = None) -> Choice:
         """A join becomes an abstention, with the reason logged, when the device's data does not
         fit the task: it never trains on something else."""
         if choice.strategy is not Strategy.JOIN:
             return choice
-        problem = self.data_problem()
+        problem = self.data_problem(market)
         if problem is None:
             return choice
         log.error("not joining: %s", problem)

@@ -11,7 +11,8 @@ participant that key belongs to. The SuperLink's certificate is verified with th
 ``MOTS_EDGE_ROOT_CERTIFICATES``.
 
 The ClientApp (edge/flower_app) reads ``client-type`` and ``client-index`` (which data partition
-the device holds, mots.training.flower_messages.node_identity) and ``data-dir``; ``client-name``
+the device holds, mots.training.flower_messages.node_identity) and ``data-dir`` (the public set,
+for a device without ``--data``); ``client-name``
 labels the node in logs; ``MOTS_EDGE_NODE_CONFIG`` appends further pairs. ``--data TASK=PATH``
 (the device's own data folder per task) reaches the ClientApp as ``data-<task>``, the warm node
 adding it to the node config (:func:`mots.training.task_data.with_task_data`). None of these tell the
@@ -28,14 +29,17 @@ import sys
 from edge.agent.settings import AgentSettings
 
 
-def node_config(settings: AgentSettings) -> str:
-    """The ``--node-config`` string: strings quoted, numbers bare, extra pairs appended."""
-    pairs = [
-        f"client-type={_quote(settings.client_type)}",
-        f"client-index={client_index(settings)}",
-        f"data-dir={_quote(str(settings.data_dir))}",
-        f"client-name={_quote(settings.device_name())}",
-    ]
+def node_config(settings: AgentSettings, own_data: bool = False) -> str:
+    """The ``--node-config`` string: strings quoted, numbers bare, extra pairs appended.
+
+    ``own_data``: the device names its own folders (``--data``), so it holds no public set: no
+    ``data-dir``, and its index within its type (which then only seeds the batch order) is 0 when
+    neither MOTS_EDGE_CLIENT_INDEX nor a ``client-index`` file says otherwise."""
+    index = client_index(settings, default=0 if own_data else None)
+    pairs = [f"client-type={_quote(settings.client_type)}", f"client-index={index}"]
+    if not own_data:
+        pairs.append(f"data-dir={_quote(str(settings.data_dir))}")
+    pairs.append(f"client-name={_quote(settings.device_name())}")
     for item in shlex.split(settings.node_config):
         key, sep, _ = item.partition("=")
         if not sep or not key:
@@ -45,14 +49,17 @@ def node_config(settings: AgentSettings) -> str:
     return " ".join(pairs)
 
 
-def client_index(settings: AgentSettings) -> int:
-    """MOTS_EDGE_CLIENT_INDEX, else the integer in ``<data_dir>/client-index`` (set up per Pi)."""
+def client_index(settings: AgentSettings, default: int | None = None) -> int:
+    """MOTS_EDGE_CLIENT_INDEX, else the integer in ``<data_dir>/client-index`` (set up per Pi),
+    else ``default`` when one is given (a device of its own data: no public set to slice)."""
     if settings.client_index is not None:
         return settings.client_index
     path = settings.data_dir / "client-index"
     try:
         text = path.read_text().strip()
     except OSError as exc:
+        if default is not None:
+            return default
         raise ValueError(
             f"MOTS_EDGE_CLIENT_INDEX is unset and {path} cannot be read ({exc.strerror}); "
             "set one of them to this device's index within its type (0, 1, …)"
@@ -79,7 +86,7 @@ def supernode_argv(settings: AgentSettings, data: dict[str, str] | None = None) 
         "--auth-supernode-private-key",
         str(settings.node_key_path()),
         "--node-config",
-        node_config(settings),
+        node_config(settings, own_data=bool(data)),
         "--health-server-address",
         f"0.0.0.0:{settings.health_port}",
         *(arg for task, path in (data or {}).items() for arg in ("--data", f"{task}={path}")),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mots.platform.contracts import round_calls
-from tests.containers import images, podman, standins
+from tests.containers import edge_data, images, podman, standins
 from tests.containers.base import ROOT
 from tests.docker.images import IMAGES
 
@@ -40,6 +41,9 @@ EDGE = tuple(
     f"{kind}-{d}" for d in DEVICES for kind in ("supernode", "agent", "node-exporter")
 )  # fmt: skip
 ALL_SERVICES = DATA_TIER + PLATFORM + EDGE
+OVERRIDE_DEVICES = {"edge-1-2": "type-1", "edge-2-1": "type-2", "edge-3-1": "type-3",
+                    "edge-arm64": "type-2"}  # fmt: skip
+"""The devices compose.faults.yaml and compose.arm64.yaml add: their folders are made too."""
 TYPES = {"type-1": (50, "0.5"), "type-2": (120, "1.2"), "type-3": (300, "3.0")}
 PORTS = {"market": 8000, "orchestration": 8001, "prometheus": 9090, "superlink": 9092,
          "alertmanager": 9093}  # fmt: skip
@@ -112,7 +116,9 @@ def mots(*args: str, env: dict[str, str], timeout: float = 300) -> Any:
 
 
 def prepare() -> tuple[Path, dict[str, str]]:
-    """docker/.env's stand-in (random secrets) and the operator's CLI environment."""
+    """docker/.env's stand-in (random secrets, and MOTS_EDGE_DATA_ROOT: the devices' own data
+    folders, made here as docs/deploy.md has an operator make them) and the operator's CLI
+    environment."""
     for name, port in PORTS.items():
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -124,6 +130,12 @@ def prepare() -> tuple[Path, dict[str, str]]:
         "MOTS_TOKEN_SECRET": secrets.token_urlsafe(32),
         "GRAFANA_ADMIN_PASSWORD": secrets.token_urlsafe(12),
     }
+    # each device's own data on "its host" (one host here): WORK/data/edge-<d>/<task>
+    data = WORK / "data"
+    shutil.rmtree(data, ignore_errors=True)
+    devices = {f"edge-{d}": f"type-{d.split('-')[0]}" for d in DEVICES} | OVERRIDE_DEVICES
+    edge_data.prepare(devices, {n: data / n for n in devices}, data / "split")
+    values["MOTS_EDGE_DATA_ROOT"] = str(data)
     env_file = WORK / ".env"
     env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
     cli = dict(podman.env(), MOTS_MARKET_URL=f"http://127.0.0.1:{PORTS['market']}",

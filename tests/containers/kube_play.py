@@ -4,7 +4,7 @@ Steps (each as the README's k3s section has the user do it, where podman allows)
 real kustomize; create the Secrets with the README's `kubectl create secret` commands (their
 output stored as podman 4.3 reads secrets) and the SuperLink's TLS material with
 `python -m mots.training.pki tls`; give each emulated node its directories (the server's
-dataset, each Pi's data, client-index and agent state, owned by uid 10001); play the claims,
+dataset, each Pi's own data per task, its agent state, owned by uid 10001); play the claims,
 then the pods in order (kube_translate.playbook) on a podman network of their own, each at its
 static address; run every probe by hand until all pass; enrol the types and create the
 enrolment Secrets; start the edge pods; open a round, buy as a host-side buyer, wait for the
@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.containers import podman, standins
+from tests.containers import edge_data, podman, standins
 from tests.containers import round as market_round
 from tests.containers.kube_translate import (
     NOT_EXPRESSIBLE,
@@ -101,26 +101,28 @@ def _edge(book: Playbook, name: str) -> bool:
 
 
 def prepare_nodes(root: Path, book: Playbook) -> None:
-    """Each emulated node's disk: the server's dataset; a Pi's data, client-index, agent state and
-    device file (the overlay's devices/<type>.env as shipped, at /etc/mots/device/device.env)."""
+    """Each emulated node's disk: the server's dataset; a Pi's own data (/srv/mots/<task>), agent
+    state and device file (the overlay's devices/<type>.env as shipped, at
+    /etc/mots/device/device.env)."""
     server = root / "server/var/lib/mots/dataset"
     server.mkdir(parents=True)
     for f in DATASET.iterdir():
         shutil.copy2(f, server / f.name)
+    pis = []
     for name, _, _ in book.pods:
         if not _edge(book, name):
             continue
         pi = book.k3s_name(name).removeprefix("supernode-")  # supernode-pi-01 -> pi-01
+        pis.append(pi)
         node = root / pi
-        data, agent = node / "var/lib/mots/data", node / "var/lib/mots/agent"
-        data.mkdir(parents=True)
-        agent.mkdir(parents=True)
+        (node / "var/lib/mots/agent").mkdir(parents=True)
         device = node / "etc/mots/device"
         device.mkdir(parents=True)
         shutil.copy2(DEVICES / f"{DEVICE_FILES[pi]}.env", device / "device.env")
-        for f in DATASET.iterdir():
-            shutil.copy2(f, data / f.name)
-        (data / "client-index").write_text("0\n")
+    # each Pi's own data, one folder per task at /srv/mots/<task> (docs/deploy.md)
+    devices = {pi: DEVICE_FILES[pi] for pi in pis}
+    edge_data.prepare(devices, {pi: root / pi / "srv/mots" for pi in pis}, root / "split")
+    shutil.rmtree(root / "split")
     subprocess.run(["chown", "-R", "10001:10001", str(root)], check=True)
 
 
@@ -204,10 +206,23 @@ def _volumes_of(pod: str) -> set[str]:
     return set(out.split())
 
 
+def save_logs(book: Playbook, logs: Path) -> None:
+    """Each played container's log tail in ``logs`` (kept after cleanup: a failed probe's or
+    round's diagnosis, e.g. a SuperNode refusing its data)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    for pod, _, _ in book.pods:
+        names = podman.podman("ps", "-a", "--filter", f"pod={pod}", "--format", "{{.Names}}",
+                              check=False).stdout.split()  # fmt: skip
+        for name in names:
+            got = podman.podman("logs", "--tail", "200", name, check=False, timeout=60)
+            (logs / f"{name}.log").write_text(got.stdout + got.stderr)
+
+
 def cleanup(book: Playbook | None, workdir: Path) -> list[str]:
     """Remove every pod, volume, secret and the network this part made; what could not go."""
     volumes: set[str] = set()
     if book is not None:
+        save_logs(book, workdir.with_name(workdir.name + "-logs"))
         for name, _, _ in book.pods:
             volumes |= _volumes_of(name)
             podman.podman("pod", "rm", "--force", "--time", "2", name, check=False)

@@ -477,3 +477,32 @@ def test_a_registration_challenge_does_not_renew_a_token(
     }
     r = httpx.post(f"{market.url}/v1/clients/{reg.client_id}/token/node-key", json=body, timeout=10)
     assert r.status_code == 401 and "token/challenge" in r.text
+
+
+def test_an_image_without_task_files_checks_its_data_against_the_markets_task(
+    market: Market,
+    make_agent: Callable[..., Agent],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The edge image ships no task files (issue 36): the agent reads the digits task the
+    operator stored (``GET /v1/tasks/digits`` with the device's own token) and checks its mounted
+    folder against it: 300 digits samples fit its D = 300, Fashion-MNIST-shaped ones do not."""
+    import numpy as np
+
+    import mots.tasks.task_file as task_file
+
+    digits = task_file.inline_task_text(task_file.SHIPPED_DIR / "digits.yaml")
+    assert market.operator("POST", "/v1/tasks", json={"content": digits}).status_code == 201
+    monkeypatch.setattr(task_file, "SHIPPED_DIR", tmp_path / "no-task-files")
+    agent = make_agent("pi-07", "type-3", 300, "3.0")
+    token = agent.market.with_token(agent.ensure_registered().token)
+    for side, fits in ((8, True), (28, False)):
+        folder = tmp_path / f"digits-{side}"
+        folder.mkdir()
+        x = np.zeros((300, 1, side, side), np.uint8)
+        np.savez(folder / "d.npz", x=x, y=np.arange(300, dtype=np.int64) % 10)
+        agent.data, agent.task = {"digits": str(folder)}, "digits"
+        problem = agent.data_problem(token)
+        assert (problem is None) is fits, problem
+    assert "the task expects [1, 8, 8]" in str(problem)

@@ -76,11 +76,14 @@ class EdgeDevice(Group):
     client_index: int | None = Field(
         None,
         ge=0,
-        description="the device's index within its type, i.e. its data partition (unset: read "
-        "from the file client-index in data_dir, written when the Pi is set up)",
+        description="the device's index within its type: its public-set slice without --data "
+        "(unset: read from the file client-index in data_dir), only its batch order with --data "
+        "(unset: 0)",
     )
     data_dir: Path = Field(
-        Path("/var/lib/mots/data"), description="directory of this device's training data"
+        Path("/var/lib/mots/data"),
+        description="the public set a device without --data slices (unused with --data: the "
+        "device's own folder per task)",
     )
     release_file_pages: bool | None = Field(
         None,
