@@ -125,7 +125,7 @@ def checks(name: str, client_type: str, index: int) -> dict[str, bool]:
 
     def owned(path: str) -> bool:
         """A directory of the images' user (uid 10001)."""
-        return f(path).is_directory and f(path).uid == 10001 and f(path).gid == 10001
+        return bool(f(path).is_directory) and f(path).uid == 10001 and f(path).gid == 10001
 
     return {
         "cgroup_flags_once": all(cmdline.count(x) == 1 for x in ("cgroup_memory=1", "cgroup_enable=memory"))
@@ -171,7 +171,7 @@ def run() -> dict[str, Any]:
                 base = ensure_base(arch)
                 run_wrapped(exe, env, "build", "--format", "docker", "--layers", "--platform",
                             f"linux/{arch}", "--build-arg", f"BASE={base}", "-t", tag, str(STANDIN))  # fmt: skip
-                run_wrapped(exe, env, "run", "-d", "--name", f"{PREFIX}-{arch}", "--network", "none",
+                run_wrapped(exe, env, "run", *podman.ULIMITS, "-d", "--name", f"{PREFIX}-{arch}", "--network", "none",
                             "--platform", f"linux/{arch}", tag)  # fmt: skip
             inv = inventory(work, exe)
             first = play(inv, env, out / "first.log")
