@@ -22,10 +22,12 @@ HERE = provision.PLAYBOOK.parent
 EXAMPLE = HERE / "inventory.example.yml"
 
 
-def _play() -> dict[str, Any]:
-    """The playbook's one play."""
-    play: dict[str, Any] = yaml.safe_load(provision.PLAYBOOK.read_text())[0]
-    return play
+ROLE = HERE / "roles" / "mots_edge"
+
+
+def _role(part: str) -> Any:
+    """One YAML file of the playbook's role (defaults, tasks, handlers)."""
+    return yaml.safe_load((ROLE / part / "main.yml").read_text())
 
 
 def _syntax(playbook: Path) -> subprocess.CompletedProcess[str]:
@@ -41,9 +43,11 @@ def _syntax(playbook: Path) -> subprocess.CompletedProcess[str]:
 def test_playbook_syntax(tmp_path: Path) -> None:
     """The playbook parses; a broken copy of it does not (the check can fail)."""
     assert _syntax(provision.PLAYBOOK).returncode == 0
-    shutil.copytree(HERE / "templates", tmp_path / "templates")
+    shutil.copytree(HERE / "roles", tmp_path / "roles")
+    tasks = tmp_path / "roles" / "mots_edge" / "tasks" / "main.yml"
+    tasks.write_text(tasks.read_text().replace("  block:", "  block: [", 1))
     broken = tmp_path / "pi.yml"
-    broken.write_text(provision.PLAYBOOK.read_text().replace("  tasks:", "  tasks: [", 1))
+    broken.write_text(provision.PLAYBOOK.read_text())
     assert _syntax(broken).returncode != 0
 
 
@@ -67,7 +71,7 @@ def test_labels_and_taint_are_what_the_overlay_selects() -> None:
     """The labels the playbook gives a Pi carry the edge DaemonSet's mots.io nodeSelector, and
     every taint it sets is one the DaemonSet tolerates (NoSchedule, key mots.io/edge)."""
     spec = yaml.safe_load(provision.DAEMONSET.read_text())["spec"]["template"]["spec"]
-    play_vars = _play()["vars"]
+    play_vars = _role("defaults")
     labels = set(play_vars["mots_node_labels"])
     for key, value in spec["nodeSelector"].items():
         if key.startswith("mots.io/"):
@@ -81,7 +85,7 @@ def test_labels_and_taint_are_what_the_overlay_selects() -> None:
 def _cmdline_edit(line: str) -> str:
     """Apply the playbook's cmdline.txt edit (lineinfile, backrefs) for both flags, as Python's
     re does it inside Ansible's lineinfile."""
-    task = next(t for b in _play()["tasks"] for t in b.get("block", []) if "lineinfile" in str(t))
+    task = next(t for b in _role("tasks") for t in b.get("block", []) if "lineinfile" in str(t))
     spec = task["ansible.builtin.lineinfile"]
     for flag in task["loop"]:
         regexp = spec["regexp"].replace("{{ item | regex_escape }}", re.escape(flag))
