@@ -16,7 +16,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[train,services,dev,plots]"
+	$(PY) -m pip install --quiet -e ".[train,services,dev,provision,plots]"
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install the package with all extras

@@ -145,6 +145,14 @@ def _restore() -> object:
     return restore.run()
 
 
+def _provision() -> object:
+    """deploy/ansible/pi.yml on amd64 and arm64 stand-ins for fresh Pis, twice, then testinfra
+    (tests/containers/provision.py): provision{first_changed, second_changed}."""
+    from tests.containers import provision
+
+    return provision.run()
+
+
 PARTS: list[tuple[str, Part]] = [
     ("images", _images),
     ("registry", _registry),
@@ -156,10 +164,11 @@ PARTS: list[tuple[str, Part]] = [
     ("kube_play", _kube_play),
     ("arm64", _arm64),
     ("network", _network),
+    ("provision", _provision),
 ]
 # Names of the containers, pods, volumes and networks the parts create: what cleanup removes and
 # `leftovers` counts.
-PREFIXES: list[str] = ["mots-ct", "mots-net", "mots-kp"]
+PREFIXES: list[str] = ["mots-ct", "mots-net", "mots-kp", "mots-pv"]
 
 
 def main(argv: list[str] | None = None) -> int:
