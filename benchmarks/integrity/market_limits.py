@@ -234,7 +234,7 @@ def type_added_between_rounds(url: str, row: Row) -> None:
     """Eight rounds, a type added before each, evaluated and published by the real worker."""
     from mots.economics.error import generalization_error
     from mots.economics.scenario import ErrorModel
-    from mots.platform.contracts import EvaluationRequest, NoInput, RoundRef
+    from mots.platform.contracts import EvaluationRequest, RoundRef, TaskRef
     from services.evaluation.core import config
     from services.evaluation.migrations import upgrade
 
@@ -264,7 +264,7 @@ def type_added_between_rounds(url: str, row: Row) -> None:
                     )
                 )
                 counted = worker.published(RoundRef(round_id=n + 1)).counted
-                worker.error_model(NoInput())
+                worker.error_model(TaskRef())
                 row.record(counted)
             except Exception:
                 row.server_errors += 1
