@@ -15,10 +15,10 @@ from mots.training.config import TrainConfig
 from mots.training.progress import ProgressPrinter, RoundProgress
 
 if TYPE_CHECKING:
+    from mots.tasks.task_file import MarketTask
     from mots.training.artifacts import TrainingResult
     from mots.training.external_superlink import Federation
     from mots.training.inprocess import Removed
-    from mots.tasks.task_file import MarketTask
 
 
 def train_coalition(

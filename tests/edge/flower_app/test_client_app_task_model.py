@@ -48,9 +48,7 @@ def _msg(weights: list[np.ndarray]) -> Message:
 
 
 @pytest.mark.parametrize("name", ["digits", "breast-cancer"])
-def test_a_task_run_trains_the_tasks_network_on_the_nodes_folder(
-    name: str, tmp_path: Path
-) -> None:
+def test_a_task_run_trains_the_tasks_network_on_the_nodes_folder(name: str, tmp_path: Path) -> None:
     """The reply has the task network's shapes and moved from the sent weights, on the folder's
     own samples (D of type 3)."""
     run, folder, weights = _run(name, tmp_path)
