@@ -100,6 +100,8 @@ class Trainer:
         self.settings = settings
         self._tasks: dict[str, TaskFederation] = {}
         self._guard = threading.Lock()
+        self._starting = threading.Lock()
+        """One local federation starts at a time: its free ports are chosen, then bound."""
 
     def _state(self, task: str) -> TaskFederation:
         """The federation state of ``task`` (every task shares the default's on an external
@@ -185,13 +187,28 @@ class Trainer:
         MOTS_SUPERLINK_PORT, another's in ``tasks/<task>`` below it on free ports. A start that
         fails is the platform's fault (:class:`~mots.training.processes.PlatformFault`), not the
         participants'."""
-        from mots.training.federation import LocalFederation
-        from mots.training.processes import FederationError, PlatformFault
         from services.orchestration.task_trainer import device_folders
 
         base = Path(self.settings.federation_dir)
         folders = device_folders(task, base / "data", sizes, node_types)
         default = task == DEFAULT_TASK
+        with self._starting:
+            return self._launch(node_types, policy, sizes, task, folders, default)
+
+    def _launch(
+        self,
+        node_types: list[int],
+        policy: Any,
+        sizes: list[float],
+        task: str,
+        folders: str,
+        default: bool,
+    ) -> Any:
+        """Start :meth:`_start_local`'s federation (ports chosen free, then bound)."""
+        from mots.training.federation import LocalFederation
+        from mots.training.processes import FederationError, PlatformFault
+
+        base = Path(self.settings.federation_dir)
         fed = LocalFederation(
             n_nodes=len(node_types),
             node_types=node_types,
