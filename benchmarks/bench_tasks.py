@@ -2,10 +2,11 @@
 tasks' rounds at once, on the same platform and federation.
 
 Run with ``make bench-tasks`` (``.venv/bin/python -m benchmarks.bench_tasks``). Starts the four
-services (Flower's deployment engine for fashion-mnist, the demo's 20 clients; digits and
-breast-cancer stored from their task files, each with its file's clients), then runs three rows:
-``fashion-mnist`` alone; ``fashion-mnist`` and ``digits`` at once; all three at once (after a
-warm-up round of ``fashion-mnist`` alone that starts the federation, not counted). In each row
+services (Flower's deployment engine for every task, each task on a local federation of its own:
+fashion-mnist with the demo's 20 clients; digits and breast-cancer stored from their task files,
+each with its file's clients), then runs three rows: ``fashion-mnist`` alone; ``fashion-mnist``
+and ``digits`` at once; all three at once (after a warm-up round of all three that starts their
+federations, not counted). In each row
 every task's round is opened and its clients best-respond to its own quote before the next task's
 round opens, so the rounds overlap from collection to publication. Writes out/bench/tasks.json,
 per row ``{"tasks", "round_s" (each task's round wall time), "platform_seconds" (each task's
@@ -109,8 +110,9 @@ def main() -> None:
             ),
             **{t: enrol_task(market, OPERATOR_TOKEN, t) for t in ("digits", "breast-cancer")},
         }
-        warmup = _row(["fashion-mnist"], rounds, orch, market)  # starts the federation: not a row
-        print(f"warm-up round (starts the federation): {warmup['round_s']}", flush=True)
+        # every task's first round starts its own federation (issue 36): warm-up, not a row
+        warmup = _row(list(ROWS[-1]), rounds, orch, market)
+        print(f"warm-up rounds (start the federations): {warmup['round_s']}", flush=True)
         for tasks in ROWS:
             rows.append(_row(list(tasks), rounds, orch, market))
         market.close()

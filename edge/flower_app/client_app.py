@@ -6,7 +6,9 @@ which data partition this device holds. ``train`` runs E SGD steps from the rece
 on this device's own data when its node config names a folder for the run's task
 (``data-<task>``, the SuperNode's ``--data TASK=PATH``; issue 36): checked against the task's data
 (shape, dtype, labels) and the type's attested D first, the round refused with the reason in the
-SuperNode's log when it does not fit, never trained on anything else. A node with no such folder
+SuperNode's log when it does not fit, never trained on anything else; the model trained is the
+run's task's architecture when the run config carries one (``task-network``,
+:mod:`mots.training.task_run`), else the training config's. A node with no such folder
 trains on its ``client-index`` slice of the public set (read from the node config's ``data-dir``
 when it names one, else the run's): through the
 node's resident trainer when its node config names a ``trainer-socket`` (torch stays loaded), else
@@ -27,6 +29,7 @@ from flwr.clientapp import ClientApp
 import mots.training.flower_messages as fm
 from mots.training.config import TrainConfig
 from mots.training.task_data import node_task_data
+from mots.training.task_run import network_of_run
 
 
 def _num(value: Any) -> float:
@@ -44,16 +47,17 @@ def local_data_request(
     run_config: Any, node_config: Any, cfg: TrainConfig, type_index: int
 ) -> dict[str, Any] | None:
     """The request's ``local_data`` when this device holds its own data for the run's task; None
-    for a node of the public-set layout (no ``data-<task>`` at all). A device that holds data for
-    other tasks only refuses the round."""
+    for a node of the public-set layout (no ``data-<task>`` at all) in a run of the training
+    config's data set. A device that holds data for other tasks only, or none in a run of a
+    task's own architecture (issue 36), refuses the round."""
     task = fm.task_from_run(run_config, cfg)
     folders = node_task_data(node_config)
-    if not folders:
+    if not folders and network_of_run(run_config) is None:
         return None
     if task not in folders:
         message = (
             f"this device holds no data for task {task} (its --data names "
-            f"{', '.join(sorted(folders))}); it does not train in this round"
+            f"{', '.join(sorted(folders)) or 'no task'}); it does not train in this round"
         )
         log.error(message)
         raise ValueError(message)
@@ -62,6 +66,7 @@ def local_data_request(
         "path": folders[task],
         "spec": fm.task_data_spec(run_config, task),
         "min_samples": int(cfg.sizes[type_index]),
+        "network": network_of_run(run_config),  # the task's architecture (None: cfg.model)
     }
 
 

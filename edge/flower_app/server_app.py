@@ -4,8 +4,9 @@ The run config names the training, the market's coalition K, the node map (Flowe
 participant whose registered SuperNode key it holds) and the verification policy
 (:func:`mots.training.participants.setup`). The ServerApp chooses the participants
 (:func:`mots.training.participants.choose`), waits until their nodes are connected (dropping those
-still absent), builds the global model and the server's holdout, and runs Flower's own round loop,
-``Strategy.start``, with :class:`mots.training.strategy.VerifyingFedAvg`: a FedAvg that asks the
+still absent), builds the global model and the server's holdout (the run's task's own model,
+evaluation data and holdout when the run config names a task: :mod:`mots.training.task_run`),
+and runs Flower's own round loop, ``Strategy.start``, with :class:`mots.training.strategy.VerifyingFedAvg`: a FedAvg that asks the
 market's participants, verifies every update before it counts and keeps each participant's
 verdict (a participant the launcher records as removed while training, in the run directory's
 ``removed.json``, is asked no more and its reply ignored: :mod:`mots.training.removal`); its
@@ -28,6 +29,7 @@ from flwr.serverapp import Grid, ServerApp
 import mots.training.flower_messages as fm
 from mots.training.participants import DROPPED, Participant, check_share, choose, setup
 from mots.training.strategy import QuorumGrid, VerifyingFedAvg, build
+from mots.training.task_run import build_task_model, task_of_run
 
 app = ServerApp()
 
@@ -63,7 +65,8 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
     wait_connected(grid, chosen, s.node_timeout)
     check_share(chosen, s.policy, "before round 1")
     discover_s = time.perf_counter() - t0
-    model = build(s)
+    task = task_of_run(context.run_config)  # issue 36: the run's task, when it names one
+    model = build(s) if task is None else build_task_model(s, task)
     writer = ArtifactWriter(s.artifact_dir) if s.artifact_dir is not None else None
     strategy = VerifyingFedAvg(s, chosen, model, writer)
     strategy.start(

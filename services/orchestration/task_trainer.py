@@ -1,16 +1,17 @@
-"""Training a round of a task other than the default one (issue 36): the task's own model, with
-its own ``rounds:`` settings, on one data folder per participant.
+"""A task's demo devices' data folders, and the in-process fallback of a task's round (issue 36).
 
-The task's file gives the architecture (``model``), FedAvg's R, E, b, η0 and aggregation
-(``rounds``) and the evaluation data; :func:`mots.tasks.training.train_task` runs FedAvg over the
-participants' folders in process and writes the task's model file (``mots-model/2`` with the
-task's metadata, which a buyer scores with PyTorch alone). The folders are the platform's demo
-devices' data: ``mots data split`` of the task's public set (:func:`mots.tasks.split.split_public`)
-cut once per population (D_i and N_i per type) under ``MOTS_FEDERATION_DIR/data/<task>/``, client j
-of type i holding folder ``type-<i+1>-<j>``, exactly what a device of the local federation would
-hold. What is not built yet: the deployment engine's ServerApp building a task's architecture
-(a task's round on the edge devices' own SuperNodes); the default task trains as before
-(:class:`services.orchestration.trainer.Trainer`).
+Every task's round trains on the Flower federation
+(:class:`services.orchestration.trainer.Trainer`, :mod:`mots.training.task_run`); the local
+federation's nodes hold the platform's demo devices' data: ``mots data split`` of the task's
+public set (:func:`mots.tasks.split.split_public`) cut once per population (D_i and N_i per
+type) under ``MOTS_FEDERATION_DIR/data/<task>/``, client j of type i holding folder
+``type-<i+1>-<j>`` (:func:`device_folders`, handed to ``LocalFederation(task_data=…)``).
+
+The fallback, with ``MOTS_TRAINER=inprocess`` only (as the default task then trains in process
+too): :func:`train_task_round` runs the task's file (its ``model``, ``rounds`` and evaluation
+data) through :func:`mots.tasks.training.train_task`, FedAvg over the same folders in this
+process, and writes the task's model file (``mots-model/2``, which a buyer scores with PyTorch
+alone).
 """
 
 from __future__ import annotations

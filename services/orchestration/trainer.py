@@ -66,16 +66,75 @@ def registered_keys(coalition: Coalition) -> dict[tuple[int, int], bytes]:
     return out
 
 
+class TaskFederation:
+    """One task's local federation and the population (node types, D_i) it was started for; its
+    lock lets one round of the task train at a time while another task's round trains on its
+    own federation (issue 36: two tasks' rounds at once)."""
+
+    def __init__(self) -> None:
+        self.federation: Any = None
+        self.node_types: list[int] | None = None
+        self.sizes: list[float] | None = None
+        self.lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Stop the local federation, if one runs (an external SuperLink is left alone)."""
+        if self.federation is not None:
+            self.federation.stop()
+        self.federation, self.node_types, self.sizes = None, None, None
+
+
 class Trainer:
     """Runs ``train_coalition`` on the deployment engine (an external SuperLink or a live local
-    federation) or in process."""
+    federation per task) or in process.
+
+    Every task trains on Flower (issue 36): a task's round runs the task's own architecture on
+    the nodes' ``data-<task>`` folders (:mod:`mots.training.task_run`), with FedAvg's settings
+    from its task file (``rounds:``); the default task keeps the deployment's MOTS_TRAIN_*
+    settings. Locally each task has a federation of its own (its population's nodes, each
+    holding its ``data-<task>`` folder: :func:`.task_trainer.device_folders`), so two tasks'
+    rounds train at once, each a separate Flower run on its own SuperLink; an external SuperLink
+    (whose registered keys are the round's coalition's) trains one round at a time."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._federation: Any = None
-        self._node_types: list[int] | None = None
-        self._sizes: list[float] | None = None
-        self._lock = threading.Lock()
+        self._tasks: dict[str, TaskFederation] = {}
+        self._guard = threading.Lock()
+        self._starting = threading.Lock()
+        """One local federation starts at a time: its free ports are chosen, then bound."""
+
+    def _state(self, task: str) -> TaskFederation:
+        """The federation state of ``task`` (every task shares the default's on an external
+        SuperLink: one connection, one round at a time)."""
+        key = DEFAULT_TASK if self.settings.superlink_address else task
+        with self._guard:
+            return self._tasks.setdefault(key, TaskFederation())
+
+    @property
+    def _federation(self) -> Any:
+        """The default task's federation (or the external SuperLink)."""
+        return self._state(DEFAULT_TASK).federation
+
+    @_federation.setter
+    def _federation(self, value: Any) -> None:
+        self._state(DEFAULT_TASK).federation = value
+
+    def _task_config(self, task: str, sizes: list[float], node_types: list[int]) -> Any:
+        """A round of ``task``'s FedAvg settings (its task file's ``rounds:``) for the population;
+        the default task's are the deployment's (:meth:`_config`)."""
+        if task == DEFAULT_TASK:
+            return self._config(sizes, node_types)
+        from mots.training.task_run import task_train_config
+        from services.orchestration.rounds.task_economics import task_file
+
+        s = self.settings
+        return task_train_config(
+            task_file(task),
+            sizes,
+            [node_types.count(i) for i in range(len(sizes))],
+            fraction_train=s.train_fraction,
+            min_train_clients=s.train_min_clients,
+        )
 
     def _config(self, sizes: list[float], node_types: list[int]) -> Any:
         from mots.training.config import TrainConfig
@@ -93,50 +152,73 @@ class Trainer:
             min_train_clients=s.train_min_clients,
         )
 
-    def _ensure_federation(self, node_types: list[int], sizes: list[float]) -> Any:
-        """The external SuperLink if one is configured; else a running local federation whose
-        nodes match the population's types and data sizes (restarted if not)."""
+    def _ensure_federation(
+        self, node_types: list[int], sizes: list[float], task: str = DEFAULT_TASK
+    ) -> Any:
+        """The external SuperLink if one is configured; else a running local federation of
+        ``task`` whose nodes match the population's types and data sizes (restarted if not)."""
         from mots.training.external_superlink import ExternalSuperLink
 
         address = self.settings.superlink_address
         policy = self.settings.verification_policy()
+        state = self._state(task)
         if address:
-            if not isinstance(self._federation, ExternalSuperLink):
-                self.stop()
-                self._federation = ExternalSuperLink(
+            if not isinstance(state.federation, ExternalSuperLink):
+                state.stop()
+                state.federation = ExternalSuperLink(
                     address, Path(self.settings.federation_dir), policy=policy
                 ).connect()
-            return self._federation
-        if self._federation is not None and (self._node_types, self._sizes) == (node_types, sizes):
-            faults = self._federation.faults()
+            return state.federation
+        if state.federation is not None and (state.node_types, state.sizes) == (node_types, sizes):
+            faults = state.federation.faults()
             if not faults:
-                return self._federation
-            log.warning("the local federation is restarted: %s", "; ".join(faults))
-        self.stop()
-        return self._start_local(node_types, policy, sizes)
+                return state.federation
+            log.warning("the local federation of %s is restarted: %s", task, "; ".join(faults))
+        state.stop()
+        return self._start_local(node_types, policy, sizes, task)
 
-    def _start_local(self, node_types: list[int], policy: Any, sizes: list[float]) -> Any:
-        """A fresh local federation (one node per client of ``node_types``), each node training
-        on a data folder of its own (``data-fashion-mnist``: :func:`.task_trainer.device_folders`,
-        the demo devices' data, cut from the public set as ``mots data split`` does); a start
-        that fails is the platform's fault (:class:`~mots.training.processes.PlatformFault`),
-        not the participants'."""
-        from mots.platform.api.tasks import DEFAULT_TASK
-        from mots.training.federation import LocalFederation
-        from mots.training.processes import FederationError, PlatformFault
+    def _start_local(
+        self, node_types: list[int], policy: Any, sizes: list[float], task: str = DEFAULT_TASK
+    ) -> Any:
+        """A fresh local federation of ``task`` (one node per client of ``node_types``), each
+        node training on a data folder of its own (``data-<task>``:
+        :func:`.task_trainer.device_folders`, the demo devices' data, cut from the task's public
+        set as ``mots data split`` does); the default task's in MOTS_FEDERATION_DIR on
+        MOTS_SUPERLINK_PORT, another's in ``tasks/<task>`` below it on free ports. A start that
+        fails is the platform's fault (:class:`~mots.training.processes.PlatformFault`), not the
+        participants'."""
         from services.orchestration.task_trainer import device_folders
 
-        root = Path(self.settings.federation_dir) / "data"
-        folders = device_folders(DEFAULT_TASK, root, sizes, node_types)
+        base = Path(self.settings.federation_dir)
+        folders = device_folders(task, base / "data", sizes, node_types)
+        default = task == DEFAULT_TASK
+        with self._starting:
+            return self._launch(node_types, policy, sizes, task, folders, default)
 
+    def _launch(
+        self,
+        node_types: list[int],
+        policy: Any,
+        sizes: list[float],
+        task: str,
+        folders: str,
+        default: bool,
+    ) -> Any:
+        """Start :meth:`_start_local`'s federation (ports chosen free, then bound)."""
+        from mots.training.federation import LocalFederation
+        from mots.training.processes import FederationError, PlatformFault
+
+        base = Path(self.settings.federation_dir)
         fed = LocalFederation(
             n_nodes=len(node_types),
             node_types=node_types,
-            superlink_port=superlink_port(self.settings.superlink_port, len(node_types)),
-            workdir=Path(self.settings.federation_dir),
+            superlink_port=superlink_port(
+                self.settings.superlink_port if default else 0, len(node_types)
+            ),
+            workdir=base if default else base / "tasks" / task,
             policy=policy,
             fork=True,  # one host runs every node: import Flower and torch once, fork the nodes
-            task_data={DEFAULT_TASK: folders},
+            task_data={task: folders},
         )
         try:
             fed.start()
@@ -145,7 +227,8 @@ class Trainer:
                 f"platform fault: the platform's local federation in {fed.workdir} did not start "
                 f"({err}); the participants are not to blame"
             ) from err
-        self._federation, self._node_types, self._sizes = fed, node_types, sizes
+        state = self._state(task)
+        state.federation, state.node_types, state.sizes = fed, node_types, sizes
         return fed
 
     def train(
@@ -158,6 +241,7 @@ class Trainer:
         *,
         coalition: Coalition | None = None,
         removed: Callable[[], Collection[int]] | None = None,
+        task: str = DEFAULT_TASK,
     ) -> TrainResult:
         """Train the coalition K (participants per type) and save the model artifact;
         ``progress`` hears of every FedAvg round (and clients finishing within one);
@@ -167,17 +251,20 @@ class Trainer:
         SuperNode keys unregistered at the SuperLink (Flower), and they are reported dropped. A
         local federation whose node keys were unregistered so is stopped after the round (the
         next one starts it afresh, every node registered again); on an external SuperLink the
-        next round's key sync leaves the removed clients' keys out."""
+        next round's key sync leaves the removed clients' keys out. ``task`` (issue 36) names
+        the round's task: its own model and data folders, on its own local federation."""
         from mots.training.external_superlink import ExternalSuperLink
         from mots.training.runner import train_coalition
+        from services.orchestration.rounds.task_economics import task_file
 
-        with self._lock:
-            config = self._config(sizes, node_types)
+        state = self._state(task)
+        with state.lock:
+            config = self._task_config(task, sizes, node_types)
             artifact_dir = Path(self.settings.artifact_dir) / f"round-{round_id}"
             start = time.perf_counter()
             engine = self.settings.trainer
             federation = (
-                self._ensure_federation(node_types, sizes) if engine == "deployment" else None
+                self._ensure_federation(node_types, sizes, task) if engine == "deployment" else None
             )
             if isinstance(federation, ExternalSuperLink) and coalition is not None:
                 federation.register_nodes(registered_keys(coalition))
@@ -192,16 +279,17 @@ class Trainer:
                     progress=progress or False,
                     quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
                     removed=_positions(coalition, removed),
+                    task=None if task == DEFAULT_TASK else task_file(task),
                 )
             except Exception as exc:
-                self._raise_platform_fault(federation, exc)
+                self._raise_platform_fault(federation, exc, state)
                 raise
             seconds = time.perf_counter() - start
             _export_supernodes(federation, coalition)
             if result.metadata.get("removed_nodes") and not isinstance(
                 federation, ExternalSuperLink
             ):
-                self.stop()  # its nodes' keys were unregistered: the next round starts afresh
+                state.stop()  # its nodes' keys were unregistered: the next round starts afresh
         completed = result.metadata.get("completed_participants", participants)
         return TrainResult(
             epsilon=result.epsilon,
@@ -215,7 +303,9 @@ class Trainer:
             participants=participant_outcomes(result.metadata, participants, coalition),
         )
 
-    def _raise_platform_fault(self, federation: Any, exc: Exception) -> None:
+    def _raise_platform_fault(
+        self, federation: Any, exc: Exception, state: TaskFederation | None = None
+    ) -> None:
         """Raise :class:`~mots.training.processes.PlatformFault` when a failed training ran on a
         local federation that is itself broken (a SuperLink, template or SuperNode process gone:
         its participants' nodes are the platform's own processes, so their drop-out is the
@@ -227,7 +317,7 @@ class Trainer:
             return
         faults = federation.faults()
         if faults:
-            self.stop()
+            (state or self._state(DEFAULT_TASK)).stop()
             raise PlatformFault(
                 f"platform fault: the platform's local federation broke during training "
                 f"({'; '.join(faults)}); the participants are not to blame "
@@ -235,10 +325,11 @@ class Trainer:
             ) from exc
 
     def stop(self) -> None:
-        """Stop the local federation, if one runs (an external SuperLink is left alone)."""
-        if self._federation is not None:
-            self._federation.stop()
-        self._federation, self._node_types, self._sizes = None, None, None
+        """Stop every task's local federation (an external SuperLink is left alone)."""
+        with self._guard:
+            states = list(self._tasks.values())
+        for state in states:
+            state.stop()
 
 
 class MarketRemovals:

@@ -1,6 +1,12 @@
 """The training worker: trains a round's coalition with Flower, on its own queue.
 
-Run with ``celery -A services.orchestration.training_worker worker -Q training --pool=solo``.
+Run with ``celery -A services.orchestration.training_worker worker -Q training --pool=threads
+--concurrency=2``: two trainings at once (issue 36: a round of each of two tasks; the
+:class:`~services.orchestration.trainer.Trainer` trains each task on its own local federation,
+one round per task at a time), each a Flower run whose work is in its own processes.
+Every task trains on Flower (the deployment engine); with ``MOTS_TRAINER=inprocess`` the default
+task trains in process and another task in process too
+(:func:`services.orchestration.task_trainer.train_task_round`, the fallback).
 The round's train step sends :data:`~mots.platform.contracts.TRAINING_TRAIN` and returns; this
 worker trains (minutes), records each FedAvg round's progress on the round, and its result goes
 back to the orchestration worker as the call's reply. A long training therefore never holds the
@@ -74,8 +80,8 @@ def train(request: TrainRequest) -> TrainResult:
     if call_id is not None and not calls.pending(call_id):
         raise StaleTraining(f"round {request.round_id}: call {call_id} is no longer awaited")
 
-    if request.task != DEFAULT_TASK:  # another task: its own model, on its devices' folders
-        return train_task_round(settings, request)
+    if request.task != DEFAULT_TASK and settings.trainer != "deployment":
+        return train_task_round(settings, request)  # the in-process fallback (MOTS_TRAINER)
     joined = {c for ids in request.clients for c in ids}
     removed = MarketRemovals(
         {c: k for c, k in request.node_keys.items() if c in joined}, MarketKeysAsk()
@@ -88,4 +94,5 @@ def train(request: TrainRequest) -> TrainResult:
         progress=prometheus.progress_recorder(store, request.round_id),
         coalition=request,  # a TrainRequest is the Coalition it names
         removed=removed,
+        task=request.task,  # every task on Flower: its own model, on its devices' folders
     )

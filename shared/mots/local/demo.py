@@ -283,7 +283,7 @@ def _task_rounds(
         for rnd, got in ((fashion, body), (digits, other)):
             summary: dict[str, Any] = got["summary"]
             summary["task"] = rnd.task
-            summary["trainer"] = trainer if rnd is fashion else "inprocess"
+            summary["trainer"] = trainer  # every task trains on the same engine (issue 36)
             summary["round_calls"] = round_calls(got.get("calls") or [])  # issue 38: at most 7
             if got["state"] == "published":
                 _download_as_buyer(market, rnd.agents, rnd.choices, rnd.round_id, out_dir, summary)

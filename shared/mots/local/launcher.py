@@ -31,6 +31,10 @@ WORKERS = ("market", "pricing", "orchestration", "evaluation", "training")
 API_ONLY = ("pricing",)
 """Services without a worker: pricing answers what-if quotes on its API; a round prices in
 process (:mod:`mots.platform.quotes`, issue 38)."""
+TRAINING_POOL = ("--pool=threads", "--concurrency=2")
+"""The training worker trains two rounds at once (issue 36: two tasks' rounds, each a Flower
+run of its own task's federation, :class:`services.orchestration.trainer.Trainer`); every other
+worker answers one task at a time."""
 WORKER_OF = {"training": ("orchestration", "services.orchestration.training_worker")}
 """A worker that is not its own service: the service whose settings and database it shares, and
 its module (the training worker trains the orchestration's rounds on the ``training`` queue)."""
@@ -323,9 +327,12 @@ class Stack:
                     continue
                 mport = self.ports.setdefault(f"{service}-worker", free_port())
                 wenv = {**env, "MOTS_METRICS_PORT": str(mport)}
+                pool = (
+                    TRAINING_POOL if service == "training" else ("--pool=solo", "--concurrency=1")
+                )
                 argv = [
                     self.python, "-m", "celery", "-A", module, "worker",
-                    "-Q", service, "--pool=solo", "--concurrency=1", "-n", f"{service}@%h",
+                    "-Q", service, *pool, "-n", f"{service}@%h",
                     "--without-gossip", "--without-mingle", "--without-heartbeat",
                     "--loglevel", "INFO",
                 ]  # fmt: skip

@@ -196,7 +196,8 @@ class ArtifactWriter:
     ) -> tuple[Path, str]:
         """Save one round's artifact; return (path, sha256)."""
         path = self.directory / f"round-{int(metadata['round']):04d}.pt2"
-        metadata = {**metadata, "test_metric": measure_test_metric(metadata, names, weights)}
+        if "test_metric" not in metadata:  # a task's round measured it on its evaluation data
+            metadata = {**metadata, "test_metric": measure_test_metric(metadata, names, weights)}
         digest = save_artifact(path, names, weights, metadata)
         self.entries.append(
             {

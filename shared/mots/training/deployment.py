@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Collection
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mots.training import flower_messages as fm
 from mots.training.artifacts import TrainingResult
@@ -39,6 +39,9 @@ from mots.training.progress import RoundProgress
 from mots.training.removal import NodePruner
 from mots.training.settings import TrainingSettings
 from mots.training.verification import VerificationPolicy
+
+if TYPE_CHECKING:
+    from mots.tasks.task_file import MarketTask
 
 
 class DeploymentError(RuntimeError):
@@ -207,12 +210,15 @@ def run_app(
     policy: VerificationPolicy | None = None,
     quoted_epsilon: float | None = None,
     removed: Callable[[], Collection[tuple[int, int]]] | None = None,
+    task: MarketTask | None = None,
 ) -> dict[str, Any]:
     """One Flower run of the app on ``federation``; the ServerApp's result dict (plus timings).
     ``policy`` overrides the federation's verification policy for this run; ``removed`` names
     the participants (i, j) revoked or departed so far: while the run trains their nodes are
     recorded for the ServerApp and their keys unregistered (:class:`NodePruner`), and the result
-    lists them (``removed_nodes``)."""
+    lists them (``removed_nodes``); ``task`` (issue 36) makes the run train that task's
+    architecture on each node's ``data-<task>`` folder, evaluated and published as the task's
+    (:mod:`mots.training.task_run`); None trains the training config's data set."""
     rd = run_dir if run_dir is not None else federation.workdir / "runs" / uuid.uuid4().hex[:12]
     rd.mkdir(parents=True, exist_ok=True)
     overrides = fm.run_config(
@@ -225,6 +231,10 @@ def run_app(
         policy=policy or federation.policy,
         quoted_epsilon=quoted_epsilon,
     )
+    if task is not None:
+        from mots.training.task_run import task_run_config
+
+        overrides.update(task_run_config(task))
     started = time.perf_counter()
     run_id = submit(federation, overrides, rd)
     limit = timeout if timeout is not None else 300.0 + 120.0 * config.rounds
@@ -253,10 +263,17 @@ def train_on_federation(
     artifact_dir: Path | None,
     quoted_epsilon: float | None = None,
     removed: Callable[[], Collection[tuple[int, int]]] | None = None,
+    task: MarketTask | None = None,
 ) -> TrainingResult:
     """``train_coalition(..., engine="deployment")``: on ``federation``, or on a temporary
     (authenticated, encrypted) one holding exactly the coalition's clients; ``removed`` as in
-    :func:`run_app`."""
+    :func:`run_app`, and so is ``task`` (which needs a ``federation`` whose nodes hold
+    ``data-<task>`` folders: a temporary one holds none)."""
+    if federation is None and task is not None:
+        raise ValueError(
+            f"federation: task {task.name} trains on nodes holding data-{task.name} folders; "
+            "give a LocalFederation(task_data=...) or an external SuperLink"
+        )
     if federation is None:
         node_types = [i for i, k in enumerate(participants) for _ in range(k)]
         port = free_port_block(ports_needed(len(node_types)))
@@ -272,6 +289,7 @@ def train_on_federation(
                 report=report,
                 quoted_epsilon=quoted_epsilon,
                 removed=removed,
+                task=task,
             )
         shutil.rmtree(tmp, ignore_errors=True)
     else:
@@ -283,6 +301,7 @@ def train_on_federation(
             report=report,
             quoted_epsilon=quoted_epsilon,
             removed=removed,
+            task=task,
         )
     return training_result(data, participants, config)
 

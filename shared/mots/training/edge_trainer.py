@@ -86,7 +86,8 @@ _STATE = _State()
 def handle_train(
     request: dict[str, Any], weights: list[FloatArray]
 ) -> tuple[list[FloatArray], dict[str, Any]]:
-    """One local update: request names config, type_index, client_index, round; returns
+    """One local update: request names config, type_index, client_index, round (and
+    ``local_data``: the device's own folder, with the task's ``network`` to train); returns
     (new weights, {train_seconds, train_loss, num_examples, samples})."""
     from mots.training import datasets
     from mots.training.config import TrainConfig
@@ -125,10 +126,16 @@ def handle_train(
         datasets._load_cached.cache_clear()  # keep only this node's partition in memory
         _STATE.data = {data_key: data}
     cd, shape, classes = data
-    model_key = json.dumps([cfg.model, shape, classes])
+    network = local.get("network") if local else None  # a task's architecture (issue 36)
+    model_key = json.dumps([cfg.model, shape, classes, network], sort_keys=True)
     model = _STATE.models.get(model_key)
-    if model is None:
-        c, h, w = (int(s) for s in shape)  # the Flower path trains image models (C, H, W)
+    if model is None and network:
+        from mots.client.model_file import build_network
+
+        model = build_network(network)
+        _STATE.models = {model_key: model}
+    elif model is None:
+        c, h, w = (int(s) for s in shape)  # the training config's image models (C, H, W)
         model = build_model(cfg.model, (c, h, w), classes)
         _STATE.models = {model_key: model}
     with torch_threads(1):

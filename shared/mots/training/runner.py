@@ -15,6 +15,7 @@ from mots.training.config import TrainConfig
 from mots.training.progress import ProgressPrinter, RoundProgress
 
 if TYPE_CHECKING:
+    from mots.tasks.task_file import MarketTask
     from mots.training.artifacts import TrainingResult
     from mots.training.external_superlink import Federation
     from mots.training.inprocess import Removed
@@ -30,6 +31,7 @@ def train_coalition(
     artifact_dir: Path | None = None,
     quoted_epsilon: float | None = None,
     removed: Removed | None = None,
+    task: MarketTask | None = None,
 ) -> TrainingResult:
     """Train coalition K = ``participants`` (K_i per type) with FedAvg; ε is the final test loss.
 
@@ -42,7 +44,9 @@ def train_coalition(
     before each round, they are left out of that round and the later ones; on the deployment
     engine while the run trains, their SuperNode keys are unregistered at the SuperLink and the
     ServerApp asks them no more and ignores a reply in flight (:mod:`mots.training.removal`).
-    Either way they are not averaged from then on and are reported dropped.
+    Either way they are not averaged from then on and are reported dropped. ``task`` (issue 36,
+    deployment engine only) trains that task's model on each node's ``data-<task>`` folder
+    (:mod:`mots.training.task_run`).
     """
     k = config.check_participants(list(participants))
     report: Callable[[RoundProgress], None] | None
@@ -51,6 +55,11 @@ def train_coalition(
     else:
         report = ProgressPrinter(f"K={list(k)}") if progress else None
     if engine == "inprocess":
+        if task is not None:
+            raise ValueError(
+                "task: the in-process engine trains the training config's data set only; "
+                "train a task with engine='deployment'"
+            )
         from mots.training.inprocess import train_inprocess
 
         return train_inprocess(
@@ -67,5 +76,6 @@ def train_coalition(
             artifact_dir=artifact_dir,
             quoted_epsilon=quoted_epsilon,
             removed=removed,
+            task=task,
         )
     raise ValueError(f"engine must be 'inprocess' or 'deployment', got {engine!r}")

@@ -171,10 +171,13 @@ class Model:
     y_test: Any
     holdout: Any
     initial_epsilon: float
-    input_shape: tuple[int, int, int]
+    input_shape: tuple[int, ...]
     history: list[list[tuple[Any, Any]]] = field(default_factory=list)
     """The last :data:`REPLAY_ROUNDS` rounds' (model, update) pairs, flattened float32: the
     stale check's memory."""
+    task: Any = None
+    """The run's task (:class:`mots.tasks.task_file.MarketTask`) when it is not the training
+    config's data set: its model file's metadata (:mod:`mots.training.task_run`)."""
 
 
 def build(setup: RunSetup) -> Model:
@@ -456,9 +459,16 @@ class VerifyingFedAvg(FedAvg):
         s, model, chosen = self.setup, self.model, self.chosen
         saved = None
         if self.writer is not None and not s.noop and math.isfinite(eps) and finite(model.weights):
-            meta = round_metadata(
-                s.cfg, s.participants, r, eps, accuracy, model.input_shape, "deployment"
-            )
+            if model.task is not None:  # the task's own mots-model/2 (issue 36)
+                from mots.training.task_run import task_round_metadata
+
+                meta = task_round_metadata(
+                    model.task, s.participants, r, eps, accuracy, len(model.y_test), s.cfg
+                )
+            else:
+                meta = round_metadata(
+                    s.cfg, s.participants, r, eps, accuracy, model.input_shape, "deployment"
+                )
             path, digest = self.writer.write(model.names, model.weights, meta)
             saved = (str(path), digest)
         metrics = [m.content.metric_records["metrics"] for m in self._good.values()]

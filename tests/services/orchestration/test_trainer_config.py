@@ -77,7 +77,24 @@ def test_a_local_federation_whose_keys_were_unregistered_is_started_afresh(
 
     trainer = Trainer(Settings(trainer="deployment", artifact_dir=str(tmp_path)))
     monkeypatch.setattr(runner, "train_coalition", train)
-    monkeypatch.setattr(trainer, "_ensure_federation", lambda types, sizes: Local())
+    monkeypatch.setattr(trainer, "_ensure_federation", lambda types, sizes, task: Local())
     trainer._federation = Local()
     trainer.train([1], [50.0], [0], round_id=1)
     assert (Local.stops == 1) is stopped and (trainer._federation is None) is stopped
+
+
+def test_a_tasks_round_trains_with_its_task_files_fedavg_settings() -> None:
+    """Issue 36: a digits round's FedAvg (R, E, b, η0, aggregation, w0) is its task file's
+    ``rounds:`` and ``model.init``, not the deployment's MOTS_TRAIN_* (which stay the default
+    task's); the population's D_i and N_i are the round's."""
+    from mots.tasks.task_file import load_task
+
+    trainer = Trainer(Settings())
+    spec = load_task("digits").rounds
+    config = trainer._task_config("digits", [20.0, 50.0, 100.0], [0, 0, 1, 2])
+    got = (config.rounds, config.local_steps, config.batch_size, config.lr, config.aggregation)
+    assert got == (spec.fedavg_rounds, spec.local_steps, spec.batch_size, spec.lr, spec.aggregation)
+    assert (config.sizes, config.counts, config.zero_init) == ((20, 50, 100), (2, 1, 1), False)
+    assert trainer._task_config("fashion-mnist", [8, 16], [0, 0, 1]) == trainer._config(
+        [8, 16], [0, 0, 1]
+    )
