@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,9 @@ import numpy.typing as npt
 from mots.tasks.local_data import load_for_training, preprocess, read_folder
 from mots.tasks.public import load_public
 from mots.tasks.task_file import MarketTask
+
+if TYPE_CHECKING:
+    from mots.training.config import TrainConfig
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -165,3 +168,34 @@ def train_task(
     }
     digest = save_artifact(out, names, weights, meta)
     return TaskModel(Path(out), digest, float(epsilon), float(accuracy), losses)
+
+
+def task_round_metadata(
+    task: MarketTask,
+    participants: Sequence[int],
+    round_index: int,
+    epsilon: float,
+    accuracy: float,
+    samples: int,
+    config: TrainConfig,
+) -> dict[str, Any]:
+    """A round's model file metadata for ``task`` (the task's ``mots-model/2``): what
+    :func:`train_task` writes, with the round and what it measured on the
+    platform's evaluation data (the ``test_metric`` a buyer's classify.py checks)."""
+    value = float(accuracy) if task.metric.name == "accuracy" else float(epsilon)
+    return {
+        **model_metadata(task, participants, config.rounds),
+        "round": round_index + 1,
+        "epsilon": float(epsilon),
+        "accuracy": float(accuracy),
+        "seed": config.seed,
+        "engine": "deployment",
+        "config": config.model_dump(mode="json"),
+        "test_metric": {
+            "name": task.metric.name,
+            "value": value,
+            "loss": float(epsilon),
+            "split": "evaluation",
+            "samples": int(samples),
+        },
+    }

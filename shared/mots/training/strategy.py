@@ -460,7 +460,7 @@ class VerifyingFedAvg(FedAvg):
         saved = None
         if self.writer is not None and not s.noop and math.isfinite(eps) and finite(model.weights):
             if model.task is not None:  # the task's own mots-model/2 (issue 36)
-                from mots.training.task_run import task_round_metadata
+                from mots.tasks.training import task_round_metadata
 
                 meta = task_round_metadata(
                     model.task, s.participants, r, eps, accuracy, len(model.y_test), s.cfg

@@ -12,7 +12,7 @@ network from the task's architecture, ε measured on the task's evaluation data 
 own, as :func:`mots.tasks.training.evaluate_model_file` measures a model file), and the
 verification holdout a seeded sample of that evaluation data (the platform holds no other data
 of a task; the holdout only judges updates, the model never trains on it). Each round's model is
-saved as the task's ``mots-model/2`` file (:func:`task_round_metadata`: the same metadata
+saved as the task's ``mots-model/2`` file (:func:`mots.tasks.training.task_round_metadata`: the same metadata
 :func:`mots.tasks.training.train_task` writes), which ``examples/buyer/classify.py`` scores with
 PyTorch alone. FedAvg's E, b, η0 and aggregation are the task's ``rounds:``
 (:func:`task_train_config`), as Section 5 runs FedAvg (η_r = η0/(1+r), Eq. 2/Eq. 3 averaging).
@@ -100,39 +100,6 @@ def task_train_config(
     }
     values.update(overrides)
     return TrainConfig(**values)
-
-
-def task_round_metadata(
-    task: MarketTask,
-    participants: Sequence[int],
-    round_index: int,
-    epsilon: float,
-    accuracy: float,
-    samples: int,
-    config: TrainConfig,
-) -> dict[str, Any]:
-    """A round's model file metadata for ``task`` (the task's ``mots-model/2``): what
-    :func:`mots.tasks.training.train_task` writes, with the round and what it measured on the
-    platform's evaluation data (the ``test_metric`` a buyer's classify.py checks)."""
-    from mots.tasks.training import model_metadata
-
-    value = float(accuracy) if task.metric.name == "accuracy" else float(epsilon)
-    return {
-        **model_metadata(task, participants, config.rounds),
-        "round": round_index + 1,
-        "epsilon": float(epsilon),
-        "accuracy": float(accuracy),
-        "seed": config.seed,
-        "engine": "deployment",
-        "config": config.model_dump(mode="json"),
-        "test_metric": {
-            "name": task.metric.name,
-            "value": value,
-            "loss": float(epsilon),
-            "split": "evaluation",
-            "samples": int(samples),
-        },
-    }
 
 
 def holdout_sample(n_eval: int, n: int, seed: int) -> np.ndarray:
