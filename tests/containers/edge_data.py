@@ -30,6 +30,8 @@ def split_for_devices(devices: Mapping[str, str], work: Path) -> dict[str, dict[
         which[name] = f"type-{i + 1}-{counts[i]:03d}"  # mots.tasks.split.folder_name
         counts[i] += 1
     out: dict[str, dict[str, Path]] = {name: {} for name in devices}
+    if not devices:  # a tier without edge pods (kube play's data tier alone) holds no data
+        return out
     for task in TASKS:
         subprocess.run(
             [MOTS, "data", "split", task, str(work / task), "--sizes",
