@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import time
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -47,6 +48,9 @@ from mots.platform.worker import service_worker
 from services.evaluation.core.config import get_settings
 from services.evaluation.migrations import upgrade
 from services.evaluation.models import Measurement
+
+if TYPE_CHECKING:
+    from mots.tasks.task_file import MarketTask
 
 settings = get_settings()
 app = service_worker("evaluation", settings, migrate=lambda: upgrade(settings.database_url))
@@ -84,6 +88,16 @@ def usable(points: list[Point]) -> list[Point]:
     return kept
 
 
+def task_definition(task: str) -> MarketTask:
+    """Task ``task``'s definition: its task file, else the current version the market stores
+    (``MOTS_MARKET_INTERNAL_URL``; :mod:`mots.tasks.stored`), as the orchestration priced and
+    trained it."""
+    from mots.tasks.stored import resolve_task
+
+    token = settings.operator_token.get_secret_value()
+    return resolve_task(task, settings.market_internal_url, token)
+
+
 def measure(
     artifact_path: str,
     sha256: str,
@@ -99,10 +113,9 @@ def measure(
     if not verify(artifact_path, sha256):
         raise ValueError(f"artifact_sha256: {artifact_path} does not match its published digest")
     if task != DEFAULT_TASK:
-        from mots.tasks.task_file import load_task
         from mots.tasks.training import evaluate_model_file
 
-        return evaluate_model_file(load_task(task), artifact_path)
+        return evaluate_model_file(task_definition(task), artifact_path)
     loss, accuracy = evaluate(artifact_path, data_dir=data_dir, test_subset=test_subset)
     return float(loss), float(accuracy)
 
@@ -148,9 +161,7 @@ def prior(task: str = DEFAULT_TASK) -> ErrorPosterior:
     if task == DEFAULT_TASK:
         model = ErrorModel.model_validate(settings.prior_error_model)
     else:
-        from mots.tasks.task_file import load_task
-
-        model = load_task(task).economics.scenario.error_model
+        model = task_definition(task).economics.scenario.error_model
     return ErrorPosterior.prior(model, sd, settings.error_noise_sd, drift)
 
 
