@@ -165,8 +165,8 @@ def prior(task: str = DEFAULT_TASK) -> ErrorPosterior:
     return ErrorPosterior.prior(model, sd, settings.error_noise_sd, drift)
 
 
-# One error model for now, the default task's (issue 36: a task of its own gets its own, labelled
-# by its name, once the evaluation service keeps one per task).
+# The default task's prior until a round of it counts; every other task's gauges appear, labelled
+# with its name, when its error model is first read (a round of it opens) or a round publishes.
 for _name, _value in zip(PARAMETERS, prior().mean, strict=True):  # the prior until a round counts
     ERROR_MODEL.labels(DEFAULT_TASK, _name).set(float(_value))
 
@@ -248,17 +248,24 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
 @EVALUATION_PUBLISHED.handler(app)
 def published(ref: RoundRef) -> PublishedRound:
     """The round published its model: its measurement now counts in the error model (which is
-    recomputed from the published measurements when read; idempotent)."""
+    recomputed from the published measurements when read; idempotent), and the round's task's
+    ``mots_error_model_parameter`` gauges show the estimate with it at once."""
 
-    def mark(session: Session) -> bool:
+    def mark(session: Session) -> str | None:
         found = session.scalar(select(Measurement).where(Measurement.round_id == ref.round_id))
         if found is None:
-            return False
+            return None
         found.published = True
-        return True
+        return found.task
 
-    counted = in_transaction(sessions, mark)
-    return PublishedRound(round_id=ref.round_id, counted=counted)
+    task = in_transaction(sessions, mark)
+    if task is not None:
+        try:
+            with sessions() as session:
+                posterior(session, task)  # exports the task's gauges
+        except Exception:  # the gauges are best effort: the measurement counts regardless
+            log.warning("task %s: the error model's gauges were not updated", task, exc_info=True)
+    return PublishedRound(round_id=ref.round_id, counted=task is not None)
 
 
 @EVALUATION_ERROR_MODEL.handler(app)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -46,11 +47,24 @@ def _stored_copy(tmp: Path) -> tuple[Path, str]:
     return path, inline_task_text(path)
 
 
+def _sample(stack, process: str, metric: str, which: str) -> float | None:
+    """``metric``'s sample labelled with the stored task (and ``which`` source or parameter) on
+    the process's /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(stack.metrics_url(process), timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == metric and s.labels.get("task") == NAME and which in s.labels.values():
+                return float(s.value)
+    return None
+
+
 def test_a_task_stored_only_at_the_market_runs_a_round_to_publication(platform, tmp_path) -> None:
     """POST /v1/rounds knows the stored task (202, not 404); its quote's scenario has the stored
     U(ε) and ε prior; the round trains the stored definition (its model file names the task),
     is measured and published, and ledger-check is exact. Retired, the task opens no round."""
-    _, market, orchestration, _ = platform
+    stack, market, orchestration, _ = platform
     with pytest.raises(Exception, match="no task file of that name"):
         load_task(NAME)
     path, content = _stored_copy(tmp_path)
@@ -71,6 +85,11 @@ def test_a_task_stored_only_at_the_market_runs_a_round_to_publication(platform, 
     assert body["mechanism"] == "swan"
     assert body["measured_epsilon"] > 0
     _ledger_balanced(market)
+    predicted = _sample(stack, "orchestration-worker", "mots_generalization_error", "predicted")
+    assert predicted == pytest.approx(body["predicted_epsilon"])
+    measured = _sample(stack, "evaluation-worker", "mots_generalization_error", "measured")
+    assert measured == pytest.approx(body["measured_epsilon"])
+    assert _sample(stack, "evaluation-worker", "mots_error_model_parameter", "eps0") is not None
     model = tmp_path / "model.pt"
     got = [market.get(f"/v1/rounds/{round_id}/model", headers=a.auth) for a in agents]
     model.write_bytes(next(g.content for g in got if g.status_code == 200))
