@@ -104,3 +104,47 @@ def test_a_task_stored_only_at_the_market_runs_a_round_to_publication(platform, 
     unknown = orchestration.post("/v1/rounds", json={"task": "no-such-task"})
     assert unknown.status_code == 404, unknown.text
     assert "task" in unknown.json()["detail"]
+
+
+@pytest.mark.slow  # the market's API and worker, a local federation and a Flower run: about a minute
+def test_a_market_only_task_trains_on_flower_from_the_stored_definition(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The training worker's trainer (the Flower deployment engine) reads the stored task from the
+    market (MOTS_MARKET_INTERNAL_URL): its SuperNodes hold folders cut for it, the run config
+    carries its definition to the ServerApp and the ClientApps (no task file on any of them), and
+    the model file it publishes is the stored task's, its ε what the platform measures again."""
+    from mots.local.launcher import Stack
+    from mots.tasks.training import evaluate_model_file
+    from services.orchestration.core.config import Settings
+    from services.orchestration.trainer import Trainer
+
+    path, content = _stored_copy(tmp_path)
+    stack = Stack(workdir=tmp_path / "stack", redis_url=redis_url)
+    stack.start(timeout_s=120, services=("market",))
+    try:
+        with httpx.Client(base_url=stack.url("market"), timeout=30) as market:
+            stored = market.post("/v1/tasks", json={"content": content}, headers=OPERATOR)
+            assert stored.status_code == 201, stored.text
+        settings = Settings(
+            trainer="deployment",
+            federation_dir=str(tmp_path / "fed"),
+            artifact_dir=str(tmp_path / "art"),
+            superlink_port=0,
+            market_internal_url=stack.url("market"),
+            operator_token=stack.operator_token,
+        )
+        trainer = Trainer(settings)
+        try:
+            sizes = [float(t["data_size"]) for t in TYPES]
+            result = trainer.train([1, 1], sizes, [0, 0, 0, 1, 1], 7, task=NAME)
+        finally:
+            trainer.stop()
+    finally:
+        stack.stop()
+    assert result.metadata["engine"] == "deployment", result.metadata
+    assert [p["status"] for p in result.participants] == ["verified", "verified"]
+    meta = file_metadata(result.artifact_path)["metadata"]
+    assert meta["task"] == {"name": NAME, "version": 1}
+    eps, _ = evaluate_model_file(load_task(path), result.artifact_path)
+    assert abs(eps - result.epsilon) < 1e-5
