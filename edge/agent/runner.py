@@ -21,6 +21,7 @@ from mots.client import ClientFacts, MarketClient, MarketError, draw_place, resp
 from mots.economics.best_response import Choice
 from mots.platform.api.base import RoundState, Strategy
 from mots.platform.api.market import ClientRegistration
+from mots.platform.api.tasks import DEFAULT_TASK
 
 if TYPE_CHECKING:
     from mots.tasks.task_file import DataSpec
@@ -49,7 +50,7 @@ class Agent:
         settings: AgentSettings,
         market: MarketClient,
         data: dict[str, str] | None = None,
-        task: str = "fashion-mnist",
+        task: str = DEFAULT_TASK,
     ) -> None:
         self.settings = settings
         self.data = dict(data or {})

@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import time
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -47,6 +48,9 @@ from mots.platform.worker import service_worker
 from services.evaluation.core.config import get_settings
 from services.evaluation.migrations import upgrade
 from services.evaluation.models import Measurement
+
+if TYPE_CHECKING:
+    from mots.tasks.task_file import MarketTask
 
 settings = get_settings()
 app = service_worker("evaluation", settings, migrate=lambda: upgrade(settings.database_url))
@@ -84,6 +88,16 @@ def usable(points: list[Point]) -> list[Point]:
     return kept
 
 
+def task_definition(task: str) -> MarketTask:
+    """Task ``task``'s definition: its task file, else the current version the market stores
+    (``MOTS_MARKET_INTERNAL_URL``; :mod:`mots.tasks.stored`), as the orchestration priced and
+    trained it."""
+    from mots.tasks.stored import resolve_task
+
+    token = settings.operator_token.get_secret_value()
+    return resolve_task(task, settings.market_internal_url, token)
+
+
 def measure(
     artifact_path: str,
     sha256: str,
@@ -99,10 +113,9 @@ def measure(
     if not verify(artifact_path, sha256):
         raise ValueError(f"artifact_sha256: {artifact_path} does not match its published digest")
     if task != DEFAULT_TASK:
-        from mots.tasks.task_file import load_task
         from mots.tasks.training import evaluate_model_file
 
-        return evaluate_model_file(load_task(task), artifact_path)
+        return evaluate_model_file(task_definition(task), artifact_path)
     loss, accuracy = evaluate(artifact_path, data_dir=data_dir, test_subset=test_subset)
     return float(loss), float(accuracy)
 
@@ -148,14 +161,12 @@ def prior(task: str = DEFAULT_TASK) -> ErrorPosterior:
     if task == DEFAULT_TASK:
         model = ErrorModel.model_validate(settings.prior_error_model)
     else:
-        from mots.tasks.task_file import load_task
-
-        model = load_task(task).economics.scenario.error_model
+        model = task_definition(task).economics.scenario.error_model
     return ErrorPosterior.prior(model, sd, settings.error_noise_sd, drift)
 
 
-# One error model for now, the default task's (issue 36: a task of its own gets its own, labelled
-# by its name, once the evaluation service keeps one per task).
+# The default task's prior until a round of it counts; every other task's gauges appear, labelled
+# with its name, when its error model is first read (a round of it opens) or a round publishes.
 for _name, _value in zip(PARAMETERS, prior().mean, strict=True):  # the prior until a round counts
     ERROR_MODEL.labels(DEFAULT_TASK, _name).set(float(_value))
 
@@ -237,17 +248,24 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
 @EVALUATION_PUBLISHED.handler(app)
 def published(ref: RoundRef) -> PublishedRound:
     """The round published its model: its measurement now counts in the error model (which is
-    recomputed from the published measurements when read; idempotent)."""
+    recomputed from the published measurements when read; idempotent), and the round's task's
+    ``mots_error_model_parameter`` gauges show the estimate with it at once."""
 
-    def mark(session: Session) -> bool:
+    def mark(session: Session) -> str | None:
         found = session.scalar(select(Measurement).where(Measurement.round_id == ref.round_id))
         if found is None:
-            return False
+            return None
         found.published = True
-        return True
+        return found.task
 
-    counted = in_transaction(sessions, mark)
-    return PublishedRound(round_id=ref.round_id, counted=counted)
+    task = in_transaction(sessions, mark)
+    if task is not None:
+        try:
+            with sessions() as session:
+                posterior(session, task)  # exports the task's gauges
+        except Exception:  # the gauges are best effort: the measurement counts regardless
+            log.warning("task %s: the error model's gauges were not updated", task, exc_info=True)
+    return PublishedRound(round_id=ref.round_id, counted=task is not None)
 
 
 @EVALUATION_ERROR_MODEL.handler(app)

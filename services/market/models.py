@@ -22,14 +22,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from mots.platform.api.tasks import DEFAULT_TASK as DEFAULT_TASK
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-DEFAULT_TASK = "fashion-mnist"
-"""The task of rows that name none: everything stored before tasks (migration 0011) and every
-call that names no task (:data:`mots.platform.api.tasks.DEFAULT_TASK`)."""
 
 
 def _task_column() -> Mapped[str]:

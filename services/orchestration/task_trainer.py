@@ -63,7 +63,13 @@ def data_folders(task: MarketTask, root: Path) -> Path:
     return out
 
 
-def device_folders(name: str, root: Path, sizes: list[float], node_types: list[int]) -> str:
+def device_folders(
+    name: str,
+    root: Path,
+    sizes: list[float],
+    node_types: list[int],
+    settings: Settings | None = None,
+) -> str:
     """:func:`data_folders` of task ``name`` for a local federation's nodes (``node_types``: each
     node's type index, D_i per type ``sizes``): the root ``LocalFederation(task_data=…)`` hands
     each node (its ``data-<task>`` folder)."""
@@ -71,7 +77,7 @@ def device_folders(name: str, root: Path, sizes: list[float], node_types: list[i
         ClientType(name=f"type-{i + 1}", count=node_types.count(i), data_size=d, cost=0.0)
         for i, d in enumerate(sizes)
     ]
-    task = task_file(name)
+    task = task_file(name, settings)
     scenario = task.economics.scenario.model_copy(update={"types": types})
     economics = task.economics.model_copy(update={"scenario": scenario})
     return str(data_folders(task.model_copy(update={"economics": economics}), root))
@@ -83,7 +89,7 @@ def train_task_round(settings: Settings, request: TrainRequest) -> TrainResult:
     from mots.tasks.split import folder_name
     from mots.tasks.training import train_task
 
-    task = population_task(task_file(request.task), request)
+    task = population_task(task_file(request.task, settings), request)
     root = data_folders(task, Path(settings.federation_dir) / "data")
     folders = [
         (i, root / folder_name(i, j)) for i, k in enumerate(request.participants) for j in range(k)

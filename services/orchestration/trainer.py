@@ -129,7 +129,7 @@ class Trainer:
 
         s = self.settings
         return task_train_config(
-            task_file(task),
+            task_file(task, s),
             sizes,
             [node_types.count(i) for i in range(len(sizes))],
             fraction_train=s.train_fraction,
@@ -190,7 +190,7 @@ class Trainer:
         from services.orchestration.task_trainer import device_folders
 
         base = Path(self.settings.federation_dir)
-        folders = device_folders(task, base / "data", sizes, node_types)
+        folders = device_folders(task, base / "data", sizes, node_types, self.settings)
         default = task == DEFAULT_TASK
         with self._starting:
             return self._launch(node_types, policy, sizes, task, folders, default)
@@ -279,7 +279,7 @@ class Trainer:
                     progress=progress or False,
                     quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
                     removed=_positions(coalition, removed),
-                    task=None if task == DEFAULT_TASK else task_file(task),
+                    task=None if task == DEFAULT_TASK else task_file(task, self.settings),
                 )
             except Exception as exc:
                 self._raise_platform_fault(federation, exc, state)

@@ -272,6 +272,9 @@ def test_network_policies_admit_only_what_must_reach_market_and_superlink(
     assert {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "edge"}}} in sources(
         "market-ingress"
     )
+    for reader in ("orchestration", "evaluation"):  # a task stored only at the market is read there
+        selector = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": reader}}}
+        assert selector in sources("market-ingress"), reader
     egress = policies["edge-egress"]["egress"]
     targets = [rule["to"][0]["podSelector"]["matchLabels"] for rule in egress]
     assert targets == [

@@ -8,9 +8,10 @@ from typing import ClassVar
 from mots.platform.settings import PlatformSettings
 from mots.platform.settings.common import Database
 from mots.platform.settings.evaluation import ErrorPrior, ErrorUpdates
+from mots.platform.settings.market import StoredTasks
 
 
-class Settings(PlatformSettings, Database, ErrorPrior, ErrorUpdates):
+class Settings(PlatformSettings, Database, ErrorPrior, ErrorUpdates, StoredTasks):
     """The evaluation worker reads these."""
 
     database_name: ClassVar[str] = "evaluation"

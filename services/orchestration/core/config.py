@@ -11,7 +11,7 @@ from pydantic import field_validator, model_validator
 from mots.platform.settings import CALIBRATED_PRIOR, PlatformSettings
 from mots.platform.settings.common import Database
 from mots.platform.settings.evaluation import ErrorPrior
-from mots.platform.settings.market import Artifacts, SubsidyBudget
+from mots.platform.settings.market import Artifacts, StoredTasks, SubsidyBudget
 from mots.platform.settings.rounds import (
     Bond,
     Market,
@@ -38,6 +38,7 @@ class Settings(
     Retention,
     Training,
     Artifacts,
+    StoredTasks,
 ):
     """The orchestration API and worker read these."""
 

@@ -1,7 +1,8 @@
 """What a round of one task prices with: the task's own economics (issue 36).
 
 Each task's file (:mod:`mots.tasks.task_file`, looked up by name in ``$MOTS_TASKS_DIR`` and
-``examples/tasks/``) declares its market: U(ε), ε_req and the prior of Eq. 3 (its
+``examples/tasks/``; for a task created only at the market, the document it stores, read from its
+REST API: :mod:`mots.tasks.stored`) declares its market: U(ε), ε_req and the prior of Eq. 3 (its
 ``economics.scenario``), the mechanism, the subsidy budget, and its collection window
 (``rounds.collection_window_s``). A round of the default task (``fashion-mnist``, the one model the
 platform sold before tasks) keeps reading the deployment's settings (MOTS_UTILITY, MOTS_EPS_REQ,
@@ -18,8 +19,16 @@ from functools import lru_cache
 from typing import Any
 
 from mots.platform.api.tasks import DEFAULT_TASK
-from mots.tasks.task_file import MarketTask, load_task
-from services.orchestration.core.config import Settings
+from mots.tasks.stored import (
+    TaskNotFound,
+    TaskSourceUnavailable,
+    file_task,
+    resolve_task,
+    retired,
+    stored_task,
+)
+from mots.tasks.task_file import MarketTask
+from services.orchestration.core.config import Settings, get_settings
 
 
 @dataclass(frozen=True)
@@ -38,20 +47,35 @@ class TaskEconomics:
     """Whether the task's measured rounds refine its ε prior (else the prior is used as is)."""
 
 
-class UnknownTask(LookupError):
-    """A round was asked for a task with no task file (its message names the ``task`` field)."""
+UnknownTask = TaskNotFound
+"""A round was asked for a task no task file and no stored task defines (its message names the
+``task`` field): a 404; :class:`~mots.tasks.stored.TaskRetired` a 409,
+:class:`~mots.tasks.stored.TaskSourceUnavailable` a 503."""
+
+
+class _NoFile(LookupError):
+    """No task file of that name (not cached: a file added later is found)."""
 
 
 @lru_cache(maxsize=64)
-def task_file(name: str) -> MarketTask:
-    """The task file of that name (read once per process); :class:`UnknownTask` if none."""
-    from mots.tasks.task_file import TaskFileError
+def _file(name: str) -> MarketTask:
+    """The task file of that name, read once per process; a malformed one is
+    :class:`UnknownTask` listing its problems."""
+    found = file_task(name)
+    if found is None:
+        raise _NoFile(name)
+    return found
 
+
+def task_file(name: str, settings: Settings | None = None) -> MarketTask:
+    """Task ``name``'s definition: its task file (read once per process), else the current
+    version the market stores (``MOTS_MARKET_INTERNAL_URL``, read each time: a new version or a
+    retirement counts at once); :class:`UnknownTask` if neither defines it."""
     try:
-        return load_task(name)
-    except TaskFileError as exc:
-        rules = "; ".join(rule for _, rule in exc.fields)
-        raise UnknownTask(f"task: {name!r} cannot be trained here: {rules}") from exc
+        return _file(name)
+    except _NoFile:
+        s = settings or get_settings()
+        return resolve_task(name, s.market_internal_url, s.operator_token.get_secret_value())
 
 
 def economics_of(task: str, settings: Settings) -> TaskEconomics:
@@ -67,7 +91,7 @@ def economics_of(task: str, settings: Settings) -> TaskEconomics:
             subsidy_budget=settings.round_subsidy_budget,
             collect_seconds=settings.collect_timeout_s,
         )
-    spec = task_file(task)
+    spec = task_file(task, settings)
     scenario = spec.economics.scenario
     return TaskEconomics(
         task=task,
@@ -81,8 +105,19 @@ def economics_of(task: str, settings: Settings) -> TaskEconomics:
     )
 
 
-def check_task(task: str) -> None:
-    """Refuse a task no round can train (:class:`UnknownTask`, naming ``task``): the default
-    task always exists; any other needs its task file."""
+def check_task(task: str, settings: Settings | None = None) -> None:
+    """Refuse a task no round can train: :class:`UnknownTask` (no task file, none stored; the
+    default task always exists), :class:`~mots.tasks.stored.TaskRetired` (the market stores it
+    retired), each naming ``task``."""
+    s = settings or get_settings()
+    url, token = s.market_internal_url, s.operator_token.get_secret_value()
     if task != DEFAULT_TASK:
-        task_file(task)
+        resolve_task(task, url, token, refuse_retired=True)
+        return
+    if url:  # the deployment's settings define it, but the operator may have retired it
+        try:
+            stored = stored_task(task, url, token)
+        except TaskSourceUnavailable:
+            return  # the market's own check refuses it at the open if so
+        if stored is not None and stored.retired:
+            raise retired(task)

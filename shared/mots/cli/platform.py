@@ -66,9 +66,10 @@ def demo(out_dir: Path, n_nodes: int, trainer: str, train_rounds: int) -> None:
       mots demo --train-rounds 5 --out out/demo   # Flower's deployment engine
     """
     from mots.local.demo import SUMMARY_KEYS, run_demo
+    from mots.platform.api.tasks import DEFAULT_TASK
 
     summary = run_demo(out_dir=out_dir, n_nodes=n_nodes, trainer=trainer, train_rounds=train_rounds)
-    for task, one in summary.get("tasks", {"fashion-mnist": summary}).items():
+    for task, one in summary.get("tasks", {DEFAULT_TASK: summary}).items():
         missing = [k for k in SUMMARY_KEYS if one.get(k) is None]
         if one.get("state") != "published" or missing:
             raise click.ClickException(

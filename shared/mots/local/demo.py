@@ -36,6 +36,7 @@ from mots.local.launcher import (
     exit_on_sigterm,
 )
 from mots.platform.api.base import Strategy
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import round_calls
 from mots.training.processes import listening
 from mots.training.progress import RoundProgress
@@ -123,7 +124,7 @@ def fedavg_line(progress: dict[str, Any]) -> str:
 
 def print_summary(summary: dict[str, Any]) -> None:
     """A readable table of the round's figures."""
-    task = summary.get("task", "fashion-mnist")
+    task = summary.get("task", DEFAULT_TASK)
     print(f"\nMoTS market round {summary.get('round_id')} ({task}) - {summary.get('state')}")
     if summary.get("rule"):
         print("  settled by rule:", summary["rule"])
@@ -263,13 +264,13 @@ def _task_rounds(
     orchestration = httpx.Client(base_url=stack.url("orchestration"), timeout=60, headers=operator)
     try:
         fashion = TaskRound(
-            "fashion-mnist",
+            DEFAULT_TASK,
             register_population(market, DEMO_TYPES, operator_token),
             PowerUtility.model_validate(DEMO_UTILITY),
         )
         digits = enrol_task(market, operator_token, SECOND_TASK)
         print(
-            f"registered {len(fashion.agents)} fashion-mnist and {len(digits.agents)} "
+            f"registered {len(fashion.agents)} {DEFAULT_TASK} and {len(digits.agents)} "
             f"{SECOND_TASK} clients and funded their wallets; opening both tasks' rounds",
             flush=True,
         )

@@ -262,9 +262,12 @@ class Stack:
 
     def _discovery_env(self, service: str) -> dict[str, str]:
         """The market is told the orchestration's URL (``GET /v1/platform`` hands it to clients,
-        so a client needs one URL), once the orchestration's port is chosen."""
+        so a client needs one URL), once the orchestration's port is chosen; the orchestration
+        and the evaluation the market's (a task created only there is read from it)."""
         if service == "market" and "orchestration" in self.ports:
             return {"MOTS_ORCHESTRATION_PUBLIC_URL": self.url("orchestration")}
+        if service in ("orchestration", "evaluation") and "market" in self.ports:
+            return {"MOTS_MARKET_INTERNAL_URL": self.url("market")}
         return {}
 
     def _fresh_logs(self, services: tuple[str, ...]) -> None:

@@ -114,3 +114,38 @@ def test_refit_recovers_eq3_parameters(worker: ModuleType) -> None:
     assert fit.d_gamma2 == pytest.approx(40.0, rel=1e-6)
     assert fit.sigma2 == pytest.approx(0.06, rel=1e-6)
     assert fit.r2 == pytest.approx(1.0)
+
+
+def test_a_published_round_exports_its_own_tasks_error_model(worker: ModuleType) -> None:
+    """A digits round's publication sets ``mots_error_model_parameter{task="digits"}`` to the
+    posterior with its measurement (digits' own prior moved toward it), at once, without waiting
+    for the next open to read the error model; fashion-mnist's gauges stay as they were."""
+    from prometheus_client import REGISTRY
+
+    from mots.tasks.task_file import load_task
+    from services.evaluation.models import Measurement
+
+    def gauge(task: str, parameter: str) -> float | None:
+        labels = {"task": task, "parameter": parameter}
+        return REGISTRY.get_sample_value("mots_error_model_parameter", labels)
+
+    fm_before = gauge("fashion-mnist", "eps0")
+    with worker.sessions() as session, session.begin():
+        session.add(
+            Measurement(
+                round_id=31,
+                task="digits",
+                participants_json=json.dumps([3, 2]),
+                sizes_json=json.dumps([20.0, 100.0]),
+                test_loss=0.05,
+                accuracy=0.9,
+                artifact_sha256="cd" * 32,
+                seconds=1.0,
+                published=False,
+            )
+        )
+    prior = load_task("digits").economics.scenario.error_model
+    assert worker.published(RoundRef(round_id=31)).counted is True
+    eps0 = gauge("digits", "eps0")
+    assert eps0 is not None and eps0 < prior.eps0  # moved toward the low measured loss
+    assert gauge("fashion-mnist", "eps0") == fm_before

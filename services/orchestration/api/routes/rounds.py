@@ -19,6 +19,7 @@ from mots.platform.contracts import ORCHESTRATION_ADVANCE, AdvanceRequest, send
 from mots.platform.deps import Principal, PrincipalDep, operator
 from mots.platform.money import to_micros
 from mots.platform.paging import DEFAULT_LIMIT, Cursor, Limit, Page, decode_cursor, page_of
+from mots.tasks.stored import TaskRetired, TaskSourceUnavailable
 from services.orchestration.rounds.ports import RoundInFlight, RoundRecord
 from services.orchestration.rounds.sql_store import SqlCallLog, SqlRoundStore
 from services.orchestration.rounds.task_economics import UnknownTask, check_task
@@ -52,8 +53,9 @@ def _out(rnd: RoundRecord) -> RoundOut:
     status_code=status.HTTP_202_ACCEPTED,
     dependencies=[Depends(operator)],
     responses={
-        404: {"description": "no task of that name"},
-        409: {"description": "another round of the task is in flight"},
+        404: {"description": "no task of that name (no task file, none stored at the market)"},
+        409: {"description": "another round of the task is in flight, or the task is retired"},
+        503: {"description": "no task file of that name, and the market could not be asked"},
     },
 )
 def start_round(request: Request, body: RoundStart | None = None) -> RoundStarted:
@@ -62,7 +64,11 @@ def start_round(request: Request, body: RoundStart | None = None) -> RoundStarte
     body = body or RoundStart()
     budget = body.subsidy_budget
     try:
-        check_task(body.task)
+        check_task(body.task, request.app.state.settings)
+    except TaskRetired as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
+    except TaskSourceUnavailable as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from exc
     except UnknownTask as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
     micros = None if budget is None else to_micros(budget)

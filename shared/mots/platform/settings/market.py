@@ -146,3 +146,27 @@ class Discovery(Group):
         " market tells them at GET /v1/platform so that a client needs only the market's URL"
         " (`mots platform up` sets it); unset: the market answers that it does not know",
     )
+
+
+class StoredTasks(Group):
+    """Where a service reads the tasks the market stores (``GET /v1/tasks/{name}``), for a task
+    no task file names (issue 36)."""
+
+    owner: ClassVar[str] = "market"
+
+    market_internal_url: str | None = Field(
+        None,
+        description="the market API's base URL as the other services reach it (http(s)://…):"
+        " a task created only at the market (POST /v1/tasks) is read there, with the operator"
+        " token, by its name; unset: only task files ($MOTS_TASKS_DIR, examples/tasks) name tasks",
+    )
+
+    @field_validator("market_internal_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        """Empty means unset; anything else an http(s) URL."""
+        if value is None or not value.strip():
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"MOTS_MARKET_INTERNAL_URL: must start with http(s)://, got {value!r}")
+        return value.strip().rstrip("/")

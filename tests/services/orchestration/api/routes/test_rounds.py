@@ -316,3 +316,28 @@ def test_a_round_names_its_task_one_in_flight_per_task(
         fashion.json()["round_id"]: "fashion-mnist",
         digits.json()["round_id"]: "digits",
     }
+
+
+def test_a_task_no_file_names_is_asked_of_the_market_and_its_absence_is_a_503(
+    tmp_path: Path,
+) -> None:
+    """With MOTS_MARKET_INTERNAL_URL set and the market not answering, a task no file names is a
+    503 naming ``task`` (not a 404: the market may store it); file tasks and the default task
+    still open (the market's own check refuses a retired one at the open); nothing else opens."""
+    from mots.local.launcher import free_port
+
+    url = f"sqlite:///{tmp_path / 'orchestration.db'}"
+    upgrade(url)
+    market = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    settings = Settings(
+        database_url=url, redis_key_prefix="mots-api-test:", market_internal_url=market
+    )
+    engine = make_engine(url)
+    with TestClient(create_app(settings), headers=OPERATOR) as client:
+        r = client.post("/v1/rounds", json={"task": "only-at-the-market"})
+        assert r.status_code == 503, r.text
+        assert r.json()["detail"].startswith("task: ") and "market" in r.json()["detail"]
+        assert SqlRoundStore(make_sessionmaker(engine)).latest(10) == []
+        for body in ({}, {"task": "digits"}):
+            assert client.post("/v1/rounds", json=body).status_code == 202
+    engine.dispose()
