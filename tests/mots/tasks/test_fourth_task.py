@@ -123,7 +123,9 @@ def _participants(tasks: Path, root: Path, seed: int) -> list[tuple[int, Path]]:
     folders = []
     for i, t in enumerate(task.economics.scenario.types):
         for j in range(t.count):
-            folder = write_folder(task.data, root / folder_name(i, j), *_rings(int(t.data_size), rng))
+            folder = write_folder(
+                task.data, root / folder_name(i, j), *_rings(int(t.data_size), rng)
+            )
             assert check_data(task.name, task.data, folder, int(t.data_size)).ok
             folders.append((i, folder))
     return folders
@@ -159,7 +161,7 @@ def test_a_fourth_task_from_a_file_and_one_module(
 @pytest.mark.integration
 @pytest.mark.slow  # four services, a local federation of three SuperNodes and a Flower run
 def test_a_round_of_the_fourth_task_runs_to_publication(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The platform as ``make demo`` starts it, told only where the task file is
     ($MOTS_TASKS_DIR), where its module is (PYTHONPATH) and where each device's own folder is
@@ -237,6 +239,7 @@ def test_a_round_of_the_fourth_task_runs_to_publication(
     assert (model(torch.from_numpy(x)).argmax(1).numpy() == y).mean() > 0.8
 
     assert _project_status() == before  # no file of the project was written
-    with capsys.disabled():
-        print(f"\nthe rings round: ready {ready:.1f} s, round done {done:.1f} s, stopped "
-              f"{seconds:.1f} s; phases {summary['phase_seconds']}")
+    print(  # the figures, with -s
+        f"the rings round: platform ready {ready:.1f} s, round published and checked {done:.1f} s, "
+        f"stopped {seconds:.1f} s; per state {summary['phase_seconds']}"
+    )
