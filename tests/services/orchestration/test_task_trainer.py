@@ -19,7 +19,7 @@ def test_the_devices_own_folders_are_used_where_the_setting_holds_the_task(
     own = own_folders(settings, "rings")
     assert own == tmp_path / "own" / "rings"
     cut = tmp_path / "federation" / "data"
-    assert device_folders("rings", cut, [40.0], [0], own) == str(own)
+    assert device_folders("rings", cut, [40.0], [0], settings) == str(own)
     assert not cut.exists()  # nothing was cut from a public set
     assert own_folders(settings, "digits") is None
     assert own_folders(Settings(), "rings") is None
