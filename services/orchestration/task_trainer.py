@@ -5,7 +5,10 @@ Every task's round trains on the Flower federation
 federation's nodes hold the platform's demo devices' data: ``mots data split`` of the task's
 public set (:func:`mots.tasks.split.split_public`) cut once per population (D_i and N_i per
 type) under ``MOTS_FEDERATION_DIR/data/<task>/``, client j of type i holding folder
-``type-<i+1>-<j>`` (:func:`device_folders`, handed to ``LocalFederation(task_data=…)``).
+``type-<i+1>-<j>`` (:func:`device_folders`, handed to ``LocalFederation(task_data=…)``). Where
+``MOTS_DEVICE_DATA_DIR`` holds a folder of the task, its devices train on those folders instead
+(:func:`own_folders`: the participants' own data, laid out as ``mots data split`` writes it; a
+task with no public set, such as one a test writes, has no other).
 
 The fallback, with ``MOTS_TRAINER=inprocess`` only (as the default task then trains in process
 too): :func:`train_task_round` runs the task's file (its ``model``, ``rounds`` and evaluation
@@ -63,6 +66,15 @@ def data_folders(task: MarketTask, root: Path) -> Path:
     return out
 
 
+def own_folders(settings: Settings, name: str) -> Path | None:
+    """``MOTS_DEVICE_DATA_DIR/<name>`` where it is a folder: client j of type i's own data in
+    ``type-<i+1>-<jjj>`` (:func:`mots.tasks.split.folder_name`); else None."""
+    if not settings.device_data_dir:
+        return None
+    root = Path(settings.device_data_dir) / name
+    return root if root.is_dir() else None
+
+
 def device_folders(
     name: str,
     root: Path,
@@ -72,7 +84,11 @@ def device_folders(
 ) -> str:
     """:func:`data_folders` of task ``name`` for a local federation's nodes (``node_types``: each
     node's type index, D_i per type ``sizes``): the root ``LocalFederation(task_data=…)`` hands
-    each node (its ``data-<task>`` folder)."""
+    each node (its ``data-<task>`` folder); the devices' own (:func:`own_folders`) where
+    ``settings`` has them for the task."""
+    own = None if settings is None else own_folders(settings, name)
+    if own is not None:
+        return str(own)
     types = [
         ClientType(name=f"type-{i + 1}", count=node_types.count(i), data_size=d, cost=0.0)
         for i, d in enumerate(sizes)
@@ -90,7 +106,9 @@ def train_task_round(settings: Settings, request: TrainRequest) -> TrainResult:
     from mots.tasks.training import train_task
 
     task = population_task(task_file(request.task, settings), request)
-    root = data_folders(task, Path(settings.federation_dir) / "data")
+    root = own_folders(settings, task.name) or data_folders(
+        task, Path(settings.federation_dir) / "data"
+    )
     folders = [
         (i, root / folder_name(i, j)) for i, k in enumerate(request.participants) for j in range(k)
     ]

@@ -183,7 +183,8 @@ class Trainer:
         """A fresh local federation of ``task`` (one node per client of ``node_types``), each
         node training on a data folder of its own (``data-<task>``:
         :func:`.task_trainer.device_folders`, the demo devices' data, cut from the task's public
-        set as ``mots data split`` does); the default task's in MOTS_FEDERATION_DIR on
+        set as ``mots data split`` does, or the devices' own under MOTS_DEVICE_DATA_DIR); the
+        default task's in MOTS_FEDERATION_DIR on
         MOTS_SUPERLINK_PORT, another's in ``tasks/<task>`` below it on free ports. A start that
         fails is the platform's fault (:class:`~mots.training.processes.PlatformFault`), not the
         participants'."""

@@ -174,6 +174,11 @@ def print_verification(summary: dict[str, Any]) -> None:
         print(f"    client {client:>4}  {status:<20} {paid}")
 
 
+def buyer_model_path(out_dir: Path, round_id: int) -> Path:
+    """Where the demo's buyer saves round ``round_id``'s model file."""
+    return out_dir / f"model-round-{round_id}.pt2"
+
+
 def _download_as_buyer(
     market: MarketClient, agents: list[Agent], choices: dict[int, Strategy], round_id: int,
     out_dir: Path, summary: dict[str, Any],
@@ -184,7 +189,7 @@ def _download_as_buyer(
         return
     try:
         got = market.with_token(buyer.token).download_model(
-            round_id, out_dir / f"model-round-{round_id}.pt2"
+            round_id, buyer_model_path(out_dir, round_id)
         )
         ok, size = True, got.size
     except ModelIntegrityError:
@@ -193,7 +198,7 @@ def _download_as_buyer(
     print(f"a buyer downloaded the model ({size} bytes), sha256 verified: {ok}")
 
 
-def _check_ledger(
+def check_ledger(
     market: MarketClient, operator_token: str, prometheus: str | None, summary: dict[str, Any]
 ) -> None:
     """The ledger's balance check and, where Prometheus runs, the welfare it scraped."""
@@ -226,12 +231,14 @@ class TaskRound:
 
 
 def enrol_task(market: MarketClient, operator_token: str, task: str) -> TaskRound:
-    """Store a shipped task at the market and register (and fund) its task file's clients."""
-    from mots.tasks.task_file import SHIPPED_DIR, inline_task_text, load_task
+    """Store a task at the market from its file (found by name as the platform finds it:
+    ``$MOTS_TASKS_DIR``, then the shipped ones) and register (and fund) its file's clients."""
+    from mots.tasks.task_file import find_task_file, inline_task_text, load_task_file
 
+    path = find_task_file(task)
     operator = market.with_token(operator_token)
-    operator.create_task(inline_task_text(SHIPPED_DIR / f"{task}.yaml"))
-    scenario = load_task(task).economics.scenario
+    operator.create_task(inline_task_text(path))
+    scenario = load_task_file(path).economics.scenario
     types = [t.model_dump(mode="json") for t in scenario.types]
     agents = register_population(market, types, operator_token, task=task)
     return TaskRound(task, agents, scenario.utility)
@@ -250,6 +257,21 @@ def open_task_round(orchestration: httpx.Client, market: MarketClient, rnd: Task
     )
     rnd.choices = choose(rnd.agents, quote, rnd.utility)
     act(market, rnd.agents, rnd.round_id, rnd.choices)
+
+
+def task_summary(
+    market: MarketClient, rnd: TaskRound, got: dict[str, Any], trainer: str, out_dir: Path
+) -> dict[str, Any]:
+    """The summary of the task's ended round (``got``: its ``GET /v1/rounds/{id}``), with the
+    task, the engine and the round's service calls, and (if published) whether a buyer's
+    download of its model file (:func:`buyer_model_path`) verified."""
+    summary: dict[str, Any] = got["summary"]
+    summary["task"] = rnd.task
+    summary["trainer"] = trainer  # every task trains on the same engine (issue 36)
+    summary["round_calls"] = round_calls(got.get("calls") or [])  # issue 38: at most 7
+    if got["state"] == "published":
+        _download_as_buyer(market, rnd.agents, rnd.choices, rnd.round_id, out_dir, summary)
+    return summary
 
 
 def _task_rounds(
@@ -280,16 +302,11 @@ def _task_rounds(
         with round_bar("FedAvg", total=train_rounds) as fedavg:
             body = wait_round(orchestration, fashion.round_id, timeout_s, on_fedavg=fedavg)
         other = wait_round(orchestration, digits.round_id, timeout_s)
-        summaries = []
-        for rnd, got in ((fashion, body), (digits, other)):
-            summary: dict[str, Any] = got["summary"]
-            summary["task"] = rnd.task
-            summary["trainer"] = trainer  # every task trains on the same engine (issue 36)
-            summary["round_calls"] = round_calls(got.get("calls") or [])  # issue 38: at most 7
-            if got["state"] == "published":
-                _download_as_buyer(market, rnd.agents, rnd.choices, rnd.round_id, out_dir, summary)
-            summaries.append(summary)
-        _check_ledger(market, operator_token, prometheus, summaries[0])
+        summaries = [
+            task_summary(market, rnd, got, trainer, out_dir)
+            for rnd, got in ((fashion, body), (digits, other))
+        ]
+        check_ledger(market, operator_token, prometheus, summaries[0])
         return {**summaries[0], "tasks": {s["task"]: s for s in summaries}}
     finally:
         market.close()

@@ -274,6 +274,15 @@ class EvaluationSpec(BaseModel):
     public: str | None = None
     path: str | None = None
 
+    @field_validator("path")
+    @classmethod
+    def _beside_the_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A relative folder is the task file's neighbour (read from its folder, not from the
+        working directory of whichever process loads the file); a stored task's stays as sent."""
+        if value is None or Path(value).is_absolute() or (info.context or {}).get("inline_only"):
+            return value
+        return str(Path((info.context or {}).get("base", ".")) / value)
+
     @model_validator(mode="after")
     def _one_source(self) -> EvaluationSpec:
         """Exactly one of ``public`` and ``path``."""
@@ -361,14 +370,20 @@ def task_dirs() -> list[Path]:
 
 def load_task(name_or_path: str | Path) -> MarketTask:
     """A task by file path, or by name (``<name>.yaml`` in :func:`task_dirs`)."""
+    return load_task_file(find_task_file(name_or_path))
+
+
+def find_task_file(name_or_path: str | Path) -> Path:
+    """The file of a task named by path, or by name (the first ``<name>.yaml``, ``.yml`` or
+    ``.json`` in :func:`task_dirs`); :class:`TaskFileError` listing the known names if none."""
     p = Path(name_or_path)
     if p.suffix.lower() in (".yaml", ".yml", ".json") or p.is_file():
-        return load_task_file(p)
+        return p
     for d in task_dirs():
         for suffix in (".yaml", ".yml", ".json"):
             candidate = d / f"{name_or_path}{suffix}"
             if candidate.is_file():
-                return load_task_file(candidate)
+                return candidate
     known = sorted({f.stem for d in task_dirs() if d.is_dir() for f in d.glob("*.y*ml")})
     raise TaskFileError(
         str(name_or_path),

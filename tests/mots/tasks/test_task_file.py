@@ -175,6 +175,23 @@ def test_a_scenario_file_path_is_relative_to_the_task_file(tmp_path: Path) -> No
     assert [t.name for t in task.economics.scenario.types] == ["small", "large"]
 
 
+def test_an_evaluation_folder_is_relative_to_the_task_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """evaluation.path is read beside the file, from any working directory (each service and
+    the ServerApp load the file from their own); the market's stored text keeps it as sent."""
+    from mots.tasks.task_file import find_task_file, parse_task_text
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(GOOD))
+    monkeypatch.chdir(SHIPPED_DIR)
+    assert load_task(tmp_path / "tiny.yaml").evaluation.path == str(tmp_path / "eval")
+    monkeypatch.setenv("MOTS_TASKS_DIR", str(tmp_path))
+    assert find_task_file("tiny") == tmp_path / "tiny.yaml"
+    assert load_task("tiny").evaluation.path == str(tmp_path / "eval")
+    assert parse_task_text(yaml.safe_dump(GOOD)).evaluation.path == "eval"
+    assert parse_task(_with("evaluation.path", "/srv/eval")).evaluation.path == "/srv/eval"
+
+
 def test_tasks_dir_adds_task_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """$MOTS_TASKS_DIR's files are found by name."""
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(GOOD))

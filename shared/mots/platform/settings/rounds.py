@@ -205,6 +205,12 @@ class Training(Group):
         "out/platform/federation",
         description="working directory of the local Flower federation (its TLS material, logs)",
     )
+    device_data_dir: str | None = Field(
+        None,
+        description="the local federation's devices' own data: <task>/type-<i+1>-<jjj> per device "
+        "(as `mots data split` lays folders out); a task without a folder here trains on folders "
+        "cut from its public set under MOTS_FEDERATION_DIR/data (unset: every task so)",
+    )
     train_policy: str = Field(
         "{}",
         description="JSON of mots.training.verification.VerificationPolicy: how updates are "
