@@ -132,26 +132,29 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"  mechanism {summary.get('mechanism')}, equilibrium check: {summary.get('equilibrium')}"
     )
     print(f"  {'type':<8} {'join K_i':>9} {'buy B_i':>8} {'reward r_i':>11}")
-    for name in summary["participants"]:
+    joined, bought = summary.get("participants") or {}, summary.get("buyers") or {}
+    rewards = summary.get("rewards") or {}
+    for name in sorted({*joined, *bought, *rewards}):  # a round settled by rule may lack some
         print(
-            f"  {name:<8} {summary['participants'][name]:>9} {summary['buyers'][name]:>8} "
-            f"{float(summary['rewards'][name]):>11.4f}"
+            f"  {name:<8} {joined.get(name, 0):>9} {bought.get(name, 0):>8} "
+            f"{float(rewards.get(name, 0)):>11.4f}"
         )
 
     def num(value: Any, digits: int = 4) -> str:
         return "-" if value is None else f"{float(value):.{digits}f}"
 
-    print(f"  price p           {num(summary['price'])}")
-    print(f"  social welfare    {num(summary['welfare'])}  (Eq. 5 at the realised state)")
-    print(f"  incentive cost    {summary['incentive_cost']}  (platform subsidy booked)")
+    print(f"  price p           {num(summary.get('price'))}")
+    print(f"  social welfare    {num(summary.get('welfare'))}  (Eq. 5 at the realised state)")
+    print(f"  incentive cost    {summary.get('incentive_cost')}  (platform subsidy booked)")
     print(
         f"  test loss ε       {num(summary.get('epsilon'))}  "
         f"(predicted {num(summary.get('epsilon_predicted'))})"
     )
     print(
-        f"  round latency     {summary['round_seconds']:.2f} s, platform share {summary['platform_share']:.2%}"
+        f"  round latency     {num(summary.get('round_seconds'), 2)} s, "
+        f"platform share {float(summary.get('platform_share') or 0):.2%}"
     )
-    phases = ", ".join(f"{k} {v:.2f}s" for k, v in summary["phase_seconds"].items())
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in (summary.get("phase_seconds") or {}).items())
     print(f"  time per state    {phases}")
     if "round_calls" in summary:
         print(f"  round calls       {summary['round_calls']}  (service calls, from the call log)")
