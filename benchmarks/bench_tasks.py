@@ -83,6 +83,21 @@ def _row(
     }
 
 
+def ratios_to_alone(
+    rows: list[dict[str, Any]],
+) -> tuple[dict[str, float], dict[str, Any], dict[str, str]]:
+    """Each task's round alone; every row of several tasks gets ``ratio_to_alone`` (each task's
+    round over the same task's round alone, never another task's); the two-task row and its
+    verdict per task against :data:`TARGET`."""
+    solo = {r["tasks"][0]: r["round_s"][r["tasks"][0]] for r in rows if len(r["tasks"]) == 1}
+    for r in rows:
+        if len(r["tasks"]) > 1:
+            r["ratio_to_alone"] = {t: x / solo[t] for t, x in r["round_s"].items()}
+    pair = next(r for r in rows if len(r["tasks"]) == 2)
+    verdict = {t: "met" if x <= TARGET else "missed" for t, x in pair["ratio_to_alone"].items()}
+    return solo, pair, verdict
+
+
 def _table(rows: list[dict[str, Any]], solo: dict[str, float]) -> str:
     """One line per task per row: its round, the same task's round alone, their ratio."""
     lines = [
@@ -140,12 +155,7 @@ def main() -> None:
         orch.close()
     finally:
         stack.stop(timeout_s=60)
-    solo = {r["tasks"][0]: r["round_s"][r["tasks"][0]] for r in rows if len(r["tasks"]) == 1}
-    for r in rows:
-        if len(r["tasks"]) > 1:
-            r["ratio_to_alone"] = {t: x / solo[t] for t, x in r["round_s"].items()}
-    pair = next(r for r in rows if len(r["tasks"]) == 2)
-    verdict = {t: "met" if x <= TARGET else "missed" for t, x in pair["ratio_to_alone"].items()}
+    solo, pair, verdict = ratios_to_alone(rows)
     out = {
         "trainer": args.trainer,
         "rows": rows,
