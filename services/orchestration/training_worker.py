@@ -1,7 +1,7 @@
 """The training worker: trains a round's coalition with Flower, on its own queue.
 
 Run with ``celery -A services.orchestration.training_worker worker -Q training --pool=threads
---concurrency=2``: two trainings at once (issue 36: a round of each of two tasks; the
+--concurrency=3``: three trainings at once (issue 36: a round of each shipped task; the
 :class:`~services.orchestration.trainer.Trainer` trains each task on its own local federation,
 one round per task at a time), each a Flower run whose work is in its own processes.
 Every task trains on Flower (the deployment engine); with ``MOTS_TRAINER=inprocess`` the default

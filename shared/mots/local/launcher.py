@@ -31,10 +31,11 @@ WORKERS = ("market", "pricing", "orchestration", "evaluation", "training")
 API_ONLY = ("pricing",)
 """Services without a worker: pricing answers what-if quotes on its API; a round prices in
 process (:mod:`mots.platform.quotes`, issue 38)."""
-TRAINING_POOL = ("--pool=threads", "--concurrency=2")
-"""The training worker trains two rounds at once (issue 36: two tasks' rounds, each a Flower
-run of its own task's federation, :class:`services.orchestration.trainer.Trainer`); every other
-worker answers one task at a time."""
+TRAINING_POOL = ("--pool=threads", "--concurrency=3")
+"""The training worker trains three rounds at once, one per shipped task (issue 36: each a Flower
+run of its own task's federation, :class:`services.orchestration.trainer.Trainer`; with two
+slots a third task's round waited for one, 2.3× its round alone in ``make bench-tasks``); every
+other worker answers one task at a time."""
 WORKER_OF = {"training": ("orchestration", "services.orchestration.training_worker")}
 """A worker that is not its own service: the service whose settings and database it shares, and
 its module (the training worker trains the orchestration's rounds on the ``training`` queue)."""
