@@ -17,20 +17,25 @@ each participant's outcome, or the error that ended the run.
 
 from __future__ import annotations
 
-import json
 import time
-import traceback
-from pathlib import Path
-from typing import Any
 
-from flwr.app import ArrayRecord, Context
-from flwr.serverapp import Grid, ServerApp
+LOADING = time.time()  # when this module began to load (before Flower's and MoTS's imports)
 
-import mots.training.flower_messages as fm
-from mots.training.participants import DROPPED, Participant, check_share, choose, setup
-from mots.training.strategy import QuorumGrid, VerifyingFedAvg, build
-from mots.training.task_run import build_task_model, task_of_run
+import json  # noqa: E402
+import os  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
+from flwr.app import ArrayRecord, Context  # noqa: E402
+from flwr.serverapp import Grid, ServerApp  # noqa: E402
+
+import mots.training.flower_messages as fm  # noqa: E402
+from mots.training.participants import DROPPED, Participant, check_share, choose, setup  # noqa: E402
+from mots.training.strategy import QuorumGrid, VerifyingFedAvg, build  # noqa: E402
+from mots.training.task_run import build_task_model, task_of_run  # noqa: E402
+
+LOADED = time.time()
 app = ServerApp()
 
 
@@ -59,16 +64,21 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
     """Train the run's coalition on Flower's round loop; return what ``result.json`` records."""
     from mots.training.artifacts import ArtifactWriter
 
+    # wall-clock stamps of the run's steps (the launcher logs them, :func:`phase_log`)
+    phases = {"process": process_started(), "loading": LOADING, "loaded": LOADED}
+    phases["main"] = time.time()
     s = setup(context.run_config)
     t0 = time.perf_counter()
     chosen = choose(s)
     wait_connected(grid, chosen, s.node_timeout)
     check_share(chosen, s.policy, "before round 1")
     discover_s = time.perf_counter() - t0
+    phases["connected"] = time.time()
     task = task_of_run(context.run_config)  # issue 36: the run's task, when it names one
     model = build(s) if task is None else build_task_model(s, task)
     writer = ArtifactWriter(s.artifact_dir) if s.artifact_dir is not None else None
     strategy = VerifyingFedAvg(s, chosen, model, writer)
+    phases["model_built"] = time.time()
     strategy.start(
         grid=QuorumGrid(grid, strategy.quorum, strategy.on_reply, removed=strategy.removed),
         initial_arrays=ArrayRecord(model.weights),
@@ -76,7 +86,25 @@ def run(grid: Grid, context: Context) -> dict[str, Any]:
         timeout=s.policy.round_timeout_s,
         evaluate_fn=strategy.evaluate,
     )
-    return strategy.outcome(int(context.run_id), discover_s)
+    phases["rounds_done"] = time.time()
+    outcome = strategy.outcome(int(context.run_id), discover_s)
+    phases["outcome"] = time.time()
+    outcome["phases"] = {k: v for k, v in phases.items() if v is not None}
+    return outcome
+
+
+def process_started() -> float | None:
+    """When this process started (wall clock, from /proc; None where there is no /proc)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 @app.main()

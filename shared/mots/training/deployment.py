@@ -15,6 +15,7 @@ or it dropped out or failed verification; a model the quality gate refuses raise
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -42,6 +43,8 @@ from mots.training.verification import VerificationPolicy
 
 if TYPE_CHECKING:
     from mots.tasks.task_file import MarketTask
+
+log = logging.getLogger(__name__)
 
 
 class DeploymentError(RuntimeError):
@@ -236,7 +239,9 @@ def run_app(
 
         overrides.update(task_run_config(task))
     started = time.perf_counter()
+    stamps = {"submit": time.time()}
     run_id = submit(federation, overrides, rd)
+    stamps["submitted"] = time.time()
     limit = timeout if timeout is not None else 300.0 + 120.0 * config.rounds
     prune = NodePruner(federation, rd, removed) if removed is not None else None
     data = follow(
@@ -247,11 +252,42 @@ def run_app(
         status=lambda: run_status(federation, run_id),
         on_poll=prune,
     )
+    stamps["result"] = time.time()
     data["removed_nodes"] = sorted(prune.recorded) if prune is not None else []
     data["wall_seconds"] = time.perf_counter() - started
+    log.debug("Flower run %d in %s: %s", run_id, rd, phase_log(stamps, data))
     data["flwr_run_id"] = run_id
     data["run_dir"] = str(rd)
     return data
+
+
+PHASES = (
+    ("submit", "`flwr run` started"),
+    ("submitted", "`flwr run` returned the run id"),
+    ("process", "the ServerApp's process started"),
+    ("loading", "its app module began to load"),
+    ("loaded", "its app module loaded"),
+    ("main", "its main began"),
+    ("connected", "the chosen nodes were connected"),
+    ("model_built", "the global model, ε0 and holdout were built"),
+    ("rounds_done", "the FedAvg rounds ended"),
+    ("outcome", "the outcome was recorded"),
+    ("result", "the launcher read result.json"),
+)
+"""The steps of one Flower run the launcher's debug log times (wall clock; the ServerApp's
+stamps come in ``result.json``'s ``phases``)."""
+
+
+def phase_log(stamps: dict[str, float], data: dict[str, Any]) -> str:
+    """Each step of a run at its second from the submit, and the seconds since the step
+    before: where a run's time outside its FedAvg rounds goes."""
+    at = {**{k: float(v) for k, v in (data.get("phases") or {}).items()}, **stamps}
+    t0, prev, parts = at["submit"], at["submit"], []
+    for key, what in PHASES:
+        if key in at:
+            parts.append(f"{what} +{at[key] - t0:.2f}s (Δ{at[key] - prev:.2f})")
+            prev = at[key]
+    return "; ".join(parts)
 
 
 def train_on_federation(
