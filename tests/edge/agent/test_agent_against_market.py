@@ -561,7 +561,9 @@ def test_one_device_takes_part_in_two_tasks_as_a_client_of_each(
             in_transaction(market.app.state.sessions, lambda s, p=payload: rounds.open_round(s, p))
         run_agents(agents, max_steps=2, sleep=lambda _: None)
     for round_id, task in ((1, "fashion-mnist"), (2, "digits")):
-        got = in_transaction(market.app.state.sessions, lambda s, i=round_id: rounds.decisions(s, i))
+        got = in_transaction(
+            market.app.state.sessions, lambda s, i=round_id: rounds.decisions(s, i)
+        )
         assert got.participants == {"type-1": [regs[task].client_id]}, task
     assert json.loads((agents[1].state_dir / "decision.json").read_text())["round_id"] == 2
     assert agents[1].state_dir == settings.state_dir / "tasks" / "digits"
