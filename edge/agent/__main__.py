@@ -10,7 +10,7 @@ import click
 
 from edge.agent.device_file import DeviceFileError, load_device_file
 from edge.agent.health import agent_alive, supernode_serving
-from edge.agent.runner import Agent
+from edge.agent.runner import Agent, run_agents
 from edge.agent.settings import AgentSettings
 from edge.agent.supernode import exec_supernode, node_public_key
 from mots.client import MarketClient
@@ -63,11 +63,17 @@ def _data(items: tuple[str, ...]) -> dict[str, str]:
 @DATA_OPTION
 def run(max_steps: int | None, data: tuple[str, ...]) -> None:
     """Register with the market and answer every round with the best response (a round this
-    device's data does not fit is not joined)."""
+    device's data does not fit is not joined). Each task named by --data is a client of its own,
+    registered with that task's code (MOTS_EDGE_ENROLMENT_CODE_FILE for fashion-mnist, the file
+    beside it named <file>.<task> for another); without --data, fashion-mnist alone."""
+    from mots.platform.api.tasks import DEFAULT_TASK
+
     folders = _data(data)
     settings = _settings()
+    tasks = sorted(folders, key=lambda t: (t != DEFAULT_TASK, t)) or [DEFAULT_TASK]
     with MarketClient(settings.market_url) as market:
-        Agent(settings, market, data=folders).run(max_steps=max_steps)
+        agents = [Agent(settings, market, data=folders, task=t) for t in tasks]
+        run_agents(agents, max_steps=max_steps)
 
 
 @main.command()

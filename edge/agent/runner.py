@@ -1,8 +1,13 @@
 """The agent's loop: register once (and the device's SuperNode key), then answer each round's quote
 with the best response.
 
-State on disk (``MOTS_EDGE_STATE_DIR``): ``registration.json`` (client id and token, mode 0600),
-``decision.json`` (the latest round's choice and payoffs) and ``heartbeat`` (last successful poll).
+A device in several tasks (``--data TASK=PATH`` each) is one client per task (issue 36): one
+:class:`Agent` per task, each registered with its task's enrolment code, each registering the
+device's one SuperNode key, polled in turn by :func:`run_agents`.
+
+State on disk (``MOTS_EDGE_STATE_DIR``; another task's below it in ``tasks/<task>``):
+``registration.json`` (client id and token, mode 0600), ``decision.json`` (the latest round's
+choice and payoffs) and, for the device, ``heartbeat`` (last successful poll of any task).
 """
 
 from __future__ import annotations
@@ -61,11 +66,27 @@ class Agent:
         self._registration: Registration | None = None
         self._node_key: str | None = None
         self._answered: set[int] = set()
+        self._no_code_logged = False
 
     @property
     def state_dir(self) -> Path:
-        """Where the registration, the latest decision and the heartbeat are kept."""
-        return self.settings.state_dir
+        """Where this task's registration and latest decision are kept."""
+        return self.settings.task_state_dir(self.task)
+
+    def without_code(self) -> bool:
+        """True (logged once) when this device's client of a task other than the default has no
+        registration and no enrolment code for it: it does not take part in that task."""
+        if self.task == DEFAULT_TASK or self._registration is not None:
+            return False
+        if (self.state_dir / "registration.json").exists() or self.settings.enrolment(self.task):
+            return False
+        if not self._no_code_logged:
+            log.warning(
+                "task %s: no enrolment code (%s) and no registration: not taking part",
+                self.task, self.settings.task_code_file(self.task),
+            )  # fmt: skip
+            self._no_code_logged = True
+        return True
 
     def ensure_registered(self) -> Registration:
         """Reuse the stored credential if the market still knows it with the same facts."""
@@ -96,7 +117,7 @@ class Agent:
         registered = self.market.register(
             ClientRegistration(
                 name=self.settings.device_name(),
-                enrolment_code=self.settings.enrolment(),
+                enrolment_code=self.settings.enrolment(self.task),
                 type_name=self.facts.type_name,
                 data_size=self.facts.data_size,
                 cost=self.facts.cost,
@@ -104,7 +125,10 @@ class Agent:
         )
         reg = Registration(registered.id, registered.token)
         self._store(reg)
-        log.info("registered as client %d (type %s)", reg.client_id, self.facts.type_name)
+        log.info(
+            "registered as client %d (task %s, type %s)",
+            reg.client_id, self.task, self.facts.type_name,
+        )  # fmt: skip
         self._registration = reg
         return reg
 
@@ -174,6 +198,8 @@ class Agent:
 
     def step(self) -> Choice | None:
         """Poll once; when a round collects decisions and this device has not answered, answer."""
+        if self.without_code():
+            return None
         reg = self.renew_if_expiring(self.ensure_registered())
         try:
             self.ensure_node_key(reg)
@@ -204,7 +230,10 @@ class Agent:
         choice = self._act(market, reg, quote.round_id, choice)
         self._answered.add(quote.round_id)
         self._record(quote.round_id, u, choice)
-        log.info("round %d: %s (%s)", quote.round_id, choice.strategy.value, choice.reason)
+        log.info(
+            "round %d: %s (%s; task %s)",
+            quote.round_id, choice.strategy.value, choice.reason, self.task,
+        )  # fmt: skip
         return choice
 
     def data_problem(self, market: MarketClient | None = None) -> str | None:
@@ -280,23 +309,33 @@ class Agent:
         (self.state_dir / "decision.json").write_text(json.dumps(body, indent=2))
 
     def _beat(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        (self.state_dir / "heartbeat").write_text(f"{time.time():.3f}\n")
+        """The device's heartbeat (the agent's health check reads it), whichever task polled."""
+        self.settings.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.settings.state_dir / "heartbeat").write_text(f"{time.time():.3f}\n")
 
     def run(
         self, max_steps: int | None = None, sleep: Callable[[float], None] = time.sleep
     ) -> None:
         """Poll forever (or ``max_steps`` times); a failed poll is logged and retried."""
-        steps = 0
-        while max_steps is None or steps < max_steps:
-            steps += 1
+        run_agents([self], max_steps, sleep)
+
+
+def run_agents(
+    agents: list[Agent], max_steps: int | None = None, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """Poll every task's agent in turn, then wait one poll interval; forever (or ``max_steps``
+    times). A failed poll is logged with its task and retried; it never stops another task's."""
+    steps = 0
+    while max_steps is None or steps < max_steps:
+        steps += 1
+        for agent in agents:
             try:
-                self.step()
+                agent.step()
             except (MarketError, OSError, ValueError) as exc:
-                log.error("poll failed: %s", exc)
+                log.error("poll failed (%s): %s", agent.task, exc)
             except Exception as exc:  # httpx transport errors and the like: keep polling
-                log.error("poll failed (%s): %s", type(exc).__name__, exc)
-            sleep(self.settings.poll_interval_s)
+                log.error("poll failed (%s, %s): %s", agent.task, type(exc).__name__, exc)
+        sleep(min(a.settings.poll_interval_s for a in agents))
 
 
 def _write_private(path: Path, text: str) -> None:

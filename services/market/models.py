@@ -42,6 +42,10 @@ class Client(Base):
     """A registered participant or buyer with its type declaration and hashed credential."""
 
     __tablename__ = "clients"
+    __table_args__ = (
+        # one device (its SuperNode key) is at most one client per task (migration 0012)
+        UniqueConstraint("task", "node_key_sha256", name="uq_clients_task_node_key_sha256"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(128))
@@ -50,7 +54,7 @@ class Client(Base):
     cost_micros: Mapped[int] = mapped_column(BigInteger)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     node_public_key: Mapped[str | None] = mapped_column(Text, nullable=True)
-    node_key_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
+    node_key_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
     """``active`` (attested: priced, may declare and buy), ``pending`` (self-registered, awaiting
     the operator's approval), ``revoked`` (removed by the operator) or ``left`` (left by itself,

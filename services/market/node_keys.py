@@ -5,7 +5,10 @@ The key is a client's own declaration, made with its own token and a proof that 
 private key (its signature over a short-lived challenge the market issued to this client), so no
 client can register another device's public key first; the SuperLink then admits only the device
 that holds the matching private key, and the training result names that device's participant.
-One key belongs to one client.
+One key belongs to one client per task: a device that takes part in two tasks is one client in
+each (each registered with its task's enrolment code) and trains both on its one SuperNode, so
+each of its clients registers the same key, proving possession each time; a round's coalition
+is of one task, so the SuperLink's node map never names two clients for one key.
 
 The same key renews the client's token (:data:`RENEWAL`): a device that was away longer than its
 token lives asks for a renewal challenge for its client id and signs it with the key it
@@ -95,11 +98,14 @@ def normalised(public_key: str) -> bytes:
 
 def register(session: Session, client: Client, pem: bytes) -> NodeKeyOut:
     """Record ``pem`` as ``client``'s SuperNode key (replacing an earlier one); Conflict when
-    another client registered the same key."""
+    another client of the same task registered the same key (the same device's client of
+    another task may: one device, one SuperNode, a client per task)."""
     digest = fingerprint(pem)
-    owner = session.scalar(select(Client.id).where(Client.node_key_sha256 == digest))
+    owner = session.scalar(
+        select(Client.id).where(Client.node_key_sha256 == digest, Client.task == client.task)
+    )
     if owner is not None and owner != client.id:
-        raise Conflict("public_key", "this key is registered by another client")
+        raise Conflict("public_key", "this key is registered by another client of this task")
     client.node_public_key = pem.decode()
     client.node_key_sha256 = digest
     session.add(client)

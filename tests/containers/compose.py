@@ -1,7 +1,9 @@
 """The compose round: docker/compose.yaml started with podman-compose (the shipped file, with
 tests/containers/compose.yaml's short-round override), every health check passing, then a market
-round driven with the `mots` CLI as the operator and a buyer would, the edge agents and SuperNode
-containers doing the participants' part over TLS with SuperNode authentication.
+round of each task (fashion-mnist and digits, opened at once) driven with the `mots` CLI as the
+operator and a buyer of each task would, the edge agents and SuperNode containers doing the
+participants' part over TLS with SuperNode authentication: each device is one client per task
+(a code per task), trains both on its own folders on its one SuperNode.
 
 Grafana is left out: it is not in Debian, no package index here ships its server, and its Go
 module is AGPL (not to be used here), so no local stand-in exists (stated in the report).
@@ -45,6 +47,11 @@ OVERRIDE_DEVICES = {"edge-1-2": "type-1", "edge-2-1": "type-2", "edge-3-1": "typ
                     "edge-arm64": "type-2"}  # fmt: skip
 """The devices compose.faults.yaml and compose.arm64.yaml add: their folders are made too."""
 TYPES = {"type-1": (50, "0.5"), "type-2": (120, "1.2"), "type-3": (300, "3.0")}
+TASKS = ("fashion-mnist", "digits")
+"""The tasks every shipped device trains (edge_data.TASKS: its folders; a code file each)."""
+DEFAULT_TASK = TASKS[0]
+DIGITS_COLLECT_S = "20"
+"""The digits round's collection window here (its task file's 30 s; fashion-mnist's override 20 s)."""
 PORTS = {"market": 8000, "orchestration": 8001, "prometheus": 9090, "superlink": 9092,
          "alertmanager": 9093}  # fmt: skip
 LEFT_OUT = {"grafana": "not in Debian; no reachable index ships its server; its Go module is AGPL"}
@@ -146,14 +153,29 @@ def prepare() -> tuple[Path, dict[str, str]]:
     return env_file, cli
 
 
-def enrol(cli: dict[str, str]) -> None:
-    """The operator enrols the three types (`mots market enrol`); their codes become the compose
-    secrets the agents redeem (docker/secrets/, as docs/deploy.md says)."""
+def code_file(type_name: str, task: str = DEFAULT_TASK) -> Path:
+    """The compose secret's file of a type's code in a task (docker/compose.yaml's secrets)."""
+    infix = "" if task == DEFAULT_TASK else f"{task}-"
+    return SECRETS / f"enrolment-{infix}{type_name}.code"
+
+
+def enrol(cli: dict[str, str], tasks: Sequence[str] = (DEFAULT_TASK,)) -> None:
+    """The operator stores each task other than the default (`mots tasks create`) and enrols the
+    three types in each of ``tasks`` (`mots market enrol --task`); their codes become the compose
+    secrets the agents redeem (docker/secrets/, as docs/deploy.md says). A task not enrolled gets
+    empty code files: the devices take no part in it."""
     SECRETS.mkdir(exist_ok=True)
-    for name, (size, cost) in TYPES.items():
-        out = mots("market", "enrol", "--type", name, "--data-size", str(size), "--cost", cost,
-                   "--uses", "10", env=cli)  # fmt: skip
-        (SECRETS / f"enrolment-{name}.code").write_text(out["code"] + "\n")
+    for task in TASKS:
+        if task not in tasks:
+            for name in TYPES:
+                code_file(name, task).write_text("")
+            continue
+        if task != DEFAULT_TASK:
+            mots("tasks", "create", str(ROOT / "examples" / "tasks" / f"{task}.yaml"), env=cli)
+        for name, (size, cost) in TYPES.items():
+            out = mots("market", "enrol", "--task", task, "--type", name, "--data-size",
+                       str(size), "--cost", cost, "--uses", "10", env=cli)  # fmt: skip
+            code_file(name, task).write_text(out["code"] + "\n")
 
 
 def prometheus_targets() -> tuple[int, int]:
@@ -164,34 +186,77 @@ def prometheus_targets() -> tuple[int, int]:
     return sum(t["health"] == "up" for t in active), len(active)
 
 
-def drive_round(
-    cli: dict[str, str], timeout: float, buyer_name: str = "buyer", open_args: Sequence[str] = ()
+def start_round(
+    cli: dict[str, str],
+    buyer_name: str = "buyer",
+    open_args: Sequence[str] = (),
+    task: str = DEFAULT_TASK,
 ) -> dict[str, Any]:
-    """A buyer registers and is funded, the operator opens a round (`mots rounds open
-    OPEN_ARGS`), the buyer reads the quote and buys; the round trains on the SuperNode
-    containers, is evaluated and settled; the buyer downloads the model (SHA-256 verified by the
-    CLI, and again here) and the operator checks the ledger."""
-    code = (SECRETS / "enrolment-type-1.code").read_text().strip()
+    """A buyer of ``task`` (registered with the task's type-1 code) is funded, the operator opens
+    a round of the task (`mots rounds open --task TASK OPEN_ARGS`), the buyer reads its quote (its
+    task's latest round) and buys while the round collects."""
+    code = code_file("type-1", task).read_text().strip()
     buyer = mots("market", "register", "--name", buyer_name, "--code", code,
                  "--save-as", buyer_name, env=cli)  # fmt: skip
     mots("market", "deposit", str(buyer["id"]), "10", env=cli)
-    round_id = mots("rounds", "open", *open_args, env=cli)["round_id"]
+    round_id = mots("rounds", "open", "--task", task, *open_args, env=cli)["round_id"]
     as_buyer = dict(cli, MOTS_PROFILE=buyer_name)
     quote = mots("market", "quote", "--wait", "60", env=as_buyer)
     purchase = mots("market", "buy", str(round_id), env=as_buyer)
+    return {"round_id": round_id, "task": task, "buyer": buyer_name, "quote": quote,
+            "purchase": purchase, "opened_at": time.monotonic()}  # fmt: skip
+
+
+def finish_round(cli: dict[str, str], started: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Wait until the round :func:`start_round` opened ends by its rule (trained on the SuperNode
+    containers, evaluated, settled); the buyer downloads the model (SHA-256 verified by the CLI,
+    and again here). ``seconds``: from its opening to its end, as seen here (5 s polls)."""
+    round_id = started["round_id"]
     deadline = time.monotonic() + timeout
     view = mots("rounds", "show", str(round_id), env=cli)
     while view["state"] not in ("published", "settled_by_rule") and time.monotonic() < deadline:
         time.sleep(5)
         view = mots("rounds", "show", str(round_id), env=cli)
+    seconds = round(time.monotonic() - started["opened_at"], 1)
     got: dict[str, Any] = {"verified": False}  # a round settled by rule has no model
     if view["state"] == "published":
         model = WORK / f"mots-round-{round_id}.pt"
+        as_buyer = dict(cli, MOTS_PROFILE=started["buyer"])
         got = mots("market", "download", str(round_id), "--out", str(model), env=as_buyer)
         digest = hashlib.sha256(model.read_bytes()).hexdigest()
         got["verified"] = digest == got["sha256"] and model.stat().st_size == got["size"]
-    return {"round_id": round_id, "view": view, "quote": quote, "purchase": purchase,
-            "download": got}  # fmt: skip
+    return {k: v for k, v in started.items() if k != "opened_at"} | {
+        "view": view, "download": got, "seconds": seconds,
+    }  # fmt: skip
+
+
+def drive_round(
+    cli: dict[str, str],
+    timeout: float,
+    buyer_name: str = "buyer",
+    open_args: Sequence[str] = (),
+    task: str = DEFAULT_TASK,
+) -> dict[str, Any]:
+    """One round of ``task`` from its opening to the buyer's verified download
+    (:func:`start_round`, then :func:`finish_round`)."""
+    return finish_round(cli, start_round(cli, buyer_name, open_args, task), timeout)
+
+
+def drive_rounds(cli: dict[str, str], tasks: Sequence[str], timeout: float) -> dict[str, Any]:
+    """A round of each task opened at once (each with its own buyer, ``buyer`` for the default
+    task and ``buyer-<task>`` for another; digits collecting :data:`DIGITS_COLLECT_S` s), then
+    each finished: task -> its round's facts. On the deployment's one SuperLink the rounds train
+    one after the other (the orchestration registers each round's coalition's keys)."""
+    started = [
+        start_round(
+            cli,
+            "buyer" if task == DEFAULT_TASK else f"buyer-{task}",
+            () if task == DEFAULT_TASK else ("--collect-seconds", DIGITS_COLLECT_S),
+            task,
+        )
+        for task in tasks
+    ]
+    return {s["task"]: finish_round(cli, s, timeout) for s in started}
 
 
 def ledger(cli: dict[str, str]) -> dict[str, Any]:
@@ -248,26 +313,38 @@ def payouts(cli: dict[str, str], round_id: int, summary: dict[str, Any]) -> dict
 
 
 def up(
-    env_file: Path, cli: dict[str, str], files: Sequence[Path], edge: Sequence[str]
+    env_file: Path,
+    cli: dict[str, str],
+    files: Sequence[Path],
+    edge: Sequence[str],
+    tasks: Sequence[str] = (DEFAULT_TASK,),
 ) -> dict[str, float]:
-    """Start the tiers in order (each healthy before the next), enrol, start the edge; return
-    each service's seconds to healthy (the SuperNodes' are waited for after a round)."""
+    """Start the tiers in order (each healthy before the next), enrol the types of ``tasks``,
+    start the edge; return each service's seconds to healthy (the SuperNodes' are waited for
+    after a round)."""
     compose("up", "-d", *DATA_TIER, env_file=env_file, files=files)
     health = wait_healthy(DATA_TIER, 120)
     compose("up", "-d", *PLATFORM, env_file=env_file, files=files)
     health |= wait_healthy(PLATFORM, 300)
-    enrol(cli)
+    enrol(cli, tasks)
     compose("up", "-d", *edge, env_file=env_file, files=files)
     return health | wait_healthy(tuple(s for s in edge if s.startswith(("agent", "node-"))), 300)
 
 
 def up_and_round(
-    env_file: Path, cli: dict[str, str], files: Sequence[Path], edge: Sequence[str], timeout: float
+    env_file: Path,
+    cli: dict[str, str],
+    files: Sequence[Path],
+    edge: Sequence[str],
+    timeout: float,
+    tasks: Sequence[str] = TASKS,
 ) -> dict[str, Any]:
-    """Start the tiers in order (each healthy before the next), enrol, start the edge, run the
-    round; return the round's facts with each service's seconds to healthy."""
-    health = up(env_file, cli, files, edge)
-    result = drive_round(cli, timeout)
+    """Start the tiers in order (each healthy before the next), enrol, start the edge, run a
+    round of each of ``tasks`` at once; return the default task's round's facts, ``tasks`` (each
+    task's) and each service's seconds to healthy."""
+    health = up(env_file, cli, files, edge, tasks)
+    rounds = drive_rounds(cli, tasks, timeout)
+    result = dict(rounds[DEFAULT_TASK], tasks=rounds)
     # every SuperNode serving after the round (none exited while waiting for its key); its check
     # needs no round, but the host's load during start-up can hold it past its 5 s timeout
     health |= wait_healthy(tuple(s for s in edge if s.startswith("supernode")), 300)
@@ -281,23 +358,45 @@ def restart_count(service: str) -> int:
     return int(out.strip() or 0)
 
 
+def task_result(cli: dict[str, str], got: dict[str, Any]) -> dict[str, Any]:
+    """One task's round as the report keeps it: its state, participants with what each was paid
+    (:func:`payouts`), the buyer's purchase and verified download, its seconds."""
+    view = got["view"]
+    summary = view.get("summary") or {}
+    paid = payouts(cli, got["round_id"], summary)
+    return {
+        "round_id": got["round_id"],
+        "round_state": view["state"],
+        "seconds": got["seconds"],
+        "participants": paid["participants"],
+        "paid": {n: p["booked"] for n, p in paid["participants"].items()},
+        "quote": got["quote"],
+        "purchase": got["purchase"],
+        "download": got["download"],
+        "summary": summary,
+        "round_calls": round_calls(view.get("calls") or []),
+    }
+
+
 def run_round(
     timeout: float = 1500,
     *,
     extra_files: Sequence[Path] = (),
     extra_edge: Sequence[str] = (),
+    tasks: Sequence[str] = TASKS,
 ) -> dict[str, Any]:
     """The whole compose check; everything it created is removed before it returns or raises.
     ``extra_files`` are further compose overrides (after tests/containers/compose.yaml) and
     ``extra_edge`` the services they add to the edge tier (agents named ``agent-*``, SuperNodes
-    ``supernode-*``), e.g. an arm64 edge device."""
+    ``supernode-*``), e.g. an arm64 edge device. ``tasks``: a round of each, opened at once
+    (the top-level keys are the default task's round, ``tasks`` each task's)."""
     started = time.monotonic()
     standins.build_standins()
     built = {name: images.build(name)["build_s"] for name in IMAGES}  # cached layers: seconds
     env_file, cli = prepare()
     files = (*FILES, *extra_files)
     try:
-        result = up_and_round(env_file, cli, files, (*EDGE, *extra_edge), timeout)
+        result = up_and_round(env_file, cli, files, (*EDGE, *extra_edge), timeout, tasks)
         books = ledger(cli)
         up, total = prometheus_targets()
         view = result["view"]
@@ -321,6 +420,7 @@ def run_round(
             "round_calls": round_calls(view.get("calls") or []),
             "calls": view.get("calls") or [],
             "left_out": LEFT_OUT,
+            "tasks": {t: task_result(cli, got) for t, got in result["tasks"].items()},
         }
     finally:
         save_logs()
@@ -345,4 +445,5 @@ def down() -> dict[str, list[str]]:
         return podman.remove([PROJECT])
     finally:
         for name in TYPES:
-            (SECRETS / f"enrolment-{name}.code").unlink(missing_ok=True)
+            for task in TASKS:
+                code_file(name, task).unlink(missing_ok=True)

@@ -6,10 +6,12 @@ output stored as podman 4.3 reads secrets) and the SuperLink's TLS material with
 `python -m mots.training.pki tls`; give each emulated node its directories (the server's
 dataset, each Pi's own data per task, its agent state, owned by uid 10001); play the claims,
 then the pods in order (kube_translate.playbook) on a podman network of their own, each at its
-static address; run every probe by hand until all pass; enrol the types and create the
-enrolment Secrets; start the edge pods; open a round, buy as a host-side buyer, wait for the
-round to end by its rule, download and verify the model, check the ledger. Everything it made is
-removed in ``finally``.
+static address; run every probe by hand until all pass; store the digits task and enrol the
+types in both tasks (docs/deploy.md step 7: Secret `enrolment`, keys type-N and type-N.digits);
+start the edge pods (each Pi one client per task on its one SuperNode); open a round of each
+task at once, buy as a host-side buyer of each task, wait for both rounds to end by their rule,
+download and verify each model, check the ledger and what each participant was paid.
+Everything it made is removed in ``finally``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import ssl
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,10 @@ TLS_HOSTS = ["superlink-fleet", "superlink-fleet.mots.svc", "superlink-fleet.mot
 
 
 SECRETS = ("mots-secrets", "superlink-tls", "enrolment")
+TASKS = ("fashion-mnist", "digits")
+"""The tasks the Pis train (the DaemonSet's --data; edge_data.TASKS); a round of each."""
+DIGITS_COLLECT_S = 20.0
+"""The digits round's collection window here (the compose round's)."""
 
 
 def readme_secrets(workdir: Path) -> dict[str, tuple[Resource, str]]:
@@ -323,6 +330,10 @@ def run(
         )
         market_round.wait_healthy(stack.market, 120)
         codes = market_round.enrol(stack)
+        for task in TASKS[1:]:  # step 7: a code per type and task, key type-N.<task>
+            market_round.create_task(stack, task)
+            more = market_round.enrol(stack, task=task)
+            codes |= {f"{t}.{task}": code for t, code in more.items()}
         literals = [f"--from-literal={t}={code}" for t, code in sorted(codes.items())]
         s = kubectl_secret(book.name("enrolment"), *literals)
         create_secret(book.name("enrolment"), s, "volume", workdir)
@@ -333,31 +344,85 @@ def run(
         report["edge_probes"] = wait_probes(book, edges, timeout_s=300)
         nodes = [n for ns in EDGE_NODES.values() for n in ns]
         market_round.wait_registered(stack, nodes, timeout_s=300)
-        report.update(_round(stack, workdir, timeout_s))
+        rounds = _rounds(stack, workdir, timeout_s)
+        report.update(rounds[TASKS[0]])  # the default task's round at the top, as before
+        report["tasks"] = rounds
+        report["ledger_balanced"] = market_round.ledger(stack)["balanced"]  # after both rounds
     finally:
         report["seconds"] = round(time.monotonic() - started, 1)
         report["leftover_volumes"] = cleanup(book, workdir)
     return report
 
 
-def _round(stack: market_round.Stack, workdir: Path, timeout_s: float) -> dict[str, Any]:
-    """Open a round, buy as a host-side buyer, wait for its end, download, check the ledger."""
-    spare = market_round.enrol(stack, {"type-1": market_round.TYPES["type-1"]}, uses=1)
-    buyer = market_round.buyer(stack, spare["type-1"])
-    round_id = market_round.open_round(stack)
-    bought = market_round.buy_and_verify(buyer, round_id, workdir / "model.pt")
-    body = market_round.wait_round(stack, round_id, timeout_s)
-    verified = body["state"] == "published" and market_round.download(
-        buyer, round_id, workdir / "model.pt"
-    )
-    buyer.close()
-    led = market_round.ledger(stack)
-    summary = body.get("summary") or {}
-    return {
-        "round_state": body["state"],
-        "ledger_balanced": led["balanced"],
-        "buyer_download_verified": verified,
-        "purchase": bought["purchase"],
-        "verification": summary.get("verification"),
-        "fedavg_seconds": body["fedavg_seconds"],
-    }
+def _rounds(
+    stack: market_round.Stack, workdir: Path, timeout_s: float
+) -> dict[str, dict[str, Any]]:
+    """A round of each task opened at once, each with a host-side buyer of its task (a spare
+    type-1 code of that task) who buys while it collects; then each waited for, its model
+    downloaded and verified, its participants' payouts read; task -> its round's facts."""
+    started = {}
+    for task in TASKS:
+        spare = market_round.enrol(
+            stack, {"type-1": market_round.TYPES["type-1"]}, uses=1, task=task
+        )
+        buyer = market_round.buyer(stack, spare["type-1"], name=f"buyer-{task}")
+        collect = None if task == TASKS[0] else DIGITS_COLLECT_S
+        round_id = market_round.open_round(stack, task, collect)
+        bought = market_round.buy_and_verify(buyer, round_id, workdir / f"model-{task}.pt")
+        started[task] = (buyer, round_id, bought, time.monotonic())
+    out = {}
+    for task, (buyer, round_id, bought, opened) in started.items():
+        body = market_round.wait_round(stack, round_id, timeout_s)
+        seconds = round(time.monotonic() - opened, 1)
+        verified = body["state"] == "published" and market_round.download(
+            buyer, round_id, workdir / f"model-{task}.pt"
+        )
+        buyer.close()
+        summary = body.get("summary") or {}
+        led = market_round.ledger(stack)
+        out[task] = {
+            "round_id": round_id,
+            "round_state": body["state"],
+            "seconds": seconds,
+            "ledger_balanced": led["balanced"],
+            "buyer_download_verified": verified,
+            "purchase": bought["purchase"],
+            "verification": summary.get("verification"),
+            "participants": market_round.payouts(stack, round_id, summary),
+            "k": sum((summary.get("participants") or {}).values()),
+            "fedavg_seconds": body["fedavg_seconds"],
+        }
+    return out
+
+
+def problems(report: dict[str, Any]) -> list[str]:
+    """What the report's rounds fail of `make deploy-test`'s two-task check (empty: none): each
+    task's round published with the buyer's download verified, its participants (K of them) all
+    verified and each paid exactly its type's reward, once (its task's wallet holding just that),
+    and the ledger balanced after both."""
+    out = [] if report.get("ledger_balanced") else ["the ledger is not balanced"]
+    rounds = report.get("tasks") or {}
+    for task in TASKS:
+        rnd = rounds.get(task)
+        if rnd is None:
+            out.append(f"{task}: no round")
+            continue
+        if rnd["round_state"] != "published" or not rnd["buyer_download_verified"]:
+            out.append(
+                f"{task}: {rnd['round_state']}, download verified {rnd['buyer_download_verified']}"
+            )
+        participants = rnd["participants"]
+        if not rnd["k"] or len(participants) != rnd["k"]:
+            out.append(f"{task}: K = {rnd['k']}, {len(participants)} participants reported")
+        for name, p in participants.items():
+            reward = Decimal(p["reward"] or 0)
+            once = [reward] if reward else []
+            if (
+                p["verification"] != "verified"
+                or [Decimal(a) for a in p["booked"]] != once
+                or Decimal(p["wallet"] or 0) != reward
+            ):
+                out.append(
+                    f"{task}: {name} {p['verification']}, booked {p['booked']}, reward {reward}"
+                )
+    return out

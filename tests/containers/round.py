@@ -19,6 +19,7 @@ import httpx
 from mots.client.errors import ModelIntegrityError
 from mots.client.market import MarketClient
 from mots.platform.api.market import ClientRegistration, EnrolmentIn
+from mots.platform.api.tasks import DEFAULT_TASK
 
 # The paper testbed's types (k8s/overlays/k3s-pi/devices/type-*.env, the README's loop).
 TYPES = {"type-1": (50, "0.5"), "type-2": (120, "1.2"), "type-3": (300, "3.0")}
@@ -58,15 +59,31 @@ def wait_healthy(url: str, timeout_s: float) -> None:
 
 
 def enrol(
-    stack: Stack, types: dict[str, tuple[int, str]] = TYPES, uses: int = 10
+    stack: Stack,
+    types: dict[str, tuple[int, str]] = TYPES,
+    uses: int = 10,
+    task: str = DEFAULT_TASK,
 ) -> dict[str, str]:
-    """One enrolment code per type (the operator's step before the agents start)."""
+    """One enrolment code per type of ``task`` (the operator's step before the agents start)."""
     op = stack.operator()
     try:
         return {
-            t: op.enrol(EnrolmentIn(type_name=t, data_size=d, cost=Decimal(c), uses=uses)).code
+            t: op.enrol(
+                EnrolmentIn(type_name=t, data_size=d, cost=Decimal(c), uses=uses, task=task)
+            ).code
             for t, (d, c) in types.items()
         }
+    finally:
+        op.close()
+
+
+def create_task(stack: Stack, task: str) -> None:
+    """Store a shipped task at the market (`mots tasks create examples/tasks/TASK.yaml`)."""
+    from mots.tasks.task_file import SHIPPED_DIR, inline_task_text
+
+    op = stack.operator()
+    try:
+        op.create_task(inline_task_text(SHIPPED_DIR / f"{task}.yaml"))
     finally:
         op.close()
 
@@ -104,10 +121,12 @@ def buyer(stack: Stack, code: str, name: str = "buyer", funds: str = "10") -> Ma
     return MarketClient(stack.market, token=got.token, timeout_s=30)
 
 
-def open_round(stack: Stack) -> int:
-    """``POST /v1/rounds`` on the orchestration (the operator opens a round)."""
+def open_round(stack: Stack, task: str | None = None, collect_seconds: float | None = None) -> int:
+    """``POST /v1/rounds`` on the orchestration (the operator opens a round; of ``task``, with
+    its own collection window, when given)."""
+    body = {k: v for k, v in (("task", task), ("collect_seconds", collect_seconds)) if v}
     with stack.orch() as orch:
-        r = orch.post("/v1/rounds")
+        r = orch.post("/v1/rounds", json=body) if body else orch.post("/v1/rounds")
         r.raise_for_status()
         return int(r.json()["round_id"])
 
@@ -163,3 +182,36 @@ def ledger(stack: Stack) -> dict[str, Any]:
         and Decimal(check["total"]) == 0
     )
     return {**check, "balanced": balanced}
+
+
+def payouts(stack: Stack, round_id: int, summary: dict[str, Any]) -> dict[str, Any]:
+    """Each participant of the round (the summary's verification, by client id): its name, type,
+    verification, the reward SWAN set for its type (``captured_rewards``), the amounts booked to
+    its wallet by the round's reward and charge transactions, and its wallet's balance (as
+    tests/containers/compose.payouts reads them with the CLI)."""
+    op = stack.operator()
+    try:
+        clients = {c.id: c for c in op.clients()}
+        wallets = {a.client_id: str(a.balance) for a in op.accounts("wallets")}
+        page = op.transactions(limit=500, round_id=round_id)
+    finally:
+        op.close()
+    booked: dict[int, list[str]] = {}
+    for tx in page.items:
+        for entry in tx.entries if tx.kind in ("reward", "charge") else ():
+            if entry.account.startswith("wallet:"):
+                booked.setdefault(int(entry.account.split(":")[1]), []).append(str(entry.amount))
+    rewards = (summary.get("settlement") or {}).get("captured_rewards") or {}
+    out: dict[str, Any] = {}
+    for cid, status in (summary.get("verification") or {}).items():
+        client = clients[int(cid)]
+        out[client.name] = {
+            "client_id": int(cid),
+            "task": client.task,
+            "type": client.type_name,
+            "verification": status,
+            "reward": rewards.get(client.type_name),
+            "booked": booked.get(int(cid), []),
+            "wallet": wallets.get(int(cid)),
+        }
+    return out

@@ -49,15 +49,30 @@ class ServiceMigrations:
         return cfg
 
     def upgrade(self, database_url: str, revision: str = "head") -> None:
-        """Apply every pending revision up to ``revision`` to ``database_url``."""
+        """Apply every pending revision up to ``revision`` to ``database_url``.
+
+        On SQLite the revisions run with foreign keys off and are checked before the commit
+        (``PRAGMA foreign_key_check``; a violation rolls every revision back): SQLite's own
+        procedure for a schema change, since a batch revision that recreates a referenced table
+        (e.g. market 0012's ``clients``) drops it, and with foreign keys on that DROP fails on
+        the first row that references it. The pragma only takes effect outside a transaction,
+        so it is set on the connection before the upgrade's transaction begins."""
         engine = make_engine(database_url, pool_size=1)
         try:
-            with engine.begin() as conn:
-                if conn.dialect.name == "postgresql":
-                    key = zlib.crc32(f"alembic{self.service}".encode())
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
-                cfg = self.config()
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, revision)
+            with engine.connect() as conn:
+                sqlite = conn.dialect.name == "sqlite"
+                if sqlite:
+                    conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
+                with conn.begin():
+                    if conn.dialect.name == "postgresql":
+                        key = zlib.crc32(f"alembic{self.service}".encode())
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+                    cfg = self.config()
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, revision)
+                    if sqlite:
+                        broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                        if broken:
+                            raise RuntimeError(f"{self.service}: foreign keys broken: {broken[:5]}")
         finally:
             engine.dispose()

@@ -7,6 +7,7 @@ the local Redis (a key prefix per test); rounds are opened the way the market's 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import stat
@@ -506,3 +507,66 @@ def test_an_image_without_task_files_checks_its_data_against_the_markets_task(
         problem = agent.data_problem(token)
         assert (problem is None) is fits, problem
     assert "the task expects [1, 8, 8]" in str(problem)
+
+
+def test_one_device_takes_part_in_two_tasks_as_a_client_of_each(
+    market: Market, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A device with a code per task (``code`` for fashion-mnist, ``code.digits`` beside it) is
+    one client in each task: each registers with its task's code, both register the device's one
+    SuperNode key, and polled in turn (run_agents) each joins its own task's round, both rounds
+    collecting at once. A task the device has no code for is logged once and left alone."""
+    import mots.tasks.task_file as task_file
+    from edge.agent.runner import run_agents
+
+    digits = task_file.inline_task_text(task_file.SHIPPED_DIR / "digits.yaml")
+    assert market.operator("POST", "/v1/tasks", json={"content": digits}).status_code == 201
+    codes = tmp_path / "enrolment"
+    codes.mkdir()
+    (codes / "code").write_text(market.enrol("type-1", 50, "0.5") + "\n")
+    r = market.operator(
+        "POST", "/v1/enrolments",
+        json={"type_name": "type-1", "data_size": 50, "cost": "0.5", "task": "digits"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    (codes / "code.digits").write_text(r.json()["code"] + "\n")
+    settings = AgentSettings(
+        client_type="type-1", data_size=50, cost=Decimal("0.5"), client_name="pi-both",
+        MOTS_UTILITY=UTILITY, market_url=market.url, enrolment_code_file=codes / "code",
+        state_dir=tmp_path / "pi-both", poll_interval_s=0.05,
+    )  # fmt: skip
+    with MarketClient(market.url) as client:
+        agents = [Agent(settings, client, task=t) for t in ("fashion-mnist", "digits", "other")]
+        caplog.set_level(logging.WARNING, logger="edge.agent")
+        run_agents(agents, max_steps=2, sleep=lambda _: None)  # registers; no round yet
+        regs = {a.task: a.ensure_registered() for a in agents[:2]}
+        assert regs["fashion-mnist"].client_id != regs["digits"].client_id
+        for task, reg in regs.items():
+            me = client.with_token(reg.token).me()
+            assert me.task == task and me.node_key_sha256 is not None
+            r = market.operator(
+                "POST", "/v1/deposits", json={"client_id": reg.client_id, "amount": "1.25"},
+                headers={"Idempotency-Key": f"fund-both-{task}"},
+            )  # fmt: skip
+            assert r.status_code == 201, r.text
+        keys = {client.with_token(r.token).me().node_key_sha256 for r in regs.values()}
+        assert len(keys) == 1  # one device, one SuperNode key
+        for round_id, task in ((1, "fashion-mnist"), (2, "digits")):
+            payload = OpenRoundPayload(
+                round_id=round_id, mechanism="swan_robust", price=Decimal("2.5"),
+                rewards={"type-1": Decimal("-1.25")}, target_participants={"type-1": 5},
+                target_buyers={"type-1": 5}, epsilon=0.6, welfare=10.0,
+                incentive_cost=Decimal(0), task=task,
+            )  # fmt: skip
+            in_transaction(market.app.state.sessions, lambda s, p=payload: rounds.open_round(s, p))
+        run_agents(agents, max_steps=2, sleep=lambda _: None)
+    for round_id, task in ((1, "fashion-mnist"), (2, "digits")):
+        got = in_transaction(
+            market.app.state.sessions, lambda s, i=round_id: rounds.decisions(s, i)
+        )
+        assert got.participants == {"type-1": [regs[task].client_id]}, task
+    assert json.loads((agents[1].state_dir / "decision.json").read_text())["round_id"] == 2
+    assert agents[1].state_dir == settings.state_dir / "tasks" / "digits"
+    assert (settings.state_dir / "heartbeat").is_file()
+    skipped = [r.getMessage() for r in caplog.records if "task other" in r.getMessage()]
+    assert len(skipped) == 1 and "code.other" in skipped[0], skipped

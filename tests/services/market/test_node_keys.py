@@ -8,9 +8,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from mots.tasks.task_file import SHIPPED_DIR
 from mots.training.pki import fingerprint, make_node_key
 from services.market import node_keys
-from tests.services.market.conftest import node_key_body
+from tests.services.market.conftest import OPERATOR, node_key_body
 
 
 def test_a_client_registers_its_own_node_key(
@@ -77,3 +78,38 @@ def test_a_key_needs_proof_of_possession(market: TestClient, register: Any, tmp_
         r = market.put("/v1/me/node-key", json=body, headers=squatter["auth"])
         assert r.status_code == 422 and rule in r.text, (rule, r.text)
     assert market.put("/v1/me/node-key", json=owners, headers=owner["auth"]).status_code == 200
+
+
+def test_one_device_registers_its_key_as_its_client_of_each_task(
+    market: TestClient, tmp_path: Path
+) -> None:
+    """A device in two tasks is one client in each (a code per task) on its one SuperNode: both
+    clients register the same key (each proving possession) and the orchestration's lookup hands
+    each task's client that key; a second client of the same task is still refused (409)."""
+    content = (SHIPPED_DIR / "digits.yaml").read_text(encoding="utf-8")
+    assert market.post("/v1/tasks", json={"content": content}, headers=OPERATOR).status_code == 201
+
+    def client(name: str, task: str) -> dict[str, Any]:
+        body = {"type_name": "type-1", "data_size": 50, "cost": "0.5", "task": task}
+        code = market.post("/v1/enrolments", json=body, headers=OPERATOR).json()["code"]
+        r = market.post("/v1/clients", json={"name": name, "enrolment_code": code})
+        assert r.status_code == 201, r.text
+        return {"id": r.json()["id"], "auth": {"Authorization": f"Bearer {r.json()['token']}"}}
+
+    fashion, digits = client("pi-01", "fashion-mnist"), client("pi-01", "digits")
+    other = client("pi-02", "digits")
+    pair = make_node_key(tmp_path / "pi-01.key")
+    key = pair.public_pem.decode()
+    for c in (fashion, digits):
+        body = node_key_body(market, c["auth"], pair.private_key, key)
+        r = market.put("/v1/me/node-key", json=body, headers=c["auth"])
+        assert r.status_code == 200, r.text
+        assert r.json() == {"client_id": c["id"], "node_key_sha256": pair.fingerprint}
+    body = node_key_body(market, other["auth"], pair.private_key, key)
+    taken = market.put("/v1/me/node-key", json=body, headers=other["auth"])
+    assert taken.status_code == 409 and "of this task" in taken.json()["detail"]
+    factory = market.app.state.sessions  # type: ignore[attr-defined]
+    with factory() as session:
+        found = node_keys.keys_of(session, [fashion["id"], digits["id"], other["id"]])
+    assert sorted(found.keys) == sorted([fashion["id"], digits["id"]])
+    assert {fingerprint(k.encode()) for k in found.keys.values()} == {pair.fingerprint}

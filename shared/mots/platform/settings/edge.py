@@ -46,7 +46,8 @@ class EdgeDevice(Group):
     enrolment_code_file: Path = Field(
         Path("/etc/mots/enrolment/code"),
         description="file holding the enrolment code (a mounted Secret); absent: register"
-        " without one, which only a market with open registration admits (as pending)",
+        " without one, which only a market with open registration admits (as pending). Another"
+        " task's code (a client per task) is the file beside it named <file>.<task>",
     )
     state_dir: Path = Field(
         Path("/var/lib/mots/agent"),
