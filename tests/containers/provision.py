@@ -11,7 +11,9 @@ What a container cannot do, and how the check handles it (the playbook's variabl
 - the registry's CA and k3s' airgap tarball are small stand-in files (the playbook copies bytes).
 
 Every podman call (ours, Ansible's podman connection and testinfra's) goes through a `podman`
-wrapper that holds /tmp/podman.lock for that one command.
+wrapper that holds /tmp/podman.lock for that one command; run the whole part under the lock
+instead with `flock /tmp/podman.lock env MOTS_PODMAN_LOCK_HELD=1 python -m tests.containers.run
+--parts provision` (its base check and cleanup call podman outside the wrapper).
 """
 
 from __future__ import annotations
@@ -53,13 +55,14 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 
 def wrapper(bindir: Path) -> Path:
-    """A `podman` first on PATH that runs the real one with this host's flags under the lock."""
+    """A `podman` first on PATH that runs the real one with this host's flags under the lock,
+    or without taking it when MOTS_PODMAN_LOCK_HELD is set: the whole part already runs under
+    `flock /tmp/podman.lock` (a second flock on the same file from a child would wait forever)."""
     real = subprocess.run(["sh", "-c", "command -v podman"], capture_output=True, text=True)
+    exe = f'{real.stdout.strip() or "/usr/bin/podman"} {" ".join(podman.FLAGS)} "$@"'
     path = bindir / "podman"
     path.write_text(
-        "#!/bin/sh\n"
-        f"exec flock {LOCK} {real.stdout.strip() or '/usr/bin/podman'} "
-        f'{" ".join(podman.FLAGS)} "$@"\n'
+        f'#!/bin/sh\n[ -n "$MOTS_PODMAN_LOCK_HELD" ] && exec {exe}\nexec flock {LOCK} {exe}\n'
     )
     path.chmod(0o755)
     return path
