@@ -53,18 +53,45 @@ def test_playbook_syntax(tmp_path: Path) -> None:
 
 def test_example_inventory_is_the_testbed() -> None:
     """20 Pis in mots_edge: 10 type-1, 5 type-2, 5 type-3 (the paper's testbed, docs/deploy.md),
-    each index once within its type, and the join and registry set for all."""
+    the join, the registry and the tasks set for all, and no client-index (tasks replaced it)."""
     group = yaml.safe_load(EXAMPLE.read_text())["all"]["children"]["mots_edge"]
     hosts = group["hosts"]
     assert len(hosts) == 20
     assert Counter(h["mots_client_type"] for h in hosts.values()) == {
         "type-1": 10, "type-2": 5, "type-3": 5,
     }  # fmt: skip
-    pairs = [(h["mots_client_type"], h["mots_client_index"]) for h in hosts.values()]
-    assert len(set(pairs)) == 20
+    assert not [h for h in hosts.values() if "mots_client_index" in h]
     for key in ("k3s_url", "k3s_token", "k3s_binary_src", "mots_registry_host", "mots_tasks"):
         assert key in group["vars"], key
     assert "vault_" in group["vars"]["k3s_token"]  # the token is never in the inventory itself
+
+
+def _overlay_tasks() -> list[str]:
+    """The tasks whose /srv/mots/<task> the edge DaemonSet mounts (hostPath volumes)."""
+    spec = yaml.safe_load(provision.DAEMONSET.read_text())["spec"]["template"]["spec"]
+    paths = [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v]
+    return sorted(p.removeprefix("/srv/mots/") for p in paths if p.startswith("/srv/mots/"))
+
+
+def test_data_directories_are_the_overlays_tasks() -> None:
+    """The playbook makes one /srv/mots/<task> per task of mots_tasks, by default (and in the
+    example inventory) the tasks whose folders the edge DaemonSet mounts; it no longer makes
+    /var/lib/mots/data nor writes a client-index, and removes one a former run left."""
+    overlay = _overlay_tasks()
+    assert overlay == sorted(provision.TASKS) == ["digits", "fashion-mnist"]
+    assert sorted(_role("defaults")["mots_tasks"]) == overlay
+    group = yaml.safe_load(EXAMPLE.read_text())["all"]["children"]["mots_edge"]
+    assert sorted(group["vars"]["mots_tasks"]) == overlay
+    tasks = [t for b in _role("tasks") for t in b.get("block", [])]
+    per_task = next(t for t in tasks if t.get("loop") == "{{ mots_tasks }}")
+    assert per_task["ansible.builtin.file"]["path"] == "/srv/mots/{{ item }}"
+    assert per_task["ansible.builtin.file"]["state"] == "directory"
+    made = [i["path"] for t in tasks if isinstance(t.get("loop"), list) for i in t["loop"]
+            if isinstance(i, dict)]  # fmt: skip
+    assert "/var/lib/mots/data" not in made and "/var/lib/mots/agent" in made
+    index = [t for t in tasks if "client-index" in str(t.get("ansible.builtin.file", {}))]
+    assert [t["ansible.builtin.file"]["state"] for t in index] == ["absent"]
+    assert not [t for t in tasks if "client-index" in str(t.get("ansible.builtin.copy", {}))]
 
 
 def test_labels_and_taint_are_what_the_overlay_selects() -> None:
