@@ -399,14 +399,11 @@ def run_round(
         result = up_and_round(env_file, cli, files, (*EDGE, *extra_edge), timeout, tasks)
         books = ledger(cli)
         up, total = prometheus_targets()
-        view = result["view"]
-        summary = view.get("summary") or {}
-        paid = payouts(cli, result["round_id"], summary)
+        per_task = {t: task_result(cli, got) for t, got in result["tasks"].items()}
+        default = per_task[DEFAULT_TASK]  # the top-level keys: the default task's round
         return {
-            "round_state": view["state"],
+            **{k: v for k, v in default.items() if k not in ("round_id", "quote", "seconds")},
             "ledger_balanced": books["balanced"],
-            "paid": {n: p["booked"] for n, p in paid["participants"].items()},
-            "participants": paid["participants"],
             "ledger": books["check"],
             "prometheus_targets_up": up,
             "prometheus_targets": total,
@@ -414,13 +411,9 @@ def run_round(
             "image_build_s": built,
             "healthy_after_s": result["healthy_after_s"],
             "restarts": result["restarts"],
-            "purchase": result["purchase"],
-            "download": result["download"],
-            "summary": summary,
-            "round_calls": round_calls(view.get("calls") or []),
-            "calls": view.get("calls") or [],
+            "calls": result["view"].get("calls") or [],
             "left_out": LEFT_OUT,
-            "tasks": {t: task_result(cli, got) for t, got in result["tasks"].items()},
+            "tasks": per_task,
         }
     finally:
         save_logs()
