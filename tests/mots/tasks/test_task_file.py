@@ -189,7 +189,9 @@ def test_an_evaluation_folder_is_relative_to_the_task_file(
     assert find_task_file("tiny") == tmp_path / "tiny.yaml"
     assert load_task("tiny").evaluation.path == str(tmp_path / "eval")
     assert parse_task_text(yaml.safe_dump(GOOD)).evaluation.path == "eval"
-    assert parse_task(_with("evaluation.path", "/srv/eval")).evaluation.path == "/srv/eval"
+    absolute = copy.deepcopy(GOOD)
+    absolute["evaluation"]["path"] = "/srv/eval"  # an absolute path stays as written
+    assert parse_task(absolute).evaluation.path == "/srv/eval"
 
 
 def test_tasks_dir_adds_task_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
