@@ -21,12 +21,17 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
 
 FORMAT = "mots-model/2"
 """The format the platform writes: a ``torch.export`` archive with the metadata inside."""
+EXPORT_LOCK = threading.RLock()
+"""``torch.export``'s export, save, load and ``.module()`` keep global tracing state (one proxy
+mode slot, one module hierarchy), so two threads of one process (the training worker's pool
+trains two tasks' rounds at once) must not run them at the same time."""
 FORMAT_V1 = "mots-model/1"
 """The first format (before issue 40): a ``torch.save`` dict, read for files bought before."""
 METADATA_MEMBER = "mots/metadata.json"
@@ -201,7 +206,8 @@ def load_model(path: str | Path, sha256: str | None = None) -> Any:
         import torch
 
         check_archive(p)
-        return torch.export.load(p).module()
+        with EXPORT_LOCK:
+            return torch.export.load(p).module()
     payload = _load_v1(p)
     spec = payload["metadata"].get("network")
     if not isinstance(spec, dict):
@@ -219,7 +225,8 @@ def load_state(path: str | Path) -> dict[str, Any]:
         import torch
 
         check_archive(p)
-        return {k: v.detach() for k, v in torch.export.load(p).state_dict.items()}
+        with EXPORT_LOCK:
+            return {k: v.detach() for k, v in torch.export.load(p).state_dict.items()}
     return dict(_load_v1(p)["state_dict"])
 
 

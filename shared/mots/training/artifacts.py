@@ -22,7 +22,13 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ConfigDict
 
-from mots.client.model_file import FORMAT, METADATA_MEMBER, sha256_file, write_sidecar
+from mots.client.model_file import (
+    EXPORT_LOCK,
+    FORMAT,
+    METADATA_MEMBER,
+    sha256_file,
+    write_sidecar,
+)
 from mots.platform.api.rounds import TrainingCurve
 
 if TYPE_CHECKING:
@@ -82,14 +88,14 @@ def save_artifact(
     model.eval()
     example = torch.zeros(2, *(int(s) for s in meta["input_shape"]))
     batch = torch.export.Dim("batch")
-    with torch.no_grad():
-        program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
     archive = io.BytesIO()
-    torch.export.save(
-        program,
-        archive,
-        extra_files={METADATA_MEMBER: json.dumps(meta), FORMAT_MEMBER: FORMAT},
-    )
+    with EXPORT_LOCK, torch.no_grad():  # one export at a time per process (EXPORT_LOCK)
+        program = torch.export.export(model, (example,), dynamic_shapes=({0: batch},))
+        torch.export.save(
+            program,
+            archive,
+            extra_files={METADATA_MEMBER: json.dumps(meta), FORMAT_MEMBER: FORMAT},
+        )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -124,3 +124,39 @@ def test_the_one_call_load_predicts_as_the_platforms_model_on_the_test_set(
     accuracy = float((predicted == ds.y_test).mean())
     _, meta = artifacts.load_artifact(res.artifact_path)
     assert accuracy == pytest.approx(meta["test_metric"]["value"], abs=1e-9)
+
+
+def test_two_threads_write_and_load_model_files_at_once(tmp_path: Path) -> None:
+    """The training worker trains two tasks' rounds in two threads of one process: their
+    ``torch.export`` calls (export, save, load) share global tracing state and once failed the
+    in-process demo ('ProxyTorchDispatchMode slot already occupied'); EXPORT_LOCK takes turns."""
+    import threading
+
+    from mots.client.model_file import load_model
+    from mots.training.models import build_model, describe_network
+
+    model = build_model("cnn", (1, 28, 28), 10, seed=1)
+    names = list(model.state_dict())
+    weights = [v.detach().numpy() for v in model.state_dict().values()]
+    meta = {"dataset": "fashion-mnist", "model": "cnn", "participants": [1], "round": 1,
+            "epsilon": 0.5, "network": describe_network("cnn", (1, 28, 28), 10),
+            "input_shape": [1, 28, 28]}  # fmt: skip
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def work(k: int) -> None:
+        start.wait()
+        try:
+            for i in range(4):
+                path = tmp_path / f"t{k}-{i}.pt2"
+                artifacts.save_artifact(path, names, weights, meta)
+                load_model(path)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
