@@ -151,7 +151,7 @@ def test_two_threads_write_and_load_model_files_at_once(tmp_path: Path) -> None:
                 path = tmp_path / f"t{k}-{i}.pt2"
                 artifacts.save_artifact(path, names, weights, meta)
                 load_model(path)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below, after the join
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
