@@ -107,51 +107,6 @@ def test_a_new_fab_replaces_the_previous_fabs_modules(tmp_path: Path) -> None:
     assert cache.fab_hash is None and cache.app is None
 
 
-def test_fleet_pull_interval_replaces_only_the_fixed_three_seconds(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import flwr.supernode.start_client_internal as sci
-
-    monkeypatch.setattr(sci, "time", sci.time)  # restored after the test
-    slept: list[float] = []
-    monkeypatch.setattr(warm_node.time, "sleep", slept.append)
-    warm_node.set_fleet_pull_interval(0.5)
-    sci.time.sleep(3)
-    sci.time.sleep(0.5)
-    assert slept == [0.5, 0.5]
-    with pytest.raises(ValueError, match="--fleet-pull-interval"):
-        warm_node.set_fleet_pull_interval(0.0)
-
-
-def test_the_pull_sleeps_briefly_only_while_the_node_is_in_a_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Idle: Flower's 3 s after an empty pull. After a received message (the SuperNode's line)
-    or a wait for the ClientApp's reply: ACTIVE_PULL_S, until ACTIVE_WINDOW_S have passed."""
-    import logging
-    import threading
-
-    import flwr.supernode.start_client_internal as sci
-
-    monkeypatch.setattr(sci, "time", sci.time)  # restored after the test
-    slept: list[float] = []
-    monkeypatch.setattr(warm_node.time, "sleep", slept.append)
-    now = [1000.0]
-    monkeypatch.setattr(warm_node.time, "monotonic", lambda: now[0])
-    pacer = warm_node.PullPacer()
-    warm_node.set_fleet_pull_interval(pacer)
-    sci.time.sleep(3)  # idle
-    signal = warm_node.ReceivedSignal(threading.Event(), pacer)
-    signal.emit(logging.LogRecord("flwr", logging.INFO, "", 0, "Received successfully", (), None))
-    sci.time.sleep(3)  # in a run
-    now[0] += warm_node.ACTIVE_WINDOW_S + 1
-    sci.time.sleep(3)  # idle again
-    sci.time.sleep(0.5)  # waiting for a reply: in a run
-    sci.time.sleep(3)
-    active = warm_node.ACTIVE_PULL_S
-    assert slept == [3.0, active, 3.0, 0.5, active]
-
-
 @pytest.mark.integration
 def test_another_process_cannot_take_the_nodes_tasks(tmp_path: Path) -> None:
     """Attack: a process on the edge host asks the node's Runtime API for its ClientApp task (in
