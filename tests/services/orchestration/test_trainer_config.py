@@ -77,7 +77,7 @@ def test_a_local_federation_whose_keys_were_unregistered_is_started_afresh(
 
     trainer = Trainer(Settings(trainer="deployment", artifact_dir=str(tmp_path)))
     monkeypatch.setattr(runner, "train_coalition", train)
-    monkeypatch.setattr(trainer, "_ensure_federation", lambda types, sizes, task: Local())
+    monkeypatch.setattr(trainer, "_ensure_federation", lambda types, sizes, task, version: Local())
     trainer._federation = Local()
     trainer.train([1], [50.0], [0], round_id=1)
     assert (Local.stops == 1) is stopped and (trainer._federation is None) is stopped
