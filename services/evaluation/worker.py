@@ -88,14 +88,15 @@ def usable(points: list[Point]) -> list[Point]:
     return kept
 
 
-def task_definition(task: str) -> MarketTask:
-    """Task ``task``'s definition: its task file, else the current version the market stores
-    (``MOTS_MARKET_INTERNAL_URL``; :mod:`mots.tasks.stored`), as the orchestration priced and
-    trained it."""
-    from mots.tasks.stored import resolve_task
+def task_definition(task: str, version: int | None = None) -> MarketTask:
+    """Task ``task``'s definition at ``version``, the one its round was opened on, as the
+    orchestration priced and trained it (:func:`mots.tasks.stored.pinned_task`: its task file
+    while it declares that version, else the market's stored version, cached); None: the
+    current version (its task file, else the market's latest, ``MOTS_MARKET_INTERNAL_URL``)."""
+    from mots.tasks.stored import pinned_task
 
     token = settings.operator_token.get_secret_value()
-    return resolve_task(task, settings.market_internal_url, token)
+    return pinned_task(task, version, settings.market_internal_url, token)
 
 
 def measure(
@@ -104,6 +105,7 @@ def measure(
     data_dir: str | None,
     test_subset: int | None,
     task: str = DEFAULT_TASK,
+    task_version: int | None = None,
 ) -> tuple[float, float | None]:
     """(test loss, accuracy) of the model artifact on its task's evaluation data (the default
     task: its data set's test split, as before tasks; another: the task file's ``evaluation``);
@@ -115,7 +117,7 @@ def measure(
     if task != DEFAULT_TASK:
         from mots.tasks.training import evaluate_model_file
 
-        return evaluate_model_file(task_definition(task), artifact_path)
+        return evaluate_model_file(task_definition(task, task_version), artifact_path)
     loss, accuracy = evaluate(artifact_path, data_dir=data_dir, test_subset=test_subset)
     return float(loss), float(accuracy)
 
@@ -210,6 +212,7 @@ def evaluate(request: EvaluationRequest) -> EvaluationResult:
         settings.data_dir,
         settings.eval_test_subset,
         request.task,
+        request.task_version,
     )
     seconds = time.perf_counter() - start
     if not math.isfinite(loss):

@@ -104,6 +104,7 @@ rounds = Table(
     Column("subsidy_budget_micros", BigInteger, nullable=True),
     Column("collect_seconds", Float, nullable=True),
     Column("task", String(63), nullable=False, server_default=DEFAULT_TASK),
+    Column("task_version", Integer, nullable=True),
     Index("ix_rounds_task_state", "task", "state"),
 )
 """One market round per row, read as it is into
@@ -112,7 +113,8 @@ the row's only Python shape): ``state`` is the machine's current state, the type
 the products of the states it went through (each validated against its model on write and read),
 ``subsidy_budget_micros`` and ``collect_seconds`` the round's own budget and collection window
 (POST /v1/rounds; None: the task's), ``task`` the task it trains (issue 36: one round per task
-in flight)."""
+in flight), ``task_version`` the task's version pinned at its open (NULL: opened before the pin,
+read as the latest)."""
 
 round_transitions = Table(
     "round_transitions",

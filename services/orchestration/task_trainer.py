@@ -81,11 +81,12 @@ def device_folders(
     sizes: list[float],
     node_types: list[int],
     settings: Settings | None = None,
+    version: int | None = None,
 ) -> str:
     """:func:`data_folders` of task ``name`` for a local federation's nodes (``node_types``: each
     node's type index, D_i per type ``sizes``): the root ``LocalFederation(task_data=…)`` hands
     each node (its ``data-<task>`` folder); the devices' own (:func:`own_folders`) where
-    ``settings`` has them for the task."""
+    ``settings`` has them for the task. ``version``: the task's version the round is pinned to."""
     own = None if settings is None else own_folders(settings, name)
     if own is not None:
         return str(own)
@@ -93,7 +94,7 @@ def device_folders(
         ClientType(name=f"type-{i + 1}", count=node_types.count(i), data_size=d, cost=0.0)
         for i, d in enumerate(sizes)
     ]
-    task = task_file(name, settings)
+    task = task_file(name, settings, version)
     scenario = task.economics.scenario.model_copy(update={"types": types})
     economics = task.economics.model_copy(update={"scenario": scenario})
     return str(data_folders(task.model_copy(update={"economics": economics}), root))
@@ -101,11 +102,11 @@ def device_folders(
 
 def train_task_round(settings: Settings, request: TrainRequest) -> TrainResult:
     """Train the round's coalition (K_i per type: folders ``type-<i+1>-0 … K_i−1``) on the task's
-    model and write its model file under ``MOTS_ARTIFACT_DIR/round-<id>/``."""
+    model (at the version the round was opened on) and write its model file under ``MOTS_ARTIFACT_DIR/round-<id>/``."""
     from mots.tasks.split import folder_name
     from mots.tasks.training import train_task
 
-    task = population_task(task_file(request.task, settings), request)
+    task = population_task(task_file(request.task, settings, request.task_version), request)
     root = own_folders(settings, task.name) or data_folders(
         task, Path(settings.federation_dir) / "data"
     )

@@ -119,9 +119,12 @@ class Trainer:
     def _federation(self, value: Any) -> None:
         self._state(DEFAULT_TASK).federation = value
 
-    def _task_config(self, task: str, sizes: list[float], node_types: list[int]) -> Any:
-        """A round of ``task``'s FedAvg settings (its task file's ``rounds:``) for the population;
-        the default task's are the deployment's (:meth:`_config`)."""
+    def _task_config(
+        self, task: str, sizes: list[float], node_types: list[int], spec: Any = None
+    ) -> Any:
+        """A round of ``task``'s FedAvg settings (its definition's ``rounds:``; ``spec``: the
+        version the round is pinned to, else the current one) for the population; the default
+        task's are the deployment's (:meth:`_config`)."""
         if task == DEFAULT_TASK:
             return self._config(sizes, node_types)
         from mots.training.task_run import task_train_config
@@ -129,7 +132,7 @@ class Trainer:
 
         s = self.settings
         return task_train_config(
-            task_file(task, s),
+            spec or task_file(task, s),
             sizes,
             [node_types.count(i) for i in range(len(sizes))],
             fraction_train=s.train_fraction,
@@ -153,7 +156,11 @@ class Trainer:
         )
 
     def _ensure_federation(
-        self, node_types: list[int], sizes: list[float], task: str = DEFAULT_TASK
+        self,
+        node_types: list[int],
+        sizes: list[float],
+        task: str = DEFAULT_TASK,
+        version: int | None = None,
     ) -> Any:
         """The external SuperLink if one is configured; else a running local federation of
         ``task`` whose nodes match the population's types and data sizes (restarted if not)."""
@@ -175,10 +182,15 @@ class Trainer:
                 return state.federation
             log.warning("the local federation of %s is restarted: %s", task, "; ".join(faults))
         state.stop()
-        return self._start_local(node_types, policy, sizes, task)
+        return self._start_local(node_types, policy, sizes, task, version)
 
     def _start_local(
-        self, node_types: list[int], policy: Any, sizes: list[float], task: str = DEFAULT_TASK
+        self,
+        node_types: list[int],
+        policy: Any,
+        sizes: list[float],
+        task: str = DEFAULT_TASK,
+        version: int | None = None,
     ) -> Any:
         """A fresh local federation of ``task`` (one node per client of ``node_types``), each
         node training on a data folder of its own (``data-<task>``:
@@ -191,7 +203,7 @@ class Trainer:
         from services.orchestration.task_trainer import device_folders
 
         base = Path(self.settings.federation_dir)
-        folders = device_folders(task, base / "data", sizes, node_types, self.settings)
+        folders = device_folders(task, base / "data", sizes, node_types, self.settings, version)
         default = task == DEFAULT_TASK
         with self._starting:
             return self._launch(node_types, policy, sizes, task, folders, default)
@@ -243,6 +255,7 @@ class Trainer:
         coalition: Coalition | None = None,
         removed: Callable[[], Collection[int]] | None = None,
         task: str = DEFAULT_TASK,
+        task_version: int | None = None,
     ) -> TrainResult:
         """Train the coalition K (participants per type) and save the model artifact;
         ``progress`` hears of every FedAvg round (and clients finishing within one);
@@ -253,19 +266,24 @@ class Trainer:
         local federation whose node keys were unregistered so is stopped after the round (the
         next one starts it afresh, every node registered again); on an external SuperLink the
         next round's key sync leaves the removed clients' keys out. ``task`` (issue 36) names
-        the round's task: its own model and data folders, on its own local federation."""
+        the round's task: its own model and data folders, on its own local federation;
+        ``task_version`` the version the round was opened on (None: the current one), read once
+        here so that the whole training uses exactly that definition."""
         from mots.training.external_superlink import ExternalSuperLink
         from mots.training.runner import train_coalition
         from services.orchestration.rounds.task_economics import task_file
 
+        spec = None if task == DEFAULT_TASK else task_file(task, self.settings, task_version)
         state = self._state(task)
         with state.lock:
-            config = self._task_config(task, sizes, node_types)
+            config = self._task_config(task, sizes, node_types, spec)
             artifact_dir = Path(self.settings.artifact_dir) / f"round-{round_id}"
             start = time.perf_counter()
             engine = self.settings.trainer
             federation = (
-                self._ensure_federation(node_types, sizes, task) if engine == "deployment" else None
+                self._ensure_federation(node_types, sizes, task, task_version)
+                if engine == "deployment"
+                else None
             )
             if isinstance(federation, ExternalSuperLink) and coalition is not None:
                 federation.register_nodes(registered_keys(coalition))
@@ -280,7 +298,7 @@ class Trainer:
                     progress=progress or False,
                     quoted_epsilon=None if coalition is None else coalition.quoted_epsilon,
                     removed=_positions(coalition, removed),
-                    task=None if task == DEFAULT_TASK else task_file(task, self.settings),
+                    task=spec,
                 )
             except Exception as exc:
                 self._raise_platform_fault(federation, exc, state)

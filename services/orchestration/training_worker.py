@@ -95,4 +95,5 @@ def train(request: TrainRequest) -> TrainResult:
         coalition=request,  # a TrainRequest is the Coalition it names
         removed=removed,
         task=request.task,  # every task on Flower: its own model, on its devices' folders
+        task_version=request.task_version,  # exactly the version the round was opened on
     )

@@ -75,6 +75,9 @@ class RoundRecord(RoundUpdate):
     """When retention removed the round's model artifact (None: it is kept)."""
     task: str = DEFAULT_TASK
     """The task the round trains (issue 36)."""
+    task_version: int | None = None
+    """The task's version pinned when the round opened: every step reads exactly that version
+    (None: a round opened before versions were pinned, which reads the latest)."""
 
     def deadline(self) -> float | None:
         """The deadline of the state the round is in (epoch seconds), if one was recorded."""
@@ -191,9 +194,10 @@ class RoundStore(Protocol):
         subsidy_budget_micros: int | None = None,
         collect_seconds: float | None = None,
         task: str = DEFAULT_TASK,
+        task_version: int | None = None,
     ) -> int:
-        """A new round of ``task`` in ``open`` (with its own subsidy budget and collection
-        window, if given); raises :class:`RoundInFlight` while another of that task is
+        """A new round of ``task`` in ``open``, pinned to its ``task_version`` (with its own
+        subsidy budget and collection window, if given); raises :class:`RoundInFlight` while another of that task is
         unfinished."""
 
     def load(self, round_id: int) -> RoundRecord | None:

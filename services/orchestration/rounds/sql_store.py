@@ -110,9 +110,10 @@ class SqlRoundStore:
         subsidy_budget_micros: int | None = None,
         collect_seconds: float | None = None,
         task: str = DEFAULT_TASK,
+        task_version: int | None = None,
     ) -> int:
-        """Insert a new round of ``task`` in ``open`` (with its own subsidy budget and collection
-        window, if given); refuse while another round of that task is in flight (rounds of other
+        """Insert a new round of ``task`` in ``open``, pinned to ``task_version`` (with its own
+        subsidy budget and collection window, if given); refuse while another round of that task is in flight (rounds of other
         tasks run beside it)."""
         with self.sessions() as session, session.begin():
             query = select(rounds.c.id, rounds.c.state, rounds.c.created_at).where(
@@ -128,6 +129,7 @@ class SqlRoundStore:
                 )
             opened = insert(rounds).values(
                 task=task,
+                task_version=task_version,
                 state=RoundState.OPEN,
                 subsidy_budget_micros=subsidy_budget_micros,
                 collect_seconds=collect_seconds,

@@ -2,7 +2,10 @@
 
 A round is of one task (issue 36): it prices that task's population with the task's economics,
 trains and evaluates the task's model and publishes it for that task; rounds of different tasks
-run side by side, each through its own steps.
+run side by side, each through its own steps. Every step reads the task at the version pinned
+when the round opened (``rnd.task_version``), so a version stored mid-round never mixes in; a
+task file edited to another version mid-round fails the round (settled by rule, buyers
+refunded: :class:`~mots.tasks.stored.TaskVersionChanged`).
 
 A handler calls the other services by the contract's TaskSpec through ``ports.call`` (a
 ``TaskSpec`` and its payload in, the spec's output model back) and returns a :class:`Move` (the
@@ -122,7 +125,7 @@ def open_round(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     to the market. The market owns the membership: it snapshots the task's population it reports
     here as the round's members and admits exactly them at the open (less any deactivated in
     between); the round keeps only the counts (its scenario's)."""
-    econ = economics_of(rnd.task, ports.settings)
+    econ = economics_of(rnd.task, ports.settings, rnd.task_version)
     population = ports.call(MARKET_POPULATION, PopulationRequest(round_id=rnd.id, task=rnd.task))
     if not population.types:
         raise RoundFailure(f"no registered clients of task {rnd.task!r}: nothing to price")
@@ -195,7 +198,7 @@ def collect(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         rule = "no participant joined: no model is trained; buyers are refunded"
         update = RoundUpdate(rule=rule, decisions=final, terms=RoundTerms.no_model(names, k, b))
         return Move(S.FAILED, rule, update)
-    mechanism = rnd.mechanism or economics_of(rnd.task, ports.settings).mechanism
+    mechanism = rnd.mechanism or economics_of(rnd.task, ports.settings, rnd.task_version).mechanism
     with PRICING_DURATION.labels("equilibrium").time():
         check = EquilibriumResult.model_validate(quotes.equilibrium(scenario, mechanism, k, b))
     priced = _price(scenario, mechanism, k, b)
@@ -213,6 +216,7 @@ def train(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
     names = [t.name for t in scenario.types]
     request = TrainRequest(
         task=rnd.task,
+        task_version=rnd.task_version,
         round_id=rnd.id,
         participants=k,
         sizes=[t.data_size for t in scenario.types],
@@ -278,6 +282,7 @@ def evaluate(rnd: RoundRecord, ports: RoundPorts) -> Move | Wait:
         EVALUATION_EVALUATE,
         EvaluationRequest(
             task=rnd.task,
+            task_version=rnd.task_version,
             round_id=rnd.id,
             artifact_path=training.artifact_path,
             artifact_sha256=training.artifact_sha256,

@@ -9,10 +9,15 @@ platform sold before tasks) keeps reading the deployment's settings (MOTS_UTILIT
 MOTS_PRIOR_ERROR_MODEL, MOTS_MECHANISM, MOTS_ROUND_SUBSIDY_BUDGET, MOTS_COLLECT_TIMEOUT_S), so an
 upgraded deployment prices exactly as it did. Either way the population (N_i, D_i, C_i) is the
 market's: the task's registered clients, never the file's example types.
+
+A round reads the task's version it was opened on (``rounds.task_version``, pinned by
+:func:`check_task` at ``POST /v1/rounds``; :func:`mots.tasks.stored.pinned_task`), so a version
+stored mid-round never prices, trains or measures a round opened before it.
 """
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -23,11 +28,12 @@ from mots.tasks.stored import (
     TaskNotFound,
     TaskSourceUnavailable,
     file_task,
+    pinned_task,
     resolve_task,
     retired,
     stored_task,
 )
-from mots.tasks.task_file import MarketTask
+from mots.tasks.task_file import MarketTask, TaskFileError, find_task_file
 from services.orchestration.core.config import Settings, get_settings
 
 
@@ -58,29 +64,52 @@ class _NoFile(LookupError):
 
 
 @lru_cache(maxsize=64)
-def _file(name: str) -> MarketTask:
-    """The task file of that name, read once per process; a malformed one is
-    :class:`UnknownTask` listing its problems."""
+def _file_at(name: str, path: str, mtime_ns: int) -> MarketTask:
+    """The task file of that name as it was at ``mtime_ns``, read once per process and change;
+    a malformed one is :class:`UnknownTask` listing its problems."""
     found = file_task(name)
     if found is None:
         raise _NoFile(name)
     return found
 
 
-def task_file(name: str, settings: Settings | None = None) -> MarketTask:
-    """Task ``name``'s definition: its task file (read once per process), else the current
-    version the market stores (``MOTS_MARKET_INTERNAL_URL``, read each time: a new version or a
-    retirement counts at once); :class:`UnknownTask` if neither defines it."""
+def _file(name: str) -> MarketTask:
+    """The task file of that name, read again only once it has changed on disk (so an edited
+    file's new ``version:`` is seen, and a round pinned to the old one is not mixed)."""
     try:
-        return _file(name)
+        path = find_task_file(name)
+        mtime_ns = path.stat().st_mtime_ns
+    except (TaskFileError, OSError):
+        raise _NoFile(name) from None
+    return _file_at(name, str(path), mtime_ns)
+
+
+def task_file(
+    name: str, settings: Settings | None = None, version: int | None = None
+) -> MarketTask:
+    """Task ``name``'s definition: its task file (read once per change), else the market's stored
+    one (``MOTS_MARKET_INTERNAL_URL``). ``version``: the version the round was pinned to at its
+    open (:func:`mots.tasks.stored.pinned_task`: exactly that version, or
+    :class:`~mots.tasks.stored.TaskVersionChanged` if the file now declares another); None: the
+    current version (read each time: a new version or a retirement counts at once).
+    :class:`UnknownTask` if neither defines it."""
+    s = settings or get_settings()
+    url, token = s.market_internal_url, s.operator_token.get_secret_value()
+    try:
+        found = _file(name)
     except _NoFile:
-        s = settings or get_settings()
-        return resolve_task(name, s.market_internal_url, s.operator_token.get_secret_value())
+        if version is None:
+            return resolve_task(name, url, token)
+        return pinned_task(name, version, url, token)
+    if version is not None and found.version != version:
+        return pinned_task(name, version, url, token)  # raises TaskVersionChanged, naming both
+    return found
 
 
-def economics_of(task: str, settings: Settings) -> TaskEconomics:
+def economics_of(task: str, settings: Settings, version: int | None = None) -> TaskEconomics:
     """The economics a round of ``task`` prices with: the deployment's settings for the default
-    task, else the task file's ``economics`` and ``rounds.collection_window_s``."""
+    task, else the ``economics`` and ``rounds.collection_window_s`` of the task's ``version``
+    the round was opened on (None: the current one)."""
     if task == DEFAULT_TASK:
         return TaskEconomics(
             task=task,
@@ -91,7 +120,7 @@ def economics_of(task: str, settings: Settings) -> TaskEconomics:
             subsidy_budget=settings.round_subsidy_budget,
             collect_seconds=settings.collect_timeout_s,
         )
-    spec = task_file(task, settings)
+    spec = task_file(task, settings, version)
     scenario = spec.economics.scenario
     return TaskEconomics(
         task=task,
@@ -105,19 +134,25 @@ def economics_of(task: str, settings: Settings) -> TaskEconomics:
     )
 
 
-def check_task(task: str, settings: Settings | None = None) -> None:
-    """Refuse a task no round can train: :class:`UnknownTask` (no task file, none stored; the
-    default task always exists), :class:`~mots.tasks.stored.TaskRetired` (the market stores it
-    retired), each naming ``task``."""
+def check_task(task: str, settings: Settings | None = None) -> int | None:
+    """The version a new round of ``task`` is pinned to (its task file's ``version:``, else the
+    market's current stored version; the default task: its file's, or None without one), or a
+    refusal: :class:`UnknownTask` (no task file, none stored; the default task always exists),
+    :class:`~mots.tasks.stored.TaskRetired` (the market stores it retired), each naming ``task``."""
     s = settings or get_settings()
     url, token = s.market_internal_url, s.operator_token.get_secret_value()
     if task != DEFAULT_TASK:
-        resolve_task(task, url, token, refuse_retired=True)
-        return
+        return resolve_task(task, url, token, refuse_retired=True).version
+    try:
+        found: MarketTask | None = _file(task)
+    except _NoFile:
+        found = None
+    stored = None
     if url:  # the deployment's settings define it, but the operator may have retired it
-        try:
+        with suppress(TaskSourceUnavailable):  # the market's own check refuses it if so
             stored = stored_task(task, url, token)
-        except TaskSourceUnavailable:
-            return  # the market's own check refuses it at the open if so
         if stored is not None and stored.retired:
             raise retired(task)
+    if found is not None:
+        return found.version
+    return None if stored is None else stored.version

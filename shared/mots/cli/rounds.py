@@ -186,8 +186,13 @@ def _follow(updates: Any, as_json: bool) -> RoundDetail:
 
 
 def describe(v: RoundOut) -> str:
-    """A round in a few lines: state, mechanism, progress, figures, transitions."""
+    """A round in a few lines: state, mechanism, its task and pinned version, progress, figures,
+    transitions."""
     lines = [f"round {v.id}: {v.state.value} (mechanism {v.mechanism or '-'})"]
+    if v.task_version is None:  # a round opened before versions were pinned (issue 36)
+        lines.append(f"task {v.task}, version not pinned (its latest)")
+    else:
+        lines.append(f"task {v.task}, version {v.task_version} (pinned when the round opened)")
     if v.rule:
         lines.append(f"settled by rule: {v.rule}")
     due = v.deadline()

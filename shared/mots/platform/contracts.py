@@ -180,6 +180,17 @@ class TaskRef(Schema):
     task: TaskName = Field(DEFAULT_TASK, description="the task's name")
 
 
+class PinnedTaskRef(TaskRef):
+    """A call about one round's task at the version the round was opened on (issue 36: a version
+    stored mid-round never trains or measures it)."""
+
+    task_version: int | None = Field(
+        None,
+        ge=1,
+        description="the task's version pinned at the round's open (None: the latest version)",
+    )
+
+
 class PopulationRequest(RoundRef, TaskRef):
     """A round to price, with the task it trains: only that task's active clients are members;
     the market refuses a task it does not store (404) or has retired (409), naming ``task``."""
@@ -340,7 +351,7 @@ class SettlePayload(Schema):
     artifact_sha256: str | None = None
 
 
-class EvaluationRequest(TaskRef):
+class EvaluationRequest(PinnedTaskRef):
     """A trained round's model to measure, with its coalition (K per type) and data sizes, on
     its task's evaluation data (the measurement counts in that task's error model only)."""
 
@@ -444,10 +455,10 @@ class Coalition(BaseModel):
     type_names: list[str] = Field(default_factory=list)
 
 
-class TrainRequest(Coalition, TaskRef):
+class TrainRequest(Coalition, PinnedTaskRef):
     """Train a round's coalition: K per type (``participants``), the types' data sizes and each
     enrolled node's type, besides who the participants are (:class:`Coalition`), for the round's
-    task (its model, its ``rounds:`` settings, its data)."""
+    task at its pinned version (its model, its ``rounds:`` settings, its data)."""
 
     round_id: int
     participants: list[int]

@@ -7,11 +7,18 @@ The market's latest stored version is the task's current one (a new version brin
 back, :mod:`services.market.tasks`); a retired task is :class:`TaskRetired`, so no new round of it
 opens. The orchestration (API, round steps, training worker) and the evaluation worker look tasks
 up through here, so a market-only task is priced, trained and measured like a shipped one.
+
+A round is pinned to the task's version at its open (:func:`pinned_task`): every later step reads
+exactly that version, the market's stored one by ``GET /v1/tasks/{name}?version=N`` (cached per
+(name, version): a stored version never changes), so a version stored mid-round applies to the
+next round only. A task file whose ``version:`` no longer matches the pin is
+:class:`TaskVersionChanged`: the round fails and is settled by rule rather than mix versions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from mots.tasks.task_file import MarketTask, TaskFileError, load_task, parse_task_text
 
@@ -28,6 +35,12 @@ class TaskSourceUnavailable(TaskNotFound):
     """No task file of that name, and the market could not be asked (a 503, not a 404)."""
 
 
+class TaskVersionChanged(TaskNotFound):
+    """The task file now declares another version than the one its round was opened on: the
+    round is failed (settled by rule, buyers refunded) rather than priced on one version and
+    trained or measured on another."""
+
+
 @dataclass(frozen=True)
 class StoredTask:
     """A task as the market stores it: its current (latest) version, validated, and whether
@@ -39,17 +52,22 @@ class StoredTask:
 
 
 def stored_task(
-    name: str, market_url: str, token: str, timeout_s: float = 10.0
+    name: str,
+    market_url: str,
+    token: str,
+    timeout_s: float = 10.0,
+    version: int | None = None,
 ) -> StoredTask | None:
-    """The market's current version of task ``name`` (None if it stores none); the stored text is
-    validated again here, so a document that does not validate names its fields."""
+    """The market's current version of task ``name``, or its stored ``version`` (None if it stores
+    none); the stored text is validated again here, so a document that does not validate names
+    its fields."""
     from mots.client.errors import MarketError
     from mots.client.market import MarketClient
     from mots.platform.api.tasks import TaskStatus
 
     client = MarketClient(market_url, token, timeout_s=timeout_s, retries=1)
     try:
-        out = client.task(name)
+        out = client.task(name, version)
     except MarketError as exc:
         if exc.status == 404:
             return None
@@ -106,3 +124,35 @@ def resolve_task(
         return stored.task
     where = "no task file" + (" and the market stores none" if market_url else "")
     raise TaskNotFound(f"task: {name!r} cannot be trained here: {where} of that name")
+
+
+@lru_cache(maxsize=64)
+def _stored_version(name: str, version: int, market_url: str, token: str) -> MarketTask:
+    """Version ``version`` of the market's task ``name``, asked once per process: a stored
+    version never changes (a new one numbers above it). A failure is not cached."""
+    stored = stored_task(name, market_url, token, version=version)
+    if stored is None:
+        raise TaskNotFound(f"task: the market stores no version {version} of {name!r}")
+    return stored.task
+
+
+def pinned_task(name: str, version: int | None, market_url: str | None, token: str) -> MarketTask:
+    """Task ``name`` at the ``version`` its round was opened on (None: a round opened before
+    versions were pinned, read as :func:`resolve_task` reads the latest). A task file is used
+    while it declares that version; one that declares another is :class:`TaskVersionChanged`
+    (the round must not mix versions); a market-only task's version is read from the market
+    (``GET /v1/tasks/{name}?version=N``, cached)."""
+    if version is None:
+        return resolve_task(name, market_url, token)
+    found = file_task(name)
+    if found is not None:
+        if found.version != version:
+            raise TaskVersionChanged(
+                f"task: the task file of {name!r} now declares version {found.version}, but the "
+                f"round was opened on version {version}; a round never mixes two versions, so it "
+                "is settled by rule (the next round uses the new version)"
+            )
+        return found
+    if not market_url:
+        raise TaskNotFound(f"task: {name!r} cannot be trained here: no task file of that name")
+    return _stored_version(name, version, market_url, token)

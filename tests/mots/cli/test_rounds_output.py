@@ -92,3 +92,12 @@ def test_a_passed_deadline_is_said_to_have_passed() -> None:
     v = _view(state="collecting", deadlines={"collecting": "2026-11-26T16:00:00Z"})
     text = describe(v)
     assert "from now" not in text and " s ago)" in text, text
+
+
+def test_show_names_the_task_and_its_pinned_version() -> None:
+    """Issue 36: the round's task and the version it was opened on (every step uses that one)
+    are the second line; a round opened before the pin says so instead of a version."""
+    text = describe(_view(task="digits", task_version=2))
+    assert text.splitlines()[1] == "task digits, version 2 (pinned when the round opened)"
+    old = describe(_view(task="digits"))
+    assert old.splitlines()[1] == "task digits, version not pinned (its latest)"

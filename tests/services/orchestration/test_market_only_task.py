@@ -1,7 +1,8 @@
 """A task the market stores and no task file names (issue 36): created only through
 ``POST /v1/tasks`` (its file in a folder off ``$MOTS_TASKS_DIR``), its round opens at the
-orchestration, is priced with the stored file's economics, trains and evaluates on the stored
-definition and publishes; once retired, no round of it opens (409 naming ``task``)."""
+orchestration pinned to the stored version, is priced with that version's economics, trains and
+evaluates on that version (a version stored mid-round waits for the next round) and publishes;
+once retired, no round of it opens (409 naming ``task``)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,17 @@ def _stored_copy(tmp: Path) -> tuple[Path, str]:
     return path, inline_task_text(path)
 
 
+def _version_2(path: Path) -> str:
+    """Version 2 of the stored task, unlike version 1 in every part a round reads: its U(ε), its
+    architecture (a wider hidden layer) and its FedAvg rounds."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["version"] = 2
+    data["economics"]["scenario"]["utility"] = {"kind": "power", "scale": 9.0, "exponent": 2.0}
+    data["model"]["args"] = {"hidden": [64]}
+    data["rounds"]["fedavg_rounds"] = 3
+    return yaml.safe_dump(data, sort_keys=False)
+
+
 def _sample(stack, process: str, metric: str, which: str) -> float | None:
     """``metric``'s sample labelled with the stored task (and ``which`` source or parameter) on
     the process's /metrics."""
@@ -61,9 +73,12 @@ def _sample(stack, process: str, metric: str, which: str) -> float | None:
 
 
 def test_a_task_stored_only_at_the_market_runs_a_round_to_publication(platform, tmp_path) -> None:
-    """POST /v1/rounds knows the stored task (202, not 404); its quote's scenario has the stored
-    U(ε) and ε prior; the round trains the stored definition (its model file names the task),
-    is measured and published, and ledger-check is exact. Retired, the task opens no round."""
+    """POST /v1/rounds knows the stored task (202, not 404) and pins its version 1; its quote's
+    scenario has the stored U(ε) and ε prior; version 2 (another U(ε), architecture and FedAvg
+    rounds) stored while the round collects does not touch it: the round trains version 1 (its
+    model file names the task at version 1, with version 1's network), is measured and
+    published showing task_version 1, and ledger-check is exact. Retired, the task opens no
+    round."""
     stack, market, orchestration, _ = platform
     with pytest.raises(Exception, match="no task file of that name"):
         load_task(NAME)
@@ -76,10 +91,12 @@ def test_a_task_stored_only_at_the_market_runs_a_round_to_publication(platform, 
     assert opened.status_code == 202, opened.text
     round_id = opened.json()["round_id"]
     quote = wait_for_quote(market, agents[0], round_id)
+    newer = market.post("/v1/tasks", json={"content": _version_2(path)}, headers=OPERATOR)
+    assert newer.status_code == 201, newer.text
     act(market, agents, round_id, choose(agents, quote, PowerUtility.model_validate(UTILITY)))
     body = wait_round(orchestration, round_id, 120)
     assert body["state"] == "published", body
-    assert body["task"] == NAME
+    assert (body["task"], body["task_version"]) == (NAME, 1)
     assert body["scenario"]["utility"] == pytest.approx(UTILITY)
     assert body["scenario"]["error_model"] == pytest.approx(PRIOR)
     assert body["mechanism"] == "swan"
@@ -95,7 +112,7 @@ def test_a_task_stored_only_at_the_market_runs_a_round_to_publication(platform, 
     model.write_bytes(next(g.content for g in got if g.status_code == 200))
     meta = file_metadata(model)["metadata"]  # the model the stored definition trained
     assert meta["task"] == {"name": NAME, "version": 1}
-    assert meta["network"] == load_task(path).network()
+    assert meta["network"] == load_task(path).network()  # version 1's hidden layer, not 2's
 
     assert market.delete(f"/v1/tasks/{NAME}", headers=OPERATOR).status_code == 200
     refused = orchestration.post("/v1/rounds", json={"task": NAME})

@@ -50,7 +50,8 @@ def _old_rounds() -> list[dict[str, Any]]:
 
 def test_migrations_match_the_models_and_keep_rounds(database_url: str) -> None:
     """From 0001 to head: no table, column or index differs from the models (the version table
-    aside); a round written at 0001 is still there, its products empty."""
+    aside); a round written at 0001 is still there, its products empty, its task version
+    unpinned."""
     upgrade(database_url, "0001")
     engine = make_engine(database_url, pool_size=1)
     try:
@@ -72,6 +73,7 @@ def test_migrations_match_the_models_and_keep_rounds(database_url: str) -> None:
     assert set(PRODUCTS) <= columns and not any(c.endswith("_json") for c in columns)
     assert rnd is not None and rnd.state == "published"
     assert all(getattr(rnd, name) is None for name in PRODUCTS)
+    assert rnd.task_version is None  # opened before the pin (0015): read as the latest version
 
 
 def _insert_at_0002(database_url: str, rows: list[dict[str, Any]]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_a_local_federation_whose_keys_were_unregistered_is_started_afresh(
 
     trainer = Trainer(Settings(trainer="deployment", artifact_dir=str(tmp_path)))
     monkeypatch.setattr(runner, "train_coalition", train)
-    monkeypatch.setattr(trainer, "_ensure_federation", lambda types, sizes, task: Local())
+    monkeypatch.setattr(trainer, "_ensure_federation", lambda types, sizes, task, version: Local())
     trainer._federation = Local()
     trainer.train([1], [50.0], [0], round_id=1)
     assert (Local.stops == 1) is stopped and (trainer._federation is None) is stopped
@@ -98,3 +99,37 @@ def test_a_tasks_round_trains_with_its_task_files_fedavg_settings() -> None:
     assert trainer._task_config("fashion-mnist", [8, 16], [0, 0, 1]) == trainer._config(
         [8, 16], [0, 0, 1]
     )
+
+
+def test_a_round_trains_the_task_version_it_was_pinned_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 36: with version 2 stored at the market, a round pinned to version 1 hands the
+    engine version 1 (its FedAvg rounds and its architecture) and its federation the pin."""
+    import mots.training.runner as runner
+    from mots.training.artifacts import TrainingResult
+    from tests.mots.tasks.test_stored import NAME, URL, fake_market, task_text
+
+    market = fake_market(monkeypatch)
+    market.store(task_text(1, hidden=32))
+    market.store(task_text(2, hidden=64).replace("fedavg_rounds: 10", "fedavg_rounds: 3"))
+    seen: dict[str, Any] = {}
+
+    def train(*args: object, **kwargs: object) -> TrainingResult:
+        seen["task"], seen["config"] = kwargs["task"], args[1]
+        return TrainingResult(
+            epsilon=0.5, losses=[0.5], round_seconds=[1.0], artifact_path=None,
+            artifact_sha256=None, metadata={"completed_participants": [1]},
+        )  # fmt: skip
+
+    def federation(types: object, sizes: object, task: str, version: int | None) -> None:
+        seen["federation"] = (task, version)
+
+    settings = Settings(trainer="deployment", artifact_dir=str(tmp_path), market_internal_url=URL)
+    trainer = Trainer(settings)
+    monkeypatch.setattr(runner, "train_coalition", train)
+    monkeypatch.setattr(trainer, "_ensure_federation", federation)
+    trainer.train([1], [20.0], [0], round_id=1, task=NAME, task_version=1)
+    assert seen["task"].version == 1 and seen["task"].model.args == {"hidden": [32]}
+    assert seen["config"].rounds == 10
+    assert seen["federation"] == (NAME, 1)

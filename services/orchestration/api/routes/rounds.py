@@ -59,12 +59,13 @@ def _out(rnd: RoundRecord) -> RoundOut:
     },
 )
 def start_round(request: Request, body: RoundStart | None = None) -> RoundStarted:
-    """Open a new market round of a task (default fashion-mnist), optionally with its own
-    subsidy budget and collection window (409 while another of the task is in flight)."""
+    """Open a new market round of a task (default fashion-mnist) pinned to the task's current
+    version, optionally with its own subsidy budget and collection window (409 while another of
+    the task is in flight)."""
     body = body or RoundStart()
     budget = body.subsidy_budget
     try:
-        check_task(body.task, request.app.state.settings)
+        version = check_task(body.task, request.app.state.settings)
     except TaskRetired as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
     except TaskSourceUnavailable as exc:
@@ -73,7 +74,7 @@ def start_round(request: Request, body: RoundStart | None = None) -> RoundStarte
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
     micros = None if budget is None else to_micros(budget)
     try:
-        round_id = _store(request).create(micros, body.collect_seconds, body.task)
+        round_id = _store(request).create(micros, body.collect_seconds, body.task, version)
     except RoundInFlight as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
     advance = AdvanceRequest(round_id=round_id, state=RoundState.OPEN)

@@ -82,6 +82,7 @@ ROUND_EXAMPLE: dict[str, Any] = {
     "id": 3,
     "state": "published",
     "task": "fashion-mnist",
+    "task_version": 1,
     "mechanism": "swan_robust",
     "rule": None,
     "created_at": "2026-11-26T16:20:05Z",
@@ -352,6 +353,11 @@ class RoundOut(BaseModel):
     id: int
     state: RoundState
     task: str = Field(DEFAULT_TASK, description="the task the round trains (issue 36)")
+    task_version: int | None = Field(
+        None,
+        description="the task's version pinned when the round opened: its pricing, training, "
+        "evaluation and publication all use exactly that version (None: opened before the pin)",
+    )
     mechanism: str | None
     rule: str | None = Field(..., description="why the round was settled by rule, if it was")
     created_at: Timestamp

@@ -231,6 +231,7 @@ class MemoryStore:
         subsidy_budget_micros: int | None = None,
         collect_seconds: float | None = None,
         task: str = DEFAULT_TASK,
+        task_version: int | None = None,
     ) -> int:
         for rnd in self.rounds.values():
             if rnd.state not in TERMINAL_STATES and rnd.task == task:
@@ -245,6 +246,7 @@ class MemoryStore:
             subsidy_budget_micros=subsidy_budget_micros,
             collect_seconds=collect_seconds,
             task=task,
+            task_version=task_version,
         )
         return round_id
 

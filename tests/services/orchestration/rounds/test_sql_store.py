@@ -80,6 +80,14 @@ def test_one_round_per_task_at_a_time(store: SqlRoundStore) -> None:
     assert store.create(task="digits") == digits + 2
 
 
+def test_a_round_keeps_the_task_version_it_was_opened_on(store: SqlRoundStore) -> None:
+    """Issue 36: the version pinned at the open reads back on every load; None when not given."""
+    pinned = store.create(task="digits", task_version=3)
+    unpinned = store.create()
+    loaded = [store.load(pinned), store.load(unpinned)]
+    assert [r.task_version for r in loaded if r is not None] == [3, None]
+
+
 def test_one_round_at_a_time(store: SqlRoundStore) -> None:
     first = store.create()
     with pytest.raises(RoundInFlight, match=f"round {first} is still open"):

@@ -341,3 +341,31 @@ def test_a_task_no_file_names_is_asked_of_the_market_and_its_absence_is_a_503(
         for body in ({}, {"task": "digits"}):
             assert client.post("/v1/rounds", json=body).status_code == 202
     engine.dispose()
+
+
+def test_a_round_shows_the_task_version_it_was_opened_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: POST /v1/rounds pins the task's current version (a market-only task: the
+    market's latest stored one; a task file: its ``version:``); the round shows it as
+    ``task_version`` (documented in the OpenAPI schema), unchanged once a newer one is stored."""
+    from tests.mots.tasks.test_stored import NAME, URL, fake_market, task_text
+
+    market = fake_market(monkeypatch)
+    market.store(task_text(1))
+    url = f"sqlite:///{tmp_path / 'orchestration.db'}"
+    upgrade(url)
+    settings = Settings(
+        database_url=url, redis_key_prefix="mots-api-test:", market_internal_url=URL
+    )
+    with TestClient(create_app(settings), headers=OPERATOR) as client:
+        stored = client.post("/v1/rounds", json={"task": NAME})
+        digits = client.post("/v1/rounds", json={"task": "digits"})
+        assert stored.status_code == digits.status_code == 202, (stored.text, digits.text)
+        market.store(task_text(2))
+        shown = client.get(f"/v1/rounds/{stored.json()['round_id']}").json()
+        listed = {r["task"]: r["task_version"] for r in client.get("/v1/rounds").json()["items"]}
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["RoundOut"]
+    assert (shown["task"], shown["task_version"]) == (NAME, 1)
+    assert listed == {NAME: 1, "digits": 1}
+    assert "pinned" in schema["properties"]["task_version"]["description"]
