@@ -92,7 +92,9 @@ class ExternalSuperLink:
     more leaves the SuperLink at the next acquisition's sync (as between two rounds before); a
     removed participant's key at once, unless another active round holds it
     (:meth:`ExternalRun.unregister_nodes`). ``control`` makes a Control API client (tests give a
-    stand-in); the syncs take turns (one lock), the rounds do not.
+    stand-in); the syncs take turns (one lock), the rounds do not. The active set lives in this
+    object: one per SuperLink in one process (the training worker's one ``Trainer``), since
+    another's sync would unregister keys it does not know are held.
     """
 
     def __init__(
