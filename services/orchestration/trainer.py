@@ -1,10 +1,11 @@
 """Training a round's coalition with Flower, through the training package's runner.
 
 With ``MOTS_SUPERLINK_ADDRESS`` set, training runs on that external SuperLink (the deployed one,
-whose SuperNodes are the edge devices): before each round the trainer registers with it exactly
-the SuperNode keys the enrolled clients registered at the market (and so removes the rest), the
-round's participants first in each type, so the ServerApp trains exactly the participants' own
-devices. Otherwise the orchestration worker keeps one local federation (a Flower SuperLink and
+whose SuperNodes are the edge devices): each round acquires the SuperNode keys its task's enrolled
+clients registered at the market, the round's participants first in each type, and the SuperLink
+admits the union of the active rounds' keys (and no other), so several tasks' rounds train at once
+(issue 36) while each run's node map, its own, names exactly its participants' devices
+(:class:`mots.training.external_superlink.ExternalRun`). Otherwise the orchestration worker keeps one local federation (a Flower SuperLink and
 one SuperNode per registered client, tagged with its type; TLS and keys of its own), whose node
 (i, j) stands for the type's j-th participant. Either way it hands the market's social state K
 per type to ``mots.training.runner.train_coalition``, and reports per participant (client id)
@@ -93,22 +94,38 @@ class Trainer:
     from its task file (``rounds:``); the default task keeps the deployment's MOTS_TRAIN_*
     settings. Locally each task has a federation of its own (its population's nodes, each
     holding its ``data-<task>`` folder: :func:`.task_trainer.device_folders`), so two tasks'
-    rounds train at once, each a separate Flower run on its own SuperLink; an external SuperLink
-    (whose registered keys are the round's coalition's) trains one round at a time."""
+    rounds train at once, each a separate Flower run on its own SuperLink. On an external
+    SuperLink they train at once too, each a Flower run with its own coalition's node map; a
+    device in both coalitions is one SuperNode that serves both runs' messages in turn."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._tasks: dict[str, TaskFederation] = {}
         self._guard = threading.Lock()
+        self._external: Any = None
         self._starting = threading.Lock()
         """One local federation starts at a time: its free ports are chosen, then bound."""
 
     def _state(self, task: str) -> TaskFederation:
-        """The federation state of ``task`` (every task shares the default's on an external
-        SuperLink: one connection, one round at a time)."""
-        key = DEFAULT_TASK if self.settings.superlink_address else task
+        """The federation state of ``task``: its own lock (one round of a task at a time) and,
+        locally, its own federation; on an external SuperLink every task's state holds the one
+        link, whose key sync alone takes turns (issue 36: two tasks' rounds at once)."""
         with self._guard:
-            return self._tasks.setdefault(key, TaskFederation())
+            return self._tasks.setdefault(task, TaskFederation())
+
+    def _external_link(self) -> Any:
+        """The one :class:`ExternalSuperLink` of MOTS_SUPERLINK_ADDRESS (connected once: the
+        connection ``flwr run`` reads is written before any run)."""
+        from mots.training.external_superlink import ExternalSuperLink
+
+        with self._guard:
+            if self._external is None:
+                self._external = ExternalSuperLink(
+                    str(self.settings.superlink_address),
+                    Path(self.settings.federation_dir),
+                    policy=self.settings.verification_policy(),
+                ).connect()
+            return self._external
 
     @property
     def _federation(self) -> Any:
@@ -172,9 +189,7 @@ class Trainer:
         if address:
             if not isinstance(state.federation, ExternalSuperLink):
                 state.stop()
-                state.federation = ExternalSuperLink(
-                    address, Path(self.settings.federation_dir), policy=policy
-                ).connect()
+                state.federation = self._external_link()
             return state.federation
         if state.federation is not None and (state.node_types, state.sizes) == (node_types, sizes):
             faults = state.federation.faults()
@@ -264,12 +279,13 @@ class Trainer:
         round, polled while a Flower run trains): their updates are left out from then on, their
         SuperNode keys unregistered at the SuperLink (Flower), and they are reported dropped. A
         local federation whose node keys were unregistered so is stopped after the round (the
-        next one starts it afresh, every node registered again); on an external SuperLink the
-        next round's key sync leaves the removed clients' keys out. ``task`` (issue 36) names
+        next one starts it afresh, every node registered again); on an external SuperLink a
+        removed client's key is unregistered unless another task's active round holds it (the
+        device's one key), and the next round's key sync leaves it out. ``task`` (issue 36) names
         the round's task: its own model and data folders, on its own local federation;
         ``task_version`` the version the round was opened on (None: the current one), read once
         here so that the whole training uses exactly that definition."""
-        from mots.training.external_superlink import ExternalSuperLink
+        from mots.training.external_superlink import ExternalRun, ExternalSuperLink
         from mots.training.runner import train_coalition
         from services.orchestration.rounds.task_economics import task_file
 
@@ -285,8 +301,10 @@ class Trainer:
                 if engine == "deployment"
                 else None
             )
+            run = None
             if isinstance(federation, ExternalSuperLink) and coalition is not None:
-                federation.register_nodes(registered_keys(coalition))
+                # the round's own coalition keys and node map; other tasks' rounds hold theirs
+                run = federation = federation.acquire(registered_keys(coalition))
             _export_supernodes(federation, coalition)
             try:
                 result = train_coalition(
@@ -303,10 +321,13 @@ class Trainer:
             except Exception as exc:
                 self._raise_platform_fault(federation, exc, state)
                 raise
+            finally:
+                if run is not None:
+                    run.release()
             seconds = time.perf_counter() - start
             _export_supernodes(federation, coalition)
             if result.metadata.get("removed_nodes") and not isinstance(
-                federation, ExternalSuperLink
+                federation, ExternalSuperLink | ExternalRun
             ):
                 state.stop()  # its nodes' keys were unregistered: the next round starts afresh
         completed = result.metadata.get("completed_participants", participants)

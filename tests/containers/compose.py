@@ -246,7 +246,8 @@ def drive_rounds(cli: dict[str, str], tasks: Sequence[str], timeout: float) -> d
     """A round of each task opened at once (each with its own buyer, ``buyer`` for the default
     task and ``buyer-<task>`` for another; digits collecting :data:`DIGITS_COLLECT_S` s), then
     each finished: task -> its round's facts. On the deployment's one SuperLink the rounds train
-    one after the other (the orchestration registers each round's coalition's keys)."""
+    at once (each acquires its coalition's keys, the SuperLink admits their union, each Flower
+    run has its own node map; a device in both serves both runs' messages in turn)."""
     started = [
         start_round(
             cli,

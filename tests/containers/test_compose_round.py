@@ -8,7 +8,8 @@ locally and fails under CI=true (tests/containers/conftest.py).
 Two tasks (issue 36): the operator enrols the types in fashion-mnist and in digits (a code per
 type and task, the compose secrets), each device's agent registers as one client per task and
 trains both on its one SuperNode from its host's folders; a round of each task is opened at once
-(on the one SuperLink they train one after the other), each with a buyer of its own task.
+(on the one SuperLink they train at once, each run with its own coalition's node map), each with a
+buyer of its own task.
 
 Asserted for each task's round: published; every participant one of the four devices, verified
 and paid exactly the reward SWAN set for its type, once, read per client from the operator's

@@ -73,11 +73,20 @@ def recv_frame(sock: socket.socket) -> tuple[dict[str, Any], list[FloatArray]]:
 
 
 class _State:
-    """Per-process caches: the node's partition and a model to train, keyed by what shapes them."""
+    """Per-process caches: the node's partition and a model to train, keyed by what shapes them,
+    one of each per task (the slot; "" for the public set's partition): a device whose one
+    SuperNode serves two tasks' runs at once gets their messages interleaved (issue 36), and
+    keeps each task's data and model instead of reading them again at every switch."""
 
     def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-        self.models: dict[str, Any] = {}
+        self.data: dict[str, tuple[str, Any]] = {}
+        self.models: dict[str, tuple[str, Any]] = {}
+
+    @staticmethod
+    def get(cache: dict[str, tuple[str, Any]], slot: str, key: str) -> Any:
+        """The slot's entry when it was made for ``key``, else None."""
+        hit = cache.get(slot)
+        return hit[1] if hit is not None and hit[0] == key else None
 
 
 _STATE = _State()
@@ -116,28 +125,29 @@ def handle_train(
             ]
         )
     )
-    data = _STATE.data.get(data_key)
+    slot = str(local["task"]) if local else ""
+    data = _STATE.get(_STATE.data, slot, data_key)
     if data is None and local:
         data = _local_data(local, partition_id(i, j, cfg.type_counts))
-        _STATE.data = {data_key: data}
+        _STATE.data[slot] = (data_key, data)
     elif data is None:
         ds = datasets.load_dataset(cfg.dataset, cfg.data_dir)
         data = (client_data(cfg, i, j, ds), ds.input_shape, ds.num_classes)
         datasets._load_cached.cache_clear()  # keep only this node's partition in memory
-        _STATE.data = {data_key: data}
+        _STATE.data[slot] = (data_key, data)
     cd, shape, classes = data
     network = local.get("network") if local else None  # a task's architecture (issue 36)
     model_key = json.dumps([cfg.model, shape, classes, network], sort_keys=True)
-    model = _STATE.models.get(model_key)
+    model = _STATE.get(_STATE.models, slot, model_key)
     if model is None and network:
         from mots.client.model_file import build_network
 
         model = build_network(network)
-        _STATE.models = {model_key: model}
+        _STATE.models[slot] = (model_key, model)
     elif model is None:
         c, h, w = (int(s) for s in shape)  # the training config's image models (C, H, W)
         model = build_model(cfg.model, (c, h, w), classes)
-        _STATE.models = {model_key: model}
+        _STATE.models[slot] = (model_key, model)
     with torch_threads(1):
         set_weights(model, weights)
         idx = batch_indices(cfg.seed, r, cd.pid, cd.size, cfg.local_steps, cfg.batch_size)

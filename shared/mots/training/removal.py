@@ -13,7 +13,11 @@ which alone reaches the SuperLink's Control API):
    SuperLink refuses every Fleet call signed by that key (Flower's node authentication looks the
    key up and finds it unregistered), so the node can neither pull the next message nor push a
    reply. The file comes first so that the ServerApp knows the reason before the node goes
-   silent.
+   silent. On an external SuperLink where several tasks' rounds train at once (issue 36), a
+   device's one key may serve another active round too: the round's
+   :class:`~mots.training.external_superlink.ExternalRun` then leaves the key registered, and
+   the removal excludes the node from this run only (its updates ignored, as in 2.); the key is
+   unregistered once no active round holds it (at the next round's key sync).
 2. The ServerApp's :class:`RemovedNodes` reads that file (re-read only when it changed):
    :class:`mots.training.strategy.VerifyingFedAvg` asks no removed node from the next FedAvg round
    on, ignores a reply of one that is still in flight in the current round (so its update is
@@ -41,7 +45,9 @@ REMOVED_REASON = "removed (revoked or departed) while training"
 class NodePruner:
     """Launcher side: ``__call__()`` (polled while the run is followed) asks ``removed`` for the
     participants (i, j) removed so far, records their node ids in ``removed.json`` and
-    unregisters their keys at the SuperLink (one that failed is tried again at the next poll)."""
+    unregisters their keys at the SuperLink (one that failed is tried again at the next poll):
+    through the federation's ``unregister_nodes`` where it has one (an external SuperLink's
+    round, which keeps a key another active round holds), else through the Control API."""
 
     def __init__(
         self,
@@ -52,7 +58,8 @@ class NodePruner:
     ) -> None:
         self.federation, self.path, self.removed = federation, run_dir / REMOVED_FILE, removed
         self.nodes = {ij: node for node, ij in federation.node_map().items()}
-        self.unregister = unregister or self._unregister
+        own = getattr(federation, "unregister_nodes", None)  # an external SuperLink's round
+        self.unregister = unregister or own or self._unregister
         self.recorded: set[int] = set()
         self.pruned: set[int] = set()
 

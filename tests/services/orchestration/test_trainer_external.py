@@ -58,6 +58,22 @@ def test_superlink_address_empty_means_local_and_bad_is_refused(
             Settings()
 
 
+def test_tasks_on_an_external_superlink_do_not_wait_for_each_other(tmp_path: Path) -> None:
+    """Issue 36: two tasks' rounds on one external SuperLink each take their own task's lock (one
+    round per task at a time), not one lock for all, and share the one link (its key sync)."""
+    from mots.platform.api.tasks import DEFAULT_TASK
+
+    settings = _settings(tmp_path, superlink_address="superlink:9093")
+    (tmp_path / "orchestration" / "tls").mkdir(parents=True)
+    (tmp_path / "orchestration" / "tls" / "ca.crt").write_text("the SuperLink's CA")
+    trainer = Trainer(settings)
+    default, digits = trainer._state(DEFAULT_TASK), trainer._state("digits")
+    assert default is not digits and default.lock is not digits.lock
+    assert trainer._state("digits") is digits
+    link = trainer._external_link()
+    assert isinstance(link, ExternalSuperLink) and trainer._external_link() is link
+
+
 @pytest.mark.integration
 def test_trainer_trains_on_an_external_superlink(tmp_path: Path) -> None:
     """K = (1, 1) on an externally started SuperLink + 2 SuperNodes equals the in-process run;

@@ -1,0 +1,128 @@
+"""Two tasks' rounds at once on one external SuperLink (issue 36), as in compose and k3s: a
+SuperLink and three SuperNodes started apart from the trainer (the deployed SuperLink and the
+devices), each device one SuperNode with one key holding a data folder per task
+(``data-<task>``). The trainer, given only the address, trains a Fashion-MNIST round and a digits
+round from two threads: each round registers its own coalition's keys (the SuperLink admits the
+union), trains with its own node map, and the two Flower runs overlap in time, the devices in both
+coalitions serving both runs' messages in turn."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mots.platform.contracts import Coalition
+from mots.tasks.task_file import load_task
+from mots.tasks.training import evaluate_model_file
+from mots.training.external_superlink import ExternalSuperLink
+from mots.training.federation import LocalFederation, free_port_block, ports_needed
+from services.orchestration.core.config import Settings
+from services.orchestration.task_trainer import device_folders
+from services.orchestration.trainer import Trainer
+
+FASHION = Path("/usr/share/datasets/fashion-mnist")
+NODE_TYPES = [0, 1, 2]
+"""Three devices, one of each type; each holds both tasks' data."""
+FASHION_SIZES = [50.0, 120.0, 300.0]
+
+
+def _coalition(keys: dict[tuple[int, int], bytes], first_id: int) -> Coalition:
+    """The market's view of a task: the devices of types 1 and 3 joined (K = (1, 0, 1)), the
+    type-2 device enrolled without joining; client ids of the task's own (``first_id`` on)."""
+    ids = [first_id + i for i in range(3)]
+    return Coalition(
+        clients=[[ids[0]], [], [ids[2]]],
+        enrolled=[[ids[0]], [ids[1]], [ids[2]]],
+        node_keys={ids[i]: keys[(i, 0)].decode() for i in range(3)},
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.slow  # one federation, two Flower runs at once: about a minute
+def test_two_tasks_rounds_train_at_once_on_an_external_superlink(tmp_path: Path) -> None:
+    """K = (1, 0, 1) of fashion-mnist and of digits, one thread each, on the devices' one key."""
+    if not (FASHION / "t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST missing: apt-get install -y dataset-fashion-mnist")
+    digits_sizes = [float(t.data_size) for t in load_task("digits").economics.scenario.types]
+    data = tmp_path / "devices"
+    task_data = {
+        "fashion-mnist": device_folders("fashion-mnist", data, FASHION_SIZES, NODE_TYPES),
+        "digits": device_folders("digits", data, digits_sizes, NODE_TYPES),
+    }
+    port = free_port_block(ports_needed(3))
+    with LocalFederation(
+        n_nodes=3,
+        node_types=NODE_TYPES,
+        superlink_port=port,
+        workdir=tmp_path / "deployed",
+        fork=True,
+        task_data=task_data,
+    ) as deployed:
+        assert deployed.ca_cert is not None
+        (tmp_path / "orchestration" / "tls").mkdir(parents=True)
+        shutil.copy(deployed.ca_cert, tmp_path / "orchestration" / "tls" / "ca.crt")
+        settings = Settings(
+            trainer="deployment",
+            train_rounds=2,
+            train_local_steps=5,
+            train_test_subset=500,
+            federation_dir=str(tmp_path / "orchestration"),
+            artifact_dir=str(tmp_path / "artifacts"),
+            superlink_address=deployed.address,
+        )
+        trainer = Trainer(settings)
+        keys = deployed.participant_keys()
+        rounds: dict[str, tuple[list[float], Coalition]] = {
+            "fashion-mnist": (FASHION_SIZES, _coalition(keys, 11)),
+            "digits": (digits_sizes, _coalition(keys, 111)),
+        }
+        spans: dict[str, tuple[float, float]] = {}
+        results: dict[str, Any] = {}
+
+        def train(task: str, round_id: int) -> None:
+            sizes, coalition = rounds[task]
+            res = trainer.train(
+                [1, 0, 1], sizes, NODE_TYPES, round_id, coalition=coalition, task=task
+            )
+            end = time.monotonic()
+            # the training's own span: ``seconds`` counts from the task's lock taken, not the
+            # wait for it (one lock for both tasks read as overlapping here until 2026-11-29)
+            results[task], spans[task] = res, (end - res.seconds, end)
+
+        threads = [
+            threading.Thread(target=train, args=(task, r)) for r, task in enumerate(rounds, start=1)
+        ]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=600)
+            assert isinstance(trainer._external, ExternalSuperLink)
+            assert trainer._external.active_keys() == set(), "a round kept its keys held"
+        finally:
+            trainer.stop()
+        assert deployed.all_pids(), "the trainer must leave the external SuperLink alone"
+        node_ids = {deployed.node_map()[n]: n for n in deployed.node_map()}
+    assert set(results) == set(rounds), "a training failed (see the log)"
+    (a0, a1), (b0, b1) = spans["fashion-mnist"], spans["digits"]
+    overlap = min(a1, b1) - max(a0, b0)
+    print(f"spans {spans}: overlap {overlap:.1f} s")
+    assert overlap > 0.5 * min(a1 - a0, b1 - b0), spans  # at once, not one after the other
+    for task, res in results.items():
+        assert [(p["client_id"] % 100, p["status"]) for p in res.participants] == [
+            (11, "verified"),
+            (13, "verified"),
+        ], res.participants
+        # trained on the devices of types 1 and 3 (the same two SuperNodes for both tasks)
+        nodes = {n["node_id"]: (n["type_index"], n["client_index"]) for n in res.metadata["nodes"]}
+        assert nodes == {node_ids[(0, 0)]: (0, 0), node_ids[(2, 0)]: (2, 0)}, nodes
+        assert math.isfinite(res.epsilon) and 0.0 < res.epsilon < math.log(10), (task, res)
+        print(f"{task}: epsilon {res.epsilon:.4f}, {res.seconds:.1f} s")
+    eps, _ = evaluate_model_file(load_task("digits"), results["digits"].artifact_path)
+    assert abs(eps - results["digits"].epsilon) < 1e-5
