@@ -5,8 +5,9 @@ one spelling. Imports neither torch nor flwr.
 
 The node map (``node-map``) is the only source of who is who for the ServerApp: Flower's node id
 of each registered SuperNode key → (type index, client index) of the participant that key
-belongs to. The node config's identity (``type-index``, ``client-index``) only tells a ClientApp
-which data partition its device holds; the ServerApp never reads it.
+belongs to. Each train message tells the node who it is in the run's task (``type-index``,
+``client-index`` from that map: :func:`run_identity`); the node config's identity, one for all a
+device's tasks, is only the fallback that names a data partition; the ServerApp never reads it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ RUN_TASK = "task"
 RUN_TASK_DATA = "task-data"
 
 NODE_TYPE_INDEX = "type-index"
+MSG_TYPE_INDEX = "type-index"
+"""In a train message's config: the participant's type in the run's task, from the ServerApp's
+node map (a device of several tasks has one node config, but a type and index per task)."""
+MSG_CLIENT_INDEX = "client-index"
+"""In a train message's config: the participant's index within its type in the run's task."""
 NODE_CLIENT_INDEX = "client-index"
 NODE_CLIENT_TYPE = "client-type"
 NODE_TRAINER_SOCKET = "trainer-socket"
@@ -159,6 +165,18 @@ def node_identity(node_config: Mapping[str, Any]) -> tuple[int, int]:
             f"node config: needs {NODE_CLIENT_INDEX}, the node's index within its type"
         )
     return i, int(node_config[NODE_CLIENT_INDEX])
+
+
+def run_identity(
+    message_config: Mapping[str, Any], node_config: Mapping[str, Any]
+) -> tuple[int, int]:
+    """(type index i, client index j) of this node in the message's run: what the ServerApp's
+    node map says (``type-index``/``client-index`` in the train message's config), else the node
+    config's (:func:`node_identity`). The run's wins: a device in two tasks' coalitions is one
+    SuperNode whose type, and so its attested D, may differ by task (issue 36)."""
+    if MSG_TYPE_INDEX in message_config and MSG_CLIENT_INDEX in message_config:
+        return int(message_config[MSG_TYPE_INDEX]), int(message_config[MSG_CLIENT_INDEX])
+    return node_identity(node_config)
 
 
 def task_from_run(run_config: Mapping[str, Any], config: TrainConfig) -> str:

@@ -42,6 +42,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 from flwr.supercore.run import Run
 
+import mots.training.flower_messages as fm
 from mots.training.participants import (
     DROPPED,
     FAILED,
@@ -303,13 +304,21 @@ class VerifyingFedAvg(FedAvg):
         }
         return [
             Message(
-                RecordDict({"arrays": arrays, "config": ConfigRecord({"round": r})}),
+                RecordDict({"arrays": arrays, "config": self._train_config(r, p)}),
                 dst_node_id=p.node_id,
                 message_type=MessageType.TRAIN,
                 group_id=str(r),
             )
             for p in self._asked
         ]
+
+    @staticmethod
+    def _train_config(r: int, p: Participant) -> ConfigRecord:
+        """A train message's config: the round, and who the node is in this run's task (its
+        node map's type and index: the ClientApp checks its data against that type's D)."""
+        return ConfigRecord(
+            {"round": r, fm.MSG_TYPE_INDEX: p.type_index, fm.MSG_CLIENT_INDEX: p.client_index}
+        )
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]

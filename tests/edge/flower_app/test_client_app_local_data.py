@@ -134,3 +134,27 @@ def test_the_run_carries_the_tasks_data_spec(tmp_path: Path) -> None:
     assert fm.task_data_spec({}, "fashion-mnist") == load_task("fashion-mnist").data.model_dump(
         mode="json"
     )
+
+
+def _msg_as(type_index: int, client_index: int) -> object:
+    """A train message whose config names the participant the ServerApp's node map says this
+    node is in the run's task (type, index), as :meth:`VerifyingFedAvg.configure_train` sends."""
+    msg = _train_msg()
+    config = msg.content.config_records["config"]
+    config[fm.MSG_TYPE_INDEX], config[fm.MSG_CLIENT_INDEX] = type_index, client_index
+    return msg
+
+
+def test_the_runs_type_not_the_node_configs_sets_the_attested_d(
+    folders: dict[tuple[int, int], Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A device of two tasks is one node with one node config, but its type is the task's: the
+    node config says type 1 (D = 50), the run's node map type 3 (D = 300). Holding 50 samples it
+    refuses the round; the same folder in a run that makes it type 1 trains."""
+    caplog.set_level(logging.ERROR, logger="mots.edge.client_app")
+    small = {"data-fashion-mnist": str(folders[(0, 0)]), "type-index": 0, "client-index": 0}
+    with pytest.raises(ValueError, match="does not fit task fashion-mnist"):
+        client_app.app(_msg_as(2, 0), _context(RUN, **small))  # type: ignore[arg-type]
+    assert "fewer than the 300 this participant attested" in caplog.text
+    big = {"data-fashion-mnist": str(folders[(0, 0)]), "type-index": 2, "client-index": 0}
+    _weights(client_app.app(_msg_as(0, 0), _context(RUN, **big)))  # type: ignore[arg-type]

@@ -116,6 +116,23 @@ def _strategy(s: sa.RunSetup, weights: list[np.ndarray]) -> VerifyingFedAvg:
     return VerifyingFedAvg(s, sa.choose(s), model)
 
 
+def test_each_train_message_names_the_participant_the_node_is_in_this_run() -> None:
+    """A device of two tasks is one node with one node config: each task's run tells it who it
+    is in that task (type, index) from the run's node map, so the ClientApp checks its data
+    against that type's D (issue 36)."""
+    s = _setup({11: (0, 1), 12: (0, 0), 13: (1, 0)}, [2, 1], verify=False)
+    strategy = _strategy(s, [np.ones(3, np.float32)])
+    msgs = strategy.configure_train(1, ArrayRecord([np.ones(3, np.float32)]), ConfigRecord(), None)  # type: ignore[arg-type]
+    said = {
+        m.metadata.dst_node_id: (
+            m.content.config_records["config"][fm.MSG_TYPE_INDEX],
+            m.content.config_records["config"][fm.MSG_CLIENT_INDEX],
+        )
+        for m in msgs
+    }
+    assert said == {12: (0, 0), 11: (0, 1), 13: (1, 0)}
+
+
 def test_a_missing_or_failed_reply_drops_the_node_and_the_round_goes_on() -> None:
     """One good reply, one error reply, one silence: the silent node is dropped soon after the
     quorum replied (not at the hard deadline), the failing one at once; nothing raises."""
