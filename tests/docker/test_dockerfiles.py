@@ -257,3 +257,34 @@ def test_image_is_built_on_deps_not_a_copy_of_its_venv(dockerfile: Path) -> None
     assert final[0] == ("FROM", "deps")
     copied = _copies_by_stage(dockerfile).get(None, [])
     assert "--from=deps" not in copied and "/opt/venv" not in copied, copied
+
+
+def _task_file_references() -> set[Path]:
+    """The files the shipped task files name by a relative path (a scenario file; an evaluation
+    set given as a path), resolved against the task file as the loader does."""
+    import yaml
+
+    out: set[Path] = set()
+    for task in sorted((ROOT / "examples" / "tasks").glob("*.yaml")):
+        doc = yaml.safe_load(task.read_text(encoding="utf-8"))
+        scenario = (doc.get("economics") or {}).get("scenario")
+        named = [scenario, (doc.get("evaluation") or {}).get("path")]
+        for ref in named:
+            if isinstance(ref, str) and not Path(ref).is_absolute():
+                out.add((task.parent / ref).resolve().relative_to(ROOT))
+    return out
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_an_image_with_the_task_files_carries_what_they_name(dockerfile: Path) -> None:
+    """An image that ships examples/tasks ships every file those name (fashion-mnist.yaml's
+    ../scenarios/platform_demo.yaml): without it, a round of the task is refused in the
+    container (a 404 'cannot read scenario file' that only the compose round saw)."""
+    copied = [s for sources in _copies_by_stage(dockerfile).values() for s in sources]
+    copied = [s.rstrip("/") for s in copied if not s.startswith("--")]
+    if "examples/tasks" not in copied:
+        return
+    for ref in sorted(_task_file_references()):
+        assert any(ref == Path(s) or Path(s) in ref.parents for s in copied), (
+            f"{dockerfile.parent.name}: the task files name {ref}, which no COPY ships"
+        )

@@ -17,6 +17,7 @@ stored mid-round never prices, trains or measures a round opened before it.
 
 from __future__ import annotations
 
+import logging
 from contextlib import suppress
 from dataclasses import dataclass
 from decimal import Decimal
@@ -35,6 +36,8 @@ from mots.tasks.stored import (
 )
 from mots.tasks.task_file import MarketTask, TaskFileError, find_task_file
 from services.orchestration.core.config import Settings, get_settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,9 @@ def check_task(task: str, settings: Settings | None = None) -> int | None:
     try:
         found: MarketTask | None = _file(task)
     except _NoFile:
+        found = None
+    except TaskNotFound as exc:  # the deployment's settings price and train it, not its file
+        log.warning("round of %s pinned to no version: its task file is unusable (%s)", task, exc)
         found = None
     stored = None
     if url:  # the deployment's settings define it, but the operator may have retired it

@@ -10,8 +10,9 @@ import pytest
 
 from mots.economics.utility import PowerUtility
 from mots.platform.api.base import RoundState
+from mots.platform.api.tasks import DEFAULT_TASK
 from mots.platform.contracts import EvaluationRequest, EvaluationResult
-from mots.tasks.task_file import TASKS_DIR_ENV
+from mots.tasks.task_file import SHIPPED_DIR, TASKS_DIR_ENV
 from services.orchestration.rounds.task_economics import check_task, task_file
 from tests.mots.tasks.test_stored import NAME, URL, FakeMarket, fake_market, task_text
 from tests.services.orchestration.rounds.fakes import Clock, FakeServices, rig
@@ -87,3 +88,21 @@ def test_a_task_file_edited_to_another_version_settles_the_round_by_rule(
     assert rnd.quote is None and r.services.opened == []
     with pytest.raises(Exception, match="now declares version 2"):
         task_file(NAME, r.settings, 1)
+
+
+def test_the_default_tasks_round_opens_when_its_task_file_is_unusable(
+    tmp_path, monkeypatch, caplog
+) -> None:
+    """The default task is priced and trained by the deployment's settings, not its file: a
+    fashion-mnist.yaml whose scenario file is missing (as in an image that copied the task files
+    only: the compose round refused every fashion-mnist round with a 404) pins no version and
+    says why in the log, instead of refusing the round."""
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    shipped = (SHIPPED_DIR / f"{DEFAULT_TASK}.yaml").read_text(encoding="utf-8")
+    (folder / f"{DEFAULT_TASK}.yaml").write_text(shipped, encoding="utf-8")  # no ../scenarios
+    monkeypatch.setenv(TASKS_DIR_ENV, str(folder))
+    r = rig(Evaluations)
+    with caplog.at_level("WARNING", logger="services.orchestration.rounds.task_economics"):
+        assert check_task(DEFAULT_TASK, r.settings) is None
+    assert "cannot read scenario file" in caplog.text
