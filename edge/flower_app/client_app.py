@@ -2,8 +2,9 @@
 
 The ServerApp knows which participant a node is from the key the node authenticates with, so
 nothing here reports an identity; each train message names the node's type and index in the
-run's task (from the ServerApp's node map: a device of two tasks has a type per task), else the
-node config's ``type-index``/``client-index`` say which data partition this device holds. ``train`` runs E SGD steps from the received global model
+run's task (from the ServerApp's node map: a device of two tasks has a type per task), which sets
+the attested D its own data is checked against; on the public-set layout the node config's
+``type-index``/``client-index`` say which data partition this device holds. ``train`` runs E SGD steps from the received global model
 on this device's own data when its node config names a folder for the run's task
 (``data-<task>``, the SuperNode's ``--data TASK=PATH``; issue 36): checked against the task's data
 (shape, dtype, labels) and the type's attested D first, the round refused with the reason in the
@@ -95,13 +96,17 @@ def train(msg: Message, context: Context) -> Message:
         cfg = fm.train_config_from_run(context.run_config)
         if context.node_config.get(fm.NODE_DATA_DIR):  # the device's own data directory wins
             cfg = cfg.model_copy(update={"data_dir": str(context.node_config[fm.NODE_DATA_DIR])})
-        i, j = fm.run_identity(msg.content.config_records["config"], context.node_config)
+        # who the node is in this run's task (its type sets the attested D its own data must
+        # hold); a node of the public-set layout trains the partition its node config names
+        in_run = fm.run_identity(msg.content.config_records["config"], context.node_config)
+        local = local_data_request(context.run_config, context.node_config, cfg, in_run[0])
+        i, j = in_run if local is not None else fm.node_identity(context.node_config)
         request = {
             "config": cfg.model_dump(mode="json"),
             "type_index": i,
             "client_index": j,
             "round": round_index,
-            "local_data": local_data_request(context.run_config, context.node_config, cfg, i),
+            "local_data": local,
         }
         sock = str(context.node_config.get(fm.NODE_TRAINER_SOCKET, ""))
         try:

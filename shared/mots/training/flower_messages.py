@@ -172,8 +172,10 @@ def run_identity(
 ) -> tuple[int, int]:
     """(type index i, client index j) of this node in the message's run: what the ServerApp's
     node map says (``type-index``/``client-index`` in the train message's config), else the node
-    config's (:func:`node_identity`). The run's wins: a device in two tasks' coalitions is one
-    SuperNode whose type, and so its attested D, may differ by task (issue 36)."""
+    config's (:func:`node_identity`). The run's sets the attested D a device's own data must
+    hold: a device in two tasks' coalitions is one SuperNode whose type may differ by task
+    (issue 36). A node of the public-set layout still trains the partition its node config
+    names (a node claiming another's there trains the other's slice and fails verification)."""
     if MSG_TYPE_INDEX in message_config and MSG_CLIENT_INDEX in message_config:
         return int(message_config[MSG_TYPE_INDEX]), int(message_config[MSG_CLIENT_INDEX])
     return node_identity(node_config)
