@@ -96,8 +96,12 @@ def remove(prefixes: Sequence[str]) -> dict[str, list[str]]:
     found = leftovers(prefixes)
     if found["pods"]:
         podman("pod", "rm", "--force", "--time", "2", *found["pods"], check=False)
-    if found["containers"]:
-        podman("rm", "--force", "--volumes", "--time", "2", *found["containers"], check=False)
+    for _ in range(5):  # a container others require is refused while they exist: pass again
+        containers = leftovers(prefixes)["containers"]
+        if not containers:
+            break
+        podman("rm", "--force", "--volumes", "--time", "2", *containers, check=False)
+    found = leftovers(prefixes)
     if found["volumes"]:
         podman("volume", "rm", "--force", *found["volumes"], check=False)
     if found["networks"]:
