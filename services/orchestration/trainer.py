@@ -67,6 +67,25 @@ def registered_keys(coalition: Coalition) -> dict[tuple[int, int], bytes]:
     return out
 
 
+def _train_result(
+    result: Any, participants: list[int], coalition: Coalition | None, seconds: float
+) -> TrainResult:
+    """The training worker's reply: the engine's outcome, its participants' fates, and the
+    seconds the round's training took (from its task's lock taken)."""
+    completed = result.metadata.get("completed_participants", participants)
+    return TrainResult(
+        epsilon=result.epsilon,
+        losses=result.losses,
+        round_seconds=result.round_seconds,
+        artifact_path=str(result.artifact_path),
+        artifact_sha256=str(result.artifact_sha256),
+        completed=[int(x) for x in completed],
+        seconds=seconds,
+        metadata={k: v for k, v in result.metadata.items() if _jsonable(v)},
+        participants=participant_outcomes(result.metadata, participants, coalition),
+    )
+
+
 class TaskFederation:
     """One task's local federation and the population (node types, D_i) it was started for; its
     lock lets one round of the task train at a time while another task's round trains on its
@@ -330,18 +349,7 @@ class Trainer:
                 federation, ExternalSuperLink | ExternalRun
             ):
                 state.stop()  # its nodes' keys were unregistered: the next round starts afresh
-        completed = result.metadata.get("completed_participants", participants)
-        return TrainResult(
-            epsilon=result.epsilon,
-            losses=result.losses,
-            round_seconds=result.round_seconds,
-            artifact_path=str(result.artifact_path),
-            artifact_sha256=str(result.artifact_sha256),
-            completed=[int(x) for x in completed],
-            seconds=seconds,
-            metadata={k: v for k, v in result.metadata.items() if _jsonable(v)},
-            participants=participant_outcomes(result.metadata, participants, coalition),
-        )
+        return _train_result(result, participants, coalition, seconds)
 
     def _raise_platform_fault(
         self, federation: Any, exc: Exception, state: TaskFederation | None = None
