@@ -21,12 +21,17 @@ NAME = "digits-pinned"
 URL = "http://market.test"
 
 
-def task_text(version: int, scale: float = 2.0, hidden: int = 32, name: str = NAME) -> str:
-    """digits' task file as ``name`` at ``version``, with its own U(ε) scale and hidden width."""
+def task_text(
+    version: int, scale: float = 2.0, hidden: int = 32, name: str = NAME, fedavg_rounds: int = 0
+) -> str:
+    """digits' task file as ``name`` at ``version``, with its own U(ε) scale and hidden width
+    (and, if not 0, its own FedAvg rounds R)."""
     data = yaml.safe_load((Path(SHIPPED_DIR) / "digits.yaml").read_text(encoding="utf-8"))
     data["name"], data["version"] = name, version
     data["economics"]["scenario"]["utility"]["scale"] = scale
     data["model"]["args"] = {"hidden": [hidden]}
+    if fedavg_rounds:
+        data["rounds"]["fedavg_rounds"] = fedavg_rounds
     return yaml.safe_dump(data, sort_keys=False)
 
 

@@ -111,8 +111,8 @@ def test_a_round_trains_the_task_version_it_was_pinned_to(
     from tests.mots.tasks.test_stored import NAME, URL, fake_market, task_text
 
     market = fake_market(monkeypatch)
-    market.store(task_text(1, hidden=32))
-    market.store(task_text(2, hidden=64).replace("fedavg_rounds: 10", "fedavg_rounds: 3"))
+    market.store(task_text(1, hidden=32, fedavg_rounds=7))
+    market.store(task_text(2, hidden=64, fedavg_rounds=3))
     seen: dict[str, Any] = {}
 
     def train(*args: object, **kwargs: object) -> TrainingResult:
@@ -131,5 +131,5 @@ def test_a_round_trains_the_task_version_it_was_pinned_to(
     monkeypatch.setattr(trainer, "_ensure_federation", federation)
     trainer.train([1], [20.0], [0], round_id=1, task=NAME, task_version=1)
     assert seen["task"].version == 1 and seen["task"].model.args == {"hidden": [32]}
-    assert seen["config"].rounds == 10
+    assert seen["config"].rounds == 7
     assert seen["federation"] == (NAME, 1)
