@@ -59,9 +59,9 @@ def _out(rnd: RoundRecord) -> RoundOut:
     },
 )
 def start_round(request: Request, body: RoundStart | None = None) -> RoundStarted:
-    """Open a new market round of a task (default fashion-mnist) pinned to the task's current
-    version, optionally with its own subsidy budget and collection window (409 while another of
-    the task is in flight)."""
+    """Open a new market round of a task (by default the deployment's default task, the one a
+    call naming none acts in) pinned to the task's current version, optionally with its own
+    subsidy budget and collection window (409 while another of the task is in flight)."""
     body = body or RoundStart()
     budget = body.subsidy_budget
     try:
