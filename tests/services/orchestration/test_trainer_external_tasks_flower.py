@@ -4,7 +4,13 @@ devices), each device one SuperNode with one key holding a data folder per task
 (``data-<task>``). The trainer, given only the address, trains a Fashion-MNIST round and a digits
 round from two threads: each round registers its own coalition's keys (the SuperLink admits the
 union), trains with its own node map, and the two Flower runs overlap in time, the devices in both
-coalitions serving both runs' messages in turn."""
+coalitions serving both runs' messages in turn.
+
+The type-3 device is removed from its fashion-mnist round (revoked or departed there) once FedAvg
+round 0 is in, while its digits round still trains on the same key: it is left out of the
+fashion-mnist run and reported dropped (not paid), but its key stays admitted at the SuperLink
+and the digits round trains it to the end (the key is unregistered only when no active round
+holds it)."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from mots.tasks.task_file import load_task
 from mots.tasks.training import evaluate_model_file
 from mots.training.external_superlink import ExternalSuperLink
 from mots.training.federation import LocalFederation, free_port_block, ports_needed
+from mots.training.progress import RoundProgress
 from services.orchestration.core.config import Settings
 from services.orchestration.task_trainer import device_folders
 from services.orchestration.trainer import Trainer
@@ -69,7 +76,7 @@ def test_two_tasks_rounds_train_at_once_on_an_external_superlink(tmp_path: Path)
         shutil.copy(deployed.ca_cert, tmp_path / "orchestration" / "tls" / "ca.crt")
         settings = Settings(
             trainer="deployment",
-            train_rounds=2,
+            train_rounds=3,
             train_local_steps=5,
             train_test_subset=500,
             federation_dir=str(tmp_path / "orchestration"),
@@ -84,11 +91,27 @@ def test_two_tasks_rounds_train_at_once_on_an_external_superlink(tmp_path: Path)
         }
         spans: dict[str, tuple[float, float]] = {}
         results: dict[str, Any] = {}
+        gone: set[int] = set()  # fashion-mnist's removed client ids (MarketRemovals' answer)
+        seen: dict[str, Any] = {}
+
+        def fashion_progress(p: RoundProgress) -> None:
+            if p.partial or p.round != 0 or gone:
+                return
+            seen["digits_active"] = "digits" not in results
+            gone.add(13)  # the type-3 device's fashion-mnist client
 
         def train(task: str, round_id: int) -> None:
             sizes, coalition = rounds[task]
+            fashion = task == "fashion-mnist"
             res = trainer.train(
-                [1, 0, 1], sizes, NODE_TYPES, round_id, coalition=coalition, task=task
+                [1, 0, 1],
+                sizes,
+                NODE_TYPES,
+                round_id,
+                fashion_progress if fashion else None,
+                coalition=coalition,
+                removed=(lambda: set(gone)) if fashion else None,
+                task=task,
             )
             end = time.monotonic()
             # the training's own span: ``seconds`` counts from the task's lock taken, not the
@@ -114,11 +137,21 @@ def test_two_tasks_rounds_train_at_once_on_an_external_superlink(tmp_path: Path)
     overlap = min(a1, b1) - max(a0, b0)
     print(f"spans {spans}: overlap {overlap:.1f} s")
     assert overlap > 0.5 * min(a1 - a0, b1 - b0), spans  # at once, not one after the other
+    # removed from fashion-mnist while its digits round trained on the same key: the key stayed
+    assert seen["digits_active"], "the digits round ended before the removal: nothing shared"
+    status = {p["client_id"]: p for p in results["fashion-mnist"].participants}
+    assert status[11]["status"] == "verified", status
+    assert status[13]["status"] == "dropped" and "removed" in status[13]["reason"], status
+    assert [(p["client_id"], p["status"]) for p in results["digits"].participants] == [
+        (111, "verified"),
+        (113, "verified"),
+    ], results["digits"].participants
+    digits_node = {
+        (n["type_index"], n["client_index"]): n["node_id"]
+        for n in results["digits"].metadata["nodes"]
+    }[(2, 0)]
+    assert all(digits_node in asked for asked in results["digits"].metadata["asked_per_round"])
     for task, res in results.items():
-        assert [(p["client_id"] % 100, p["status"]) for p in res.participants] == [
-            (11, "verified"),
-            (13, "verified"),
-        ], res.participants
         # trained on the devices of types 1 and 3 (the same two SuperNodes for both tasks)
         nodes = {n["node_id"]: (n["type_index"], n["client_index"]) for n in res.metadata["nodes"]}
         assert nodes == {node_ids[(0, 0)]: (0, 0), node_ids[(2, 0)]: (2, 0)}, nodes
