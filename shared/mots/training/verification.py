@@ -13,7 +13,9 @@ aggregates a round, each update Δ_i = w_i − w (w the global model sent) passe
 4. ``free_riding``: ‖Δ_i‖ above ``min_norm_ratio`` × the scale s: the E SGD steps of b draws
    the round asked for move the model about as far as the server's own E steps (an honest
    update's norm was at least 0.57 s in the measurements of docs/training.md); below, the node
-   returned the model it was sent, or did a small part of the work (one step of 20);
+   returned the model it was sent, or did a small part of the work (one step of 20). For an
+   update the server holds references for its declared D (``anchored``), the bound scales by
+   √(D / ``work_ratio_size``) below that size, as too_little_work's does (:func:`free_riding_bound`);
 5. ``norm``: ‖Δ_i‖ ≤ ``max_norm_ratio`` × s (scaled or random weights);
 6. ``direction``: cos(Δ_i, Δ_ref) ≥ ``min_cosine``, Δ_ref the server's own update of w on its
    anchor split (FLTrust's root update, Cao et al., NDSS 2021), and, with ≥ ``min_peers`` updates,
@@ -285,13 +287,26 @@ def _scale(norms: Mapping[int, float], ref_norm: float, peers: bool) -> float:
     return 0.0
 
 
+def free_riding_bound(policy: VerificationPolicy, anchored_size: int | None = None) -> float:
+    """The least ‖Δ_i‖/s of check 4: ``min_norm_ratio``; for an update whose declared size D the
+    server holds references for (``anchored_size``), scaled like too_little_work's floor,
+    √(D / ``work_ratio_size``) below that size: s is the server's step on an anchor split the
+    model never fit, while a small participant's own samples are fit within a few rounds (an
+    honest breast-cancer hospital, D 30, moved 0.346 s), and the size-matched check backs it."""
+    if anchored_size is None or anchored_size <= 0 or policy.work_ratio_size <= 0:
+        return policy.min_norm_ratio
+    return policy.min_norm_ratio * math.sqrt(min(1.0, anchored_size / policy.work_ratio_size))
+
+
 def _statistical(
     deltas: Mapping[int, npt.NDArray[np.float64]],
     reference: npt.NDArray[np.float64] | None,
     policy: VerificationPolicy,
+    anchored_sizes: Mapping[int, int] | None = None,
 ) -> tuple[dict[int, tuple[str, str]], dict[int, dict[str, float]], float]:
     """Checks 4–6 on the finite, well-shaped deltas: (failures, stats, scale). The peers'
-    centre and cosine bound come from the updates whose norm passed."""
+    centre and cosine bound come from the updates whose norm passed; ``anchored_sizes`` gives
+    the declared size of each update the server holds references for (:func:`free_riding_bound`)."""
     norms = {k: float(np.linalg.norm(d)) for k, d in deltas.items()}
     ref_norm = float(np.linalg.norm(reference)) if reference is not None else 0.0
     scale = _scale(norms, ref_norm, len(deltas) >= policy.min_peers)
@@ -302,11 +317,12 @@ def _statistical(
     if scale <= 0.0:
         return failed, stats, scale
     for k, s in stats.items():
-        if s["norm_ratio"] < policy.min_norm_ratio:
+        bound = free_riding_bound(policy, (anchored_sizes or {}).get(k))
+        if s["norm_ratio"] < bound:
             failed[k] = (
                 "free_riding",
                 f"‖Δ‖ = {s['norm']:.3g} is {s['norm_ratio']:.3f} of the scale {scale:.3g} "
-                f"(< {policy.min_norm_ratio}): the update barely moved the model it was sent",
+                f"(< {bound:.3g}): the update barely moved the model it was sent",
             )
         elif s["norm_ratio"] > policy.max_norm_ratio:
             failed[k] = (
@@ -518,7 +534,8 @@ def verify_round(
     g = flatten(global_weights)
     verdicts, deltas = _screen(candidates, global_weights, g, policy, expected_samples)
     reference = None if reference_update is None else flatten(reference_update)
-    failed, stats, scale = _statistical(deltas, reference, policy)
+    sized = {c.key: c.declared_size for c in candidates if anchored and c.declared_size in anchored}
+    failed, stats, scale = _statistical(deltas, reference, policy, sized)
     copies, copy_stats = copied(deltas, policy.copy_distance)
     _merge(failed, stats, {}, copy_stats)
     failed.update(copies)  # checked before the statistics: a copy's verdict is ``duplicate``

@@ -218,3 +218,40 @@ def test_a_one_directional_update_of_honest_norm_fails_rescaled() -> None:
     assert References(DRAWS).spread(lazy) is None  # no first layer known: not judged
     skewed = References(DRAWS, BASIS, (0, ROWS, N), iid=False)  # label skew: honest is narrower
     assert judge(lazy, ZERO, skewed, tol=tol).check is None
+
+
+def test_the_free_riding_bound_follows_the_declared_size_with_references_for_it() -> None:
+    """Late in a run a small participant's honest update moves less than the server's update on
+    its anchor split, which the model has never fit (breast-cancer, seen in ``make bench-tasks``:
+    a hospital's, D 30, at 0.346 of the scale in round 3 of every run, refused as a free rider
+    and unpaid while too_little_work, against draws for D 30, passed it). With references drawn
+    for its size the free-riding bound is scaled like too_little_work's (√(D / work_ratio_size)
+    below that size): that update passes; a returned model (a tiny step) still fails; at
+    D ≥ work_ratio_size, or without references for the size, the bound is unchanged."""
+    pol = VerificationPolicy(harm_check="off", copy_distance=0.0)
+    small = References(0.3 * DRAWS, BASIS, (0, ROWS, N), size=30)
+    large = References(0.3 * DRAWS, BASIS, (0, ROWS, N), size=300)
+
+    def cand(key: int, delta: np.ndarray, size: int) -> Candidate:
+        w = [delta[: ROWS * N].reshape(ROWS, N).astype(np.float32), delta[ROWS * N :]]
+        return Candidate(key, [w[0], w[1].astype(np.float32)], size, 640, size)
+
+    def verdicts(anchored: dict[int, References]) -> dict[int, str | None]:
+        cands = [
+            cand(1, 0.3 * honest_delta(5), 30),  # honest, own samples already fit
+            cand(2, 0.03 * honest_delta(6), 30),  # returned (nearly) the model it was sent
+            cand(3, 0.3 * honest_delta(7), 300),  # as little movement with ten times the data
+        ]
+        res = verify_round(
+            G,
+            cands,
+            pol,
+            reference_update=[G[0] + DRAWS[0][: ROWS * N].reshape(ROWS, N), G[1]],
+            expected_samples=640,
+            anchored=anchored,
+            history=[],
+        )
+        return {v.key: v.check for v in res.verdicts}
+
+    assert verdicts({30: small, 300: large}) == {1: None, 2: "free_riding", 3: "free_riding"}
+    assert verdicts({300: large}) == {1: "free_riding", 2: "free_riding", 3: "free_riding"}
