@@ -81,6 +81,16 @@ class AnchorTolerance:
     spread_ratio: float = 0.5
 
 
+def size_allowance(size: int, work_size: float) -> float:
+    """√(D / ``work_size``) below ``work_size`` samples, else 1 (and 1 for an unknown D ≤ 0 or
+    ``work_size`` 0): how far an honest update's norm falls once a participant's own D samples
+    are fit by the model, the allowance of too_little_work's floor and of the free-riding bound
+    (:func:`mots.training.verification.free_riding_bound`)."""
+    if size <= 0 or work_size <= 0:
+        return 1.0
+    return math.sqrt(min(1.0, size / work_size))
+
+
 @dataclass(frozen=True)
 class References:
     """The server's own references for one declared data size in one round.
@@ -108,10 +118,8 @@ class References:
 
     def work_floor(self, tol: AnchorTolerance) -> float:
         """The least work ratio ‖Δ_i‖ / median_t ‖Δ_t‖ of an honest update: ``min_work_ratio``,
-        scaled by √(D_i / ``work_size``) below ``work_size`` samples (see the module docstring)."""
-        if self.size <= 0 or tol.work_size <= 0:
-            return tol.min_work_ratio
-        return tol.min_work_ratio * math.sqrt(min(1.0, self.size / tol.work_size))
+        scaled by :func:`size_allowance` (see the module docstring)."""
+        return tol.min_work_ratio * size_allowance(self.size, tol.work_size)
 
     def accuracy_floor(self, tol: AnchorTolerance) -> float | None:
         """The least validation accuracy an honest update reaches (None when not measured)."""

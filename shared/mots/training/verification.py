@@ -57,7 +57,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from mots.training.anchored import AnchorTolerance, References, judge
+from mots.training.anchored import AnchorTolerance, References, judge, size_allowance
 from mots.training.copies import copied
 
 FloatArray = npt.NDArray[np.floating]
@@ -293,9 +293,9 @@ def free_riding_bound(policy: VerificationPolicy, anchored_size: int | None = No
     √(D / ``work_ratio_size``) below that size: s is the server's step on an anchor split the
     model never fit, while a small participant's own samples are fit within a few rounds (an
     honest breast-cancer hospital, D 30, moved 0.346 s), and the size-matched check backs it."""
-    if anchored_size is None or anchored_size <= 0 or policy.work_ratio_size <= 0:
+    if anchored_size is None:
         return policy.min_norm_ratio
-    return policy.min_norm_ratio * math.sqrt(min(1.0, anchored_size / policy.work_ratio_size))
+    return policy.min_norm_ratio * size_allowance(anchored_size, policy.work_ratio_size)
 
 
 def _statistical(
@@ -534,14 +534,14 @@ def verify_round(
     g = flatten(global_weights)
     verdicts, deltas = _screen(candidates, global_weights, g, policy, expected_samples)
     reference = None if reference_update is None else flatten(reference_update)
-    sized = {c.key: c.declared_size for c in candidates if anchored and c.declared_size in anchored}
+    sizes = {c.key: c.declared_size for c in candidates}
+    sized = {k: d for k, d in sizes.items() if anchored and d in anchored}
     failed, stats, scale = _statistical(deltas, reference, policy, sized)
     copies, copy_stats = copied(deltas, policy.copy_distance)
     _merge(failed, stats, {}, copy_stats)
     failed.update(copies)  # checked before the statistics: a copy's verdict is ``duplicate``
     if anchored:
         acc = _accuracy_by_key(candidates, validation_accuracy)
-        sizes = {c.key: c.declared_size for c in candidates}
         _merge(failed, stats, *_anchored(deltas, sizes, g, anchored, history, policy, acc))
     # the per-model harm checks also measure the updates already refused (reported in stats);
     # leave-one-out is a property of the set, so only the survivors take part in it
